@@ -1,1 +1,35 @@
-//! sluice-mem
+//! Shared packet memory for sluice: the arena, packet buffers and their
+//! ownership, descriptor rings, wake words and NF control blocks.
+//!
+//! This crate holds nearly all of sluice's `unsafe` code, in two places:
+//! mapping the arena and viewing its regions ([`arena`]), and viewing a batch
+//! slot as a handle ([`buffer`]). Everything else is built on atomics and
+//! safe slices. The ring and the pool are model-checked with loom
+//! (`RUSTFLAGS="--cfg loom" cargo test -p sluice-mem --test loom --release`).
+#![allow(unsafe_code)]
+#![cfg_attr(loom, allow(dead_code, unused_imports))]
+
+#[cfg(not(loom))]
+pub mod arena;
+pub mod batch;
+pub mod buffer;
+#[cfg(not(loom))]
+pub mod control;
+#[cfg(not(loom))]
+pub mod link;
+pub mod pool;
+pub mod ring;
+pub mod sync;
+pub mod wake;
+
+#[cfg(not(loom))]
+pub use arena::{Arena, ArenaConfig, ArenaError, Backing};
+pub use batch::{HandleBatch, MAX_BATCH};
+pub use buffer::{Pkt, PktHandle, BUF_STRIDE, DATA_ROOM, DATA_START, HEADROOM, META_SIZE};
+#[cfg(not(loom))]
+pub use control::{NfControl, NfStats, NF_COUNTERS};
+#[cfg(not(loom))]
+pub use link::{NfEndpoint, NfLink, RecvOutcome, RxEntry, EVENT_BIT};
+pub use pool::{Audit, BufferPool, PoolCache};
+pub use ring::{Consumer, Producer, RingCorrupt, RingRef, RingShared};
+pub use wake::WakeWord;

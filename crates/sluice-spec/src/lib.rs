@@ -1,1 +1,76 @@
-//! sluice-spec
+//! The declarative spec that `sluice run SPEC` executes.
+//!
+//! A spec is a YAML file declaring **ports** (traffic sources and sinks),
+//! **NFs** (network functions) and **chains** (which traffic from which port
+//! goes through which NFs to which output). This crate loads such a file,
+//! validates it completely and turns it into plain Rust structs ([`Spec`]).
+//! Any problem is reported as a [`SpecError`] naming the file, the line and
+//! column, and the field path, for example:
+//!
+//! ```text
+//! examples/bad.yaml:14:9: chains[0].nfs[2]: no NF named "mon2" (defined NFs: acl, mon)
+//! ```
+//!
+//! A spec is either accepted entirely or rejected: there is no partial result.
+//!
+//! NF configurations are type-specific and are kept as a located value tree
+//! ([`ConfigNode`]) that the NF implementations deserialize into their own
+//! types with [`ConfigNode::deserialize`]; errors found there carry the line
+//! and path of the offending value too.
+//!
+//! The full schema is documented in `docs/spec-reference.md`.
+//!
+//! ```
+//! let yaml = "
+//! ports:
+//!   - { name: gen, kind: generator, flows: 8 }
+//!   - { name: out, kind: sink }
+//! nfs:
+//!   - { name: mon, type: monitor }
+//! chains:
+//!   - { name: main, from: gen, nfs: [mon], to: out }
+//! ";
+//! let spec = sluice_spec::parse_str(yaml, "demo.yaml", &["monitor"]).unwrap();
+//! assert_eq!(spec.resolve_chain_path("main"), vec!["mon", "out"]);
+//!
+//! let err = sluice_spec::parse_str(yaml, "demo.yaml", &["acl"]).unwrap_err();
+//! assert_eq!(
+//!     err.to_string(),
+//!     "demo.yaml:6:24: nfs[0].type: unknown NF type \"monitor\" (known types: acl)"
+//! );
+//! ```
+
+mod config_de;
+mod config_node;
+mod decode;
+mod decode_chains;
+mod decode_ports;
+mod error;
+mod fields;
+mod limits;
+mod load;
+mod location;
+mod model;
+mod net;
+mod path;
+mod ports;
+mod resolve;
+mod scalar;
+mod settings;
+mod validate;
+mod validate_chains;
+mod yaml;
+
+pub use config_node::{ConfigEntry, ConfigNode, ConfigValue};
+pub use error::SpecError;
+pub use ipnet::IpNet;
+pub use load::{load, parse_str};
+pub use location::{Location, SourceName};
+pub use model::{ChainSpec, Isolation, MatchSpec, NfSpec, Spec};
+pub use net::{proto_name, proto_number, PortRange};
+pub use ports::{
+    GeneratorSpec, IpVersionChoice, NicSpec, PcapInSpec, PcapOutSpec, PortKind, PortSpec, Protocol,
+    SinkSpec, SizeSpec,
+};
+pub use resolve::ResolvedChain;
+pub use settings::{FlowTableSettings, RestartMode, RestartPolicy, Settings};

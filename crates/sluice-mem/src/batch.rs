@@ -1,0 +1,139 @@
+//! A fixed-capacity batch of owned packet handles.
+
+use crate::buffer::PktHandle;
+
+/// Largest batch any ring operation, NF call or port call handles at once.
+pub const MAX_BATCH: usize = 256;
+
+/// Up to [`MAX_BATCH`] owned handles, stored as raw indices so a batch can be
+/// copied into a ring with one pass. Owning a `HandleBatch` owns its handles.
+pub struct HandleBatch {
+    raw: [u32; MAX_BATCH],
+    len: usize,
+}
+
+impl Default for HandleBatch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl HandleBatch {
+    /// An empty batch.
+    pub const fn new() -> Self {
+        HandleBatch {
+            raw: [0; MAX_BATCH],
+            len: 0,
+        }
+    }
+
+    /// Number of handles held.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the batch holds nothing.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether the batch is at capacity.
+    #[inline]
+    pub fn is_full(&self) -> bool {
+        self.len == MAX_BATCH
+    }
+
+    /// Adds a handle; gives it back if the batch is full.
+    #[inline]
+    pub fn push(&mut self, h: PktHandle) -> Result<(), PktHandle> {
+        if self.len == MAX_BATCH {
+            return Err(h);
+        }
+        self.raw[self.len] = h.into_raw();
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Removes the last handle.
+    #[inline]
+    pub fn pop(&mut self) -> Option<PktHandle> {
+        if self.len == 0 {
+            return None;
+        }
+        self.len -= 1;
+        Some(PktHandle::from_raw_owned(self.raw[self.len]))
+    }
+
+    /// Mutable access to the handle at `i`, the key to its buffer.
+    #[inline]
+    pub fn get_mut(&mut self, i: usize) -> Option<&mut PktHandle> {
+        if i >= self.len {
+            return None;
+        }
+        let slot: &mut u32 = &mut self.raw[i];
+        // PktHandle is repr(transparent) over u32; a `&mut u32` to a slot we
+        // own is converted through a typed helper instead of a pointer cast.
+        Some(PktHandle::from_slot(slot))
+    }
+
+    /// Buffer indices in order (for inspection; does not give ownership).
+    pub fn indices(&self) -> &[u32] {
+        &self.raw[..self.len]
+    }
+
+    /// Moves every handle out, in order, into `f`.
+    pub fn drain(&mut self, mut f: impl FnMut(PktHandle)) {
+        for i in 0..self.len {
+            f(PktHandle::from_raw_owned(self.raw[i]));
+        }
+        self.len = 0;
+    }
+
+    /// Removes the first `n` handles (after they were moved into a ring),
+    /// keeping the rest in order.
+    pub(crate) fn consume_front(&mut self, n: usize) {
+        let n = n.min(self.len);
+        self.raw.copy_within(n..self.len, 0);
+        self.len -= n;
+    }
+
+    /// Raw view of the held indices, for ring transfers within this crate.
+    pub(crate) fn raw(&self) -> &[u32] {
+        &self.raw[..self.len]
+    }
+
+    /// Appends raw indices that the caller has just proven are owned.
+    pub(crate) fn push_raw_owned(&mut self, raw: u32) {
+        debug_assert!(self.len < MAX_BATCH);
+        self.raw[self.len] = raw;
+        self.len += 1;
+    }
+
+    /// Keeps only the handles for which `keep` returns true, handing the
+    /// others to `reject`, preserving order.
+    pub fn retain(&mut self, mut keep: impl FnMut(&mut PktHandle) -> bool, mut reject: impl FnMut(PktHandle)) {
+        let mut w = 0;
+        for r in 0..self.len {
+            let mut h = PktHandle::from_raw_owned(self.raw[r]);
+            if keep(&mut h) {
+                self.raw[w] = h.into_raw();
+                w += 1;
+            } else {
+                reject(h);
+            }
+        }
+        self.len = w;
+    }
+}
+
+impl Drop for HandleBatch {
+    fn drop(&mut self) {
+        debug_assert!(
+            self.len == 0 || std::thread::panicking(),
+            "a HandleBatch was dropped holding {} buffers: they would leak",
+            self.len
+        );
+    }
+}

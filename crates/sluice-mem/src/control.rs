@@ -1,0 +1,95 @@
+//! Per-NF control blocks in the arena: lifecycle, wake word and statistics.
+//!
+//! The NF process writes its state and statistics here; the platform reads
+//! them for reporting only and never lets a value from here steer memory
+//! accesses (principle 5: the platform never trusts an NF).
+
+use crate::sync::{AtomicU32, AtomicU64, CachePadded, Ordering};
+use crate::wake::WakeWord;
+
+/// Number of NF-specific counters an NF may publish.
+pub const NF_COUNTERS: usize = 16;
+
+/// Lifecycle states an NF reports in [`NfControl::state`].
+pub mod state {
+    /// Slot unused.
+    pub const EMPTY: u32 = 0;
+    /// Process created, NF being constructed.
+    pub const STARTING: u32 = 1;
+    /// Processing packets.
+    pub const RUNNING: u32 = 2;
+    /// Left its loop after a stop request.
+    pub const STOPPED: u32 = 3;
+    /// Construction failed (bad config at runtime).
+    pub const FAILED: u32 = 4;
+}
+
+/// Statistics an NF instance publishes. Written by one writer (the NF's
+/// thread or process) with relaxed stores; read by the platform.
+#[derive(Debug, Default)]
+#[repr(C)]
+pub struct NfStats {
+    /// Packets the NF processed.
+    pub packets: AtomicU64,
+    /// Batches the NF processed.
+    pub batches: AtomicU64,
+    /// Nanoseconds spent inside the NF's batch handler (CPU charged to it).
+    pub busy_ns: AtomicU64,
+    /// Times the NF went to sleep for lack of work.
+    pub sleeps: AtomicU64,
+    /// Times the NF yielded the CPU after a full batch.
+    pub yields: AtomicU64,
+    /// Flow-end/reset events delivered.
+    pub events: AtomicU64,
+}
+
+impl NfStats {
+    /// Adds to a counter (single writer, so load+store, no locked RMW).
+    #[inline]
+    pub fn add(counter: &AtomicU64, v: u64) {
+        counter.store(counter.load(Ordering::Relaxed).wrapping_add(v), Ordering::Relaxed);
+    }
+}
+
+/// Control block of one NF slot.
+#[derive(Debug, Default)]
+#[repr(C)]
+pub struct NfControl {
+    /// The NF sleeps on this word when its receive ring is empty.
+    pub wake: CachePadded<WakeWord>,
+    /// Lifecycle state (see [`state`]).
+    pub state: AtomicU32,
+    /// Set to 1 by the platform to ask the NF to drain and exit.
+    pub stop: AtomicU32,
+    /// OS process id of a process NF.
+    pub pid: AtomicU32,
+    /// Incremented by the platform at every (re)start.
+    pub generation: AtomicU32,
+    /// Statistics.
+    pub stats: CachePadded<NfStats>,
+    /// NF-specific counters (names declared by the NF type).
+    pub counters: [AtomicU64; NF_COUNTERS],
+}
+
+impl NfControl {
+    /// Clears state and statistics for a fresh instance.
+    pub fn reset(&self) {
+        self.wake.cancel_sleep();
+        self.state.store(state::EMPTY, Ordering::Relaxed);
+        self.stop.store(0, Ordering::Relaxed);
+        self.pid.store(0, Ordering::Relaxed);
+        for c in [
+            &self.stats.packets,
+            &self.stats.batches,
+            &self.stats.busy_ns,
+            &self.stats.sleeps,
+            &self.stats.yields,
+            &self.stats.events,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+        for c in &self.counters {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+}

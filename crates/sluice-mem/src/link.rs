@@ -1,0 +1,347 @@
+//! The two ends of an NF's ring pair.
+//!
+//! [`NfLink`] is the platform's end: it hands owned buffers to an NF slot
+//! (recording the NF as owner), takes them back only after checking, handle
+//! by handle, that the NF owns them, caps how many buffers one NF may hold
+//! (so a hostile NF cannot drain the pool), and reclaims everything an NF
+//! held when it dies. [`NfEndpoint`] is the NF's end; it trusts the platform,
+//! which is the only issuer of handles.
+//!
+//! Receive rings also carry events (flow end, reset) in order with packets:
+//! an entry with [`EVENT_BIT`] set is an event, not a buffer index.
+
+use crate::arena::Arena;
+use crate::batch::{HandleBatch, MAX_BATCH};
+use crate::buffer::PktHandle;
+use crate::control::NfControl;
+use crate::pool::{owner_nf, BufferPool, PoolCache};
+use crate::ring::{Consumer, Producer, RingCorrupt, RingRef};
+use crate::wake::WakeWord;
+
+/// Receive-ring entries with this bit set are events, not buffers.
+pub const EVENT_BIT: u32 = 1 << 31;
+
+/// What [`NfLink::recv`] found.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RecvOutcome {
+    /// Valid handles moved into the output batch.
+    pub received: usize,
+    /// Entries rejected: out of range, not owned by this NF, or duplicates.
+    pub invalid: usize,
+}
+
+/// The platform's end of NF slot `slot`.
+pub struct NfLink<'a> {
+    slot: u32,
+    tag: u32,
+    rx_ring: RingRef<'a>,
+    tx_ring: RingRef<'a>,
+    rx: Producer<'a>,
+    tx: Consumer<'a>,
+    control: &'a NfControl,
+    in_flight: u32,
+    quota: u32,
+    scratch: [u32; MAX_BATCH],
+}
+
+impl<'a> NfLink<'a> {
+    /// Attaches to slot `slot` of `arena`.
+    pub fn new(arena: &'a Arena, slot: u32) -> Self {
+        let rx_ring = arena.nf_rx_ring(slot);
+        let tx_ring = arena.nf_tx_ring(slot);
+        let quota = rx_ring.capacity() + tx_ring.capacity() + MAX_BATCH as u32;
+        NfLink {
+            slot,
+            tag: owner_nf(slot),
+            rx_ring,
+            tx_ring,
+            rx: rx_ring.producer(),
+            tx: tx_ring.consumer(),
+            control: arena.nf_control(slot),
+            in_flight: 0,
+            quota,
+            scratch: [0; MAX_BATCH],
+        }
+    }
+
+    /// The slot this link serves.
+    pub fn slot(&self) -> u32 {
+        self.slot
+    }
+
+    /// The NF's control block.
+    pub fn control(&self) -> &'a NfControl {
+        self.control
+    }
+
+    /// Buffers the NF currently holds (queued to it, in it, queued back).
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight
+    }
+
+    /// How many more buffers may be sent now (ring space and quota).
+    pub fn room(&mut self) -> Result<usize, RingCorrupt> {
+        let free = self.rx.free()?;
+        Ok(free.min(self.quota.saturating_sub(self.in_flight)) as usize)
+    }
+
+    /// Moves as many handles as fit from the front of `batch` to the NF,
+    /// wakes it if it sleeps, and returns how many moved.
+    pub fn send(&mut self, pool: &BufferPool, batch: &mut HandleBatch) -> Result<usize, RingCorrupt> {
+        let n = batch.len().min(self.room()?);
+        if n == 0 {
+            return Ok(0);
+        }
+        for &raw in &batch.raw()[..n] {
+            pool.set_owner(raw, self.tag);
+        }
+        let sent = self.rx.enqueue(&batch.raw()[..n])?;
+        debug_assert_eq!(sent, n, "room() said these fit and we are the only producer");
+        batch.consume_front(sent);
+        self.in_flight += sent as u32;
+        Ok(sent)
+    }
+
+    /// Queues an event (payload < 2³¹) to the NF; false if the ring is full.
+    pub fn send_event(&mut self, event: u32) -> Result<bool, RingCorrupt> {
+        Ok(self.rx.enqueue(&[EVENT_BIT | (event & !EVENT_BIT)])? == 1)
+    }
+
+    /// Wakes the NF if it announced sleep; true if a syscall was made.
+    pub fn wake(&self) -> bool {
+        self.control.wake.wake()
+    }
+
+    /// Takes up to `max` entries back from the NF into `out`, keeping only
+    /// handles the NF really owns.
+    pub fn recv(&mut self, pool: &BufferPool, out: &mut HandleBatch, max: usize) -> Result<RecvOutcome, RingCorrupt> {
+        let max = max.min(MAX_BATCH - out.len());
+        let n = self.tx.dequeue(&mut self.scratch[..max])?;
+        let mut outcome = RecvOutcome::default();
+        for &raw in &self.scratch[..n] {
+            if pool.claim_from(raw, self.tag) {
+                out.push_raw_owned(raw);
+                outcome.received += 1;
+            } else {
+                outcome.invalid += 1;
+            }
+        }
+        self.in_flight = self.in_flight.saturating_sub(outcome.received as u32);
+        Ok(outcome)
+    }
+
+    /// Entries waiting in the NF's transmit ring.
+    pub fn pending(&mut self) -> Result<u32, RingCorrupt> {
+        self.tx.available()
+    }
+
+    /// Takes back every buffer the NF holds (it must not be running: dead or
+    /// stopped), frees them into `cache`, empties both rings and returns how
+    /// many buffers were reclaimed.
+    pub fn reclaim(&mut self, cache: &mut PoolCache<'_>) -> usize {
+        let pool = cache.pool();
+        let owned: Vec<u32> = pool.owned_by(self.tag).collect();
+        for &raw in &owned {
+            pool.set_owner(raw, crate::pool::OWNER_PLATFORM);
+            cache.free(PktHandle::from_raw_owned(raw));
+        }
+        self.reset_rings();
+        self.in_flight = 0;
+        owned.len()
+    }
+
+    /// Empties both rings and re-attaches; the NF must not be running.
+    fn reset_rings(&mut self) {
+        self.rx_ring.reset();
+        self.tx_ring.reset();
+        self.rx = self.rx_ring.producer();
+        self.tx = self.tx_ring.consumer();
+    }
+}
+
+/// What an NF receives: a packet or an event, in ring order.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RxEntry {
+    /// A packet buffer, now owned by the NF.
+    Packet(PktHandle),
+    /// An event payload (see [`NfLink::send_event`]).
+    Event(u32),
+}
+
+/// The NF's end of its ring pair.
+pub struct NfEndpoint<'a> {
+    arena: &'a Arena,
+    rx: Consumer<'a>,
+    tx: Producer<'a>,
+    control: &'a NfControl,
+    platform_wake: &'a WakeWord,
+}
+
+impl<'a> NfEndpoint<'a> {
+    /// Attaches to slot `slot`; `worker` is the platform worker that serves it.
+    pub fn new(arena: &'a Arena, slot: u32, worker: u32) -> Self {
+        NfEndpoint {
+            arena,
+            rx: arena.nf_rx_ring(slot).consumer(),
+            tx: arena.nf_tx_ring(slot).producer(),
+            control: arena.nf_control(slot),
+            platform_wake: arena.worker_wake(worker),
+        }
+    }
+
+    /// The arena.
+    pub fn arena(&self) -> &'a Arena {
+        self.arena
+    }
+
+    /// This NF's control block.
+    pub fn control(&self) -> &'a NfControl {
+        self.control
+    }
+
+    /// Free space in the transmit ring.
+    pub fn tx_room(&mut self) -> Result<usize, RingCorrupt> {
+        Ok(self.tx.free()? as usize)
+    }
+
+    /// Entries waiting in the receive ring.
+    pub fn rx_pending(&mut self) -> Result<u32, RingCorrupt> {
+        self.rx.available()
+    }
+
+    /// Receives up to `raw.len()` entries; decode them with [`Self::decode`].
+    pub fn recv_raw(&mut self, raw: &mut [u32]) -> Result<usize, RingCorrupt> {
+        self.rx.dequeue(raw)
+    }
+
+    /// Turns a received raw entry into a packet or an event. Entries that
+    /// are neither (a platform bug) are reported as `None`.
+    pub fn decode(&self, raw: u32) -> Option<RxEntry> {
+        if raw & EVENT_BIT != 0 {
+            Some(RxEntry::Event(raw & !EVENT_BIT))
+        } else if raw < self.arena.buffers() {
+            // The platform is the only producer on this ring and hands each
+            // buffer to exactly one consumer, so this handle is ours alone.
+            Some(RxEntry::Packet(PktHandle::from_raw_owned(raw)))
+        } else {
+            None
+        }
+    }
+
+    /// Sends the whole batch back to the platform (the caller checked
+    /// [`Self::tx_room`]); returns how many were sent.
+    pub fn send(&mut self, batch: &mut HandleBatch) -> Result<usize, RingCorrupt> {
+        let n = self.tx.enqueue(batch.raw())?;
+        batch.consume_front(n);
+        Ok(n)
+    }
+
+    /// Writes arbitrary raw entries into the transmit ring. Exists so fault
+    /// tests can act like a hostile NF; the platform must survive it.
+    pub fn send_raw_for_fault_injection(&mut self, raw: &[u32]) -> Result<usize, RingCorrupt> {
+        self.tx.enqueue(raw)
+    }
+
+    /// Wakes the platform worker if it sleeps.
+    pub fn wake_platform(&self) -> bool {
+        self.platform_wake.wake()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::arena::ArenaConfig;
+
+    fn arena() -> Arena {
+        Arena::create(ArenaConfig {
+            buffers: 512,
+            ring_size: 64,
+            nf_slots: 2,
+            workers: 1,
+            hugepages: false,
+        })
+        .unwrap()
+    }
+
+    fn batch_of(cache: &mut PoolCache<'_>, n: usize) -> HandleBatch {
+        let mut b = HandleBatch::new();
+        for _ in 0..n {
+            b.push(cache.alloc().unwrap()).unwrap();
+        }
+        b
+    }
+
+    #[test]
+    fn round_trip_through_an_nf_preserves_ownership() {
+        let a = arena();
+        let pool = BufferPool::new(a.buffers());
+        let mut cache = PoolCache::new(&pool, 32);
+        let mut link = NfLink::new(&a, 0);
+        let mut nf = NfEndpoint::new(&a, 0, 0);
+        let mut b = batch_of(&mut cache, 10);
+        assert_eq!(link.send(&pool, &mut b).unwrap(), 10);
+        assert_eq!(pool.audit().at_nfs, 10);
+        let mut raw = [0u32; 32];
+        let n = nf.recv_raw(&mut raw).unwrap();
+        let mut back = HandleBatch::new();
+        for &r in &raw[..n] {
+            match nf.decode(r) {
+                Some(RxEntry::Packet(h)) => back.push(h).unwrap(),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        nf.send(&mut back).unwrap();
+        let mut out = HandleBatch::new();
+        let got = link.recv(&pool, &mut out, 64).unwrap();
+        assert_eq!(got, RecvOutcome { received: 10, invalid: 0 });
+        assert_eq!(link.in_flight(), 0);
+        out.drain(|h| cache.free(h));
+        drop(cache);
+        assert_eq!(pool.audit().free, a.buffers());
+    }
+
+    #[test]
+    fn garbage_and_duplicate_handles_are_rejected() {
+        let a = arena();
+        let pool = BufferPool::new(a.buffers());
+        let mut cache = PoolCache::new(&pool, 32);
+        let mut link = NfLink::new(&a, 1);
+        let mut nf = NfEndpoint::new(&a, 1, 0);
+        let mut b = batch_of(&mut cache, 4);
+        let first = b.indices()[0];
+        let not_sent = cache.alloc().unwrap();
+        link.send(&pool, &mut b).unwrap();
+        // The hostile NF returns: a valid handle twice, an out-of-range index,
+        // an event bit pattern, and a buffer the platform still holds.
+        nf.send_raw_for_fault_injection(&[first, first, 99_999, EVENT_BIT | 3, not_sent.index()])
+            .unwrap();
+        let mut out = HandleBatch::new();
+        let got = link.recv(&pool, &mut out, 64).unwrap();
+        assert_eq!(got, RecvOutcome { received: 1, invalid: 4 });
+        assert_eq!(pool.owner(not_sent.index()), Some(crate::pool::OWNER_PLATFORM));
+        out.drain(|h| cache.free(h));
+        cache.free(not_sent);
+        // The three buffers the NF still holds come back on reclaim.
+        assert_eq!(link.reclaim(&mut cache), 3);
+        drop(cache);
+        assert_eq!(pool.audit().free, a.buffers());
+    }
+
+    #[test]
+    fn quota_bounds_buffers_held_by_one_nf() {
+        let a = arena();
+        let pool = BufferPool::new(a.buffers());
+        let mut cache = PoolCache::new(&pool, 32);
+        let mut link = NfLink::new(&a, 0);
+        let mut sent = 0;
+        // The NF never consumes: only the rx ring's capacity can be queued.
+        for _ in 0..10 {
+            let mut b = batch_of(&mut cache, 32);
+            sent += link.send(&pool, &mut b).unwrap();
+            b.drain(|h| cache.free(h));
+        }
+        assert_eq!(sent, 64);
+        assert_eq!(link.reclaim(&mut cache), 64);
+    }
+}

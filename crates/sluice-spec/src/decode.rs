@@ -1,0 +1,167 @@
+//! From the located YAML tree to a [`Spec`]: structure, types, unknown keys,
+//! enumerated choices and value ranges, each reported at the offending node.
+//! Cross-references are checked afterwards by `validate`.
+
+use std::path::Path;
+
+use crate::config_node::{ConfigNode, ConfigValue};
+use crate::fields::{self, Fields, Res};
+use crate::limits;
+use crate::location::SourceName;
+use crate::model::{Isolation, NfSpec, Spec};
+use crate::settings::{FlowTableSettings, RestartMode, RestartPolicy, Settings};
+use crate::{decode_chains, decode_ports};
+
+/// Top-level keys.
+const TOP_KEYS: [&str; 5] = ["version", "settings", "ports", "nfs", "chains"];
+
+/// Builds the spec from the document tree. Relative file paths in ports
+/// resolve against `base_dir`.
+pub(crate) fn decode(root: &ConfigNode, source: &SourceName, base_dir: &Path) -> Res<Spec> {
+    if root.is_null() {
+        return Err(
+            root.error("the spec is empty: expected a mapping with at least `ports` and `chains`")
+        );
+    }
+    let top = Fields::of(root, "a spec")?;
+    top.deny_unknown("the spec", &TOP_KEYS)?;
+    if let Some(v) = top.opt("version") {
+        if v.as_i64() != Some(1) {
+            return Err(v.error(format!(
+                "unsupported spec version {} (this sluice reads version 1)",
+                v
+            )));
+        }
+    }
+    let settings = match top.opt("settings") {
+        Some(node) => settings(node)?,
+        None => Settings::default(),
+    };
+    let ports = list(&top, "ports", |node| decode_ports::port(node, base_dir))?;
+    let nfs = list(&top, "nfs", nf)?;
+    let chains = list(&top, "chains", decode_chains::chain)?;
+    Ok(Spec {
+        source: source.clone(),
+        settings,
+        ports,
+        nfs,
+        chains,
+    })
+}
+
+/// The sequence under `key` (absent or null = empty), each element decoded.
+fn list<T>(top: &Fields<'_>, key: &str, item: impl Fn(&ConfigNode) -> Res<T>) -> Res<Vec<T>> {
+    let Some(node) = top.opt(key) else {
+        return Ok(Vec::new());
+    };
+    let items = node
+        .as_seq()
+        .ok_or_else(|| fields::type_error(node, "a sequence (a list of `- ...` entries)"))?;
+    items.iter().map(item).collect()
+}
+
+fn settings(node: &ConfigNode) -> Res<Settings> {
+    let f = Fields::of(node, "settings")?;
+    f.deny_unknown(
+        "settings",
+        &[
+            "buffers",
+            "ring_size",
+            "batch",
+            "hugepages",
+            "workers",
+            "restart",
+            "flow_table",
+        ],
+    )?;
+    let d = Settings::default();
+    let s = Settings {
+        buffers: opt_int(&f, "buffers", limits::BUFFERS)?.unwrap_or(d.buffers),
+        ring_size: opt_int(&f, "ring_size", limits::RING_SIZE)?.unwrap_or(d.ring_size),
+        batch: opt_int(&f, "batch", limits::BATCH)?.unwrap_or(d.batch),
+        hugepages: f
+            .opt("hugepages")
+            .map(fields::boolean)
+            .transpose()?
+            .unwrap_or(d.hugepages),
+        workers: opt_int(&f, "workers", limits::WORKERS)?.unwrap_or(d.workers),
+        restart: match f.opt("restart") {
+            Some(n) => restart(n)?,
+            None => d.restart,
+        },
+        flow_table: match f.opt("flow_table") {
+            Some(n) => flow_table(n)?,
+            None => d.flow_table,
+        },
+    };
+    if u32::from(s.batch) > s.ring_size {
+        if let Some(n) = f.opt("batch") {
+            return Err(n.error(format!(
+                "batch ({}) must not exceed ring_size ({})",
+                s.batch, s.ring_size
+            )));
+        }
+    }
+    Ok(s)
+}
+
+/// An optional integer field within `limit`.
+pub(crate) fn opt_int<T: TryFrom<u64>>(
+    f: &Fields<'_>,
+    key: &str,
+    limit: limits::Limit,
+) -> Res<Option<T>> {
+    f.opt(key).map(|n| fields::int_as(n, limit)).transpose()
+}
+
+fn restart(node: &ConfigNode) -> Res<RestartPolicy> {
+    let f = Fields::of(node, "a restart policy")?;
+    f.deny_unknown("restart", &["policy", "max_restarts", "backoff_ms"])?;
+    let d = RestartPolicy::default();
+    Ok(RestartPolicy {
+        policy: match f.opt("policy") {
+            Some(n) => fields::choice(n, "restart policy", &RestartMode::ALL)?,
+            None => d.policy,
+        },
+        max_restarts: opt_int(&f, "max_restarts", limits::MAX_RESTARTS)?.unwrap_or(d.max_restarts),
+        backoff_ms: opt_int(&f, "backoff_ms", limits::BACKOFF_MS)?.unwrap_or(d.backoff_ms),
+    })
+}
+
+fn flow_table(node: &ConfigNode) -> Res<FlowTableSettings> {
+    let f = Fields::of(node, "flow table settings")?;
+    f.deny_unknown("flow_table", &["capacity", "idle_timeout_ms"])?;
+    let d = FlowTableSettings::default();
+    Ok(FlowTableSettings {
+        capacity: opt_int(&f, "capacity", limits::FLOW_CAPACITY)?.unwrap_or(d.capacity),
+        idle_timeout_ms: opt_int(&f, "idle_timeout_ms", limits::IDLE_TIMEOUT_MS)?
+            .unwrap_or(d.idle_timeout_ms),
+    })
+}
+
+fn nf(node: &ConfigNode) -> Res<NfSpec> {
+    let f = Fields::of(node, "an NF")?;
+    f.deny_unknown("an NF", &["name", "type", "isolation", "config"])?;
+    let name = fields::string(f.req("name", "every NF needs a unique name")?)?;
+    let nf_type = fields::string(f.req("type", "the NF type, e.g. acl")?)?;
+    let isolation = match f.opt("isolation") {
+        Some(n) => fields::choice(n, "isolation", &Isolation::ALL)?,
+        None => Isolation::default(),
+    };
+    let config = match node.get("config") {
+        Some(c) => c.clone(),
+        None => ConfigNode::new(
+            ConfigValue::Map(Vec::new()),
+            node.location(),
+            crate::path::join_key(node.path(), "config"),
+            node.source().clone(),
+        ),
+    };
+    Ok(NfSpec {
+        name: name.to_string(),
+        nf_type: nf_type.to_string(),
+        isolation,
+        config,
+        location: node.location(),
+    })
+}

@@ -1,0 +1,67 @@
+//! Decoding `chains[i]` entries and their `match` selectors.
+
+use crate::config_node::{ConfigNode, ConfigValue};
+use crate::fields::{self, Fields, Res};
+use crate::limits;
+use crate::model::{ChainSpec, MatchSpec};
+use crate::net::{self, PROTO_NAMES};
+
+const CHAIN_KEYS: [&str; 5] = ["name", "from", "match", "nfs", "to"];
+const MATCH_KEYS: [&str; 6] = ["proto", "src", "dst", "src_port", "dst_port", "ip_version"];
+
+/// Decodes one chain.
+pub(crate) fn chain(node: &ConfigNode) -> Res<ChainSpec> {
+    let f = Fields::of(node, "a chain")?;
+    f.deny_unknown("a chain", &CHAIN_KEYS)?;
+    let name = fields::string(f.req("name", "every chain needs a unique name")?)?;
+    let from = fields::string(f.req("from", "the input port")?)?;
+    let matcher = f.opt("match").map(matcher).transpose()?;
+    let nfs = match f.opt("nfs") {
+        None => Vec::new(),
+        Some(n) => n
+            .as_seq()
+            .ok_or_else(|| fields::type_error(n, "a sequence of NF names, e.g. [acl, mon]"))?
+            .iter()
+            .map(|item| fields::string(item).map(str::to_string))
+            .collect::<Res<Vec<_>>>()?,
+    };
+    let to = fields::string(f.req("to", "an output port or another chain")?)?;
+    Ok(ChainSpec {
+        name: name.to_string(),
+        from: from.to_string(),
+        matcher,
+        nfs,
+        to: to.to_string(),
+        location: node.location(),
+    })
+}
+
+fn matcher(node: &ConfigNode) -> Res<MatchSpec> {
+    let f = Fields::of(node, "a traffic selector")?;
+    f.deny_unknown("a match", &MATCH_KEYS)?;
+    Ok(MatchSpec {
+        proto: f.opt("proto").map(proto).transpose()?,
+        src: f.opt("src").map(fields::prefix).transpose()?,
+        dst: f.opt("dst").map(fields::prefix).transpose()?,
+        src_port: f.opt("src_port").map(fields::port_range).transpose()?,
+        dst_port: f.opt("dst_port").map(fields::port_range).transpose()?,
+        ip_version: f.opt("ip_version").map(fields::ip_version).transpose()?,
+    })
+}
+
+fn proto(node: &ConfigNode) -> Res<u8> {
+    let names: Vec<&str> = PROTO_NAMES.iter().map(|(n, _)| *n).collect();
+    match node.value() {
+        ConfigValue::Int(_) => fields::int_as(node, limits::PROTO),
+        ConfigValue::String(s) => net::proto_number(s).ok_or_else(|| {
+            node.error(format!(
+                "unknown protocol \"{s}\" (valid: {} or a number 0..=255)",
+                names.join(", ")
+            ))
+        }),
+        _ => Err(fields::type_error(
+            node,
+            &format!("a protocol ({} or a number 0..=255)", names.join(", ")),
+        )),
+    }
+}

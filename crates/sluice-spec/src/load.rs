@@ -1,0 +1,72 @@
+//! Entry points: read, parse, decode and validate a spec.
+
+use std::path::Path;
+
+use crate::decode;
+use crate::error::SpecError;
+use crate::location::{Location, SourceName};
+use crate::model::Spec;
+use crate::validate::{self, TreeLocator};
+use crate::yaml;
+
+/// Reads, parses and validates the spec file at `path`. `known_nf_types`
+/// lists the NF types that exist. Relative file paths in the spec resolve
+/// against the spec file's directory.
+///
+/// # Errors
+/// A [`SpecError`] naming the file, line, column and field of the first
+/// problem; a spec is never partly accepted.
+pub fn load(path: &Path, known_nf_types: &[&str]) -> Result<Spec, SpecError> {
+    let source = SourceName::from(path);
+    let bytes = std::fs::read(path).map_err(|e| {
+        SpecError::new(
+            source.as_str(),
+            Location::GENERATED,
+            "",
+            format!("cannot read spec file: {e}"),
+        )
+    })?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let line = good.iter().filter(|b| **b == b'\n').count() + 1;
+        let column = good.iter().rev().take_while(|b| **b != b'\n').count() + 1;
+        SpecError::new(
+            source.as_str(),
+            Location::new(line, column),
+            "",
+            "the spec file is not valid UTF-8",
+        )
+    })?;
+    let base_dir = path.parent().unwrap_or(Path::new(""));
+    parse(&text, source, base_dir, known_nf_types)
+}
+
+/// Parses and validates spec text; `source` names it in errors (normally
+/// the file path). If `source` is a path, relative file paths in the spec
+/// resolve against its directory; otherwise against the current directory.
+///
+/// # Errors
+/// A [`SpecError`] naming `source`, line, column and field of the first
+/// problem; a spec is never partly accepted.
+pub fn parse_str(text: &str, source: &str, known_nf_types: &[&str]) -> Result<Spec, SpecError> {
+    let source = SourceName::new(source);
+    let base_dir = if source.is_generated() {
+        Path::new("")
+    } else {
+        Path::new(source.as_str()).parent().unwrap_or(Path::new(""))
+    };
+    parse(text, source.clone(), base_dir, known_nf_types)
+}
+
+fn parse(
+    text: &str,
+    source: SourceName,
+    base_dir: &Path,
+    known_nf_types: &[&str],
+) -> Result<Spec, SpecError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let tree = yaml::parse(text, &source)?;
+    let spec = decode::decode(&tree, &source, base_dir)?;
+    validate::validate(&spec, known_nf_types, &TreeLocator(&tree))?;
+    Ok(spec)
+}

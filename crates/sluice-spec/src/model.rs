@@ -1,0 +1,190 @@
+//! The spec as plain Rust values: [`Spec`] and its NFs and chains (ports and
+//! settings live in their own modules).
+
+use std::fmt;
+
+use ipnet::IpNet;
+
+use crate::config_node::ConfigNode;
+use crate::location::{Location, SourceName};
+use crate::net::{self, PortRange};
+use crate::ports::PortSpec;
+use crate::settings::Settings;
+
+/// A loaded, validated spec: what `sluice run SPEC` executes.
+///
+/// Specs built by code should be checked with [`Spec::validate`] before use;
+/// [`crate::load`] and [`crate::parse_str`] always validate.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Spec {
+    /// The file the spec came from, or `"<generated>"`.
+    pub source: SourceName,
+    /// Platform settings (`settings:`).
+    pub settings: Settings,
+    /// Ports, in file order (`ports:`, at least one).
+    pub ports: Vec<PortSpec>,
+    /// NFs, in file order (`nfs:`).
+    pub nfs: Vec<NfSpec>,
+    /// Chains, in file order (`chains:`, at least one). For chains from the
+    /// same port, the first whose `match` fits a packet takes it.
+    pub chains: Vec<ChainSpec>,
+}
+
+/// A network function instance (`nfs[i]`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NfSpec {
+    /// Unique name (`[a-z0-9_-]{1,32}`, unique across ports, NFs and chains).
+    pub name: String,
+    /// NF type (`type`), one of the types known to the caller.
+    pub nf_type: String,
+    /// How the NF is run (`isolation`, default `process`).
+    pub isolation: Isolation,
+    /// Type-specific configuration (`config`), an empty mapping if absent.
+    /// Interpreted by the NF implementation with [`ConfigNode::deserialize`].
+    pub config: ConfigNode,
+    /// Where the NF was declared ([`Location::GENERATED`] if built by code).
+    pub location: Location,
+}
+
+impl NfSpec {
+    /// An NF built by code: default isolation, empty config, generated location.
+    pub fn new(name: impl Into<String>, nf_type: impl Into<String>) -> NfSpec {
+        NfSpec {
+            name: name.into(),
+            nf_type: nf_type.into(),
+            isolation: Isolation::default(),
+            config: ConfigNode::empty_map(),
+            location: Location::GENERATED,
+        }
+    }
+}
+
+/// How an NF is run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Isolation {
+    /// In a platform worker thread (`inline`).
+    Inline,
+    /// In its own process, restarted per the restart policy (`process`).
+    #[default]
+    Process,
+}
+
+impl Isolation {
+    /// All isolation modes with their spec names.
+    pub const ALL: [(&'static str, Isolation); 2] = [
+        ("inline", Isolation::Inline),
+        ("process", Isolation::Process),
+    ];
+
+    /// The spec name: `inline` or `process`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Isolation::Inline => "inline",
+            Isolation::Process => "process",
+        }
+    }
+}
+
+impl fmt::Display for Isolation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A chain (`chains[i]`): traffic from a port, optionally selected by a
+/// match, through NFs in order, to a port or into another chain.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChainSpec {
+    /// Unique name (`[a-z0-9_-]{1,32}`, unique across ports, NFs and chains).
+    pub name: String,
+    /// Input port (`from`).
+    pub from: String,
+    /// Traffic selector (`match`); `None` = all traffic from the port.
+    pub matcher: Option<MatchSpec>,
+    /// NF names, in processing order (`nfs`, may be empty).
+    pub nfs: Vec<String>,
+    /// Output port, or another chain whose NFs the packets continue into (`to`).
+    pub to: String,
+    /// Where the chain was declared ([`Location::GENERATED`] if built by code).
+    pub location: Location,
+}
+
+impl ChainSpec {
+    /// A chain built by code: no match, generated location.
+    pub fn new(
+        name: impl Into<String>,
+        from: impl Into<String>,
+        nfs: &[&str],
+        to: impl Into<String>,
+    ) -> ChainSpec {
+        ChainSpec {
+            name: name.into(),
+            from: from.into(),
+            matcher: None,
+            nfs: nfs.iter().map(|s| s.to_string()).collect(),
+            to: to.into(),
+            location: Location::GENERATED,
+        }
+    }
+}
+
+/// A traffic selector (`match`). Every field that is set must fit; an
+/// unset field matches anything.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct MatchSpec {
+    /// IP protocol number (`proto`: `tcp`, `udp`, `icmp`, `icmpv6` or 0..=255).
+    pub proto: Option<u8>,
+    /// Source prefix (`src`).
+    pub src: Option<IpNet>,
+    /// Destination prefix (`dst`).
+    pub dst: Option<IpNet>,
+    /// Source ports (`src_port`; TCP and UDP only).
+    pub src_port: Option<PortRange>,
+    /// Destination ports (`dst_port`; TCP and UDP only).
+    pub dst_port: Option<PortRange>,
+    /// IP version (`ip_version`: 4 or 6).
+    pub ip_version: Option<u8>,
+}
+
+impl MatchSpec {
+    /// Whether no field is set, i.e. the selector matches all traffic.
+    pub fn is_match_all(&self) -> bool {
+        *self == MatchSpec::default()
+    }
+
+    /// The IP version this selector implies: `ip_version`, else the family
+    /// of `src`/`dst`, else 4 for `icmp` and 6 for `icmpv6`.
+    pub fn implied_ip_version(&self) -> Option<u8> {
+        self.ip_version
+            .or_else(|| self.src.as_ref().map(net::family))
+            .or_else(|| self.dst.as_ref().map(net::family))
+            .or(match self.proto {
+                Some(1) => Some(4),
+                Some(58) => Some(6),
+                _ => None,
+            })
+    }
+
+    /// Whether every packet matched by `other` is also matched by `self`
+    /// (so a chain with `other` after a chain with `self` on the same port
+    /// would never see traffic).
+    pub fn covers(&self, other: &MatchSpec) -> bool {
+        fn field<T>(mine: &Option<T>, theirs: &Option<T>, covers: impl Fn(&T, &T) -> bool) -> bool {
+            match (mine, theirs) {
+                (None, _) => true,
+                (Some(_), None) => false,
+                (Some(a), Some(b)) => covers(a, b),
+            }
+        }
+        let version_ok = match self.ip_version {
+            None => true,
+            Some(v) => other.implied_ip_version() == Some(v),
+        };
+        version_ok
+            && field(&self.proto, &other.proto, |a, b| a == b)
+            && field(&self.src, &other.src, |a, b| a.contains(b))
+            && field(&self.dst, &other.dst, |a, b| a.contains(b))
+            && field(&self.src_port, &other.src_port, PortRange::covers)
+            && field(&self.dst_port, &other.dst_port, PortRange::covers)
+    }
+}

@@ -1,0 +1,80 @@
+//! Lookups on a spec and following chain-to-chain links.
+
+use crate::model::{ChainSpec, NfSpec, Spec};
+use crate::ports::PortSpec;
+
+/// The full path of a chain once chain-to-chain `to` links are followed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResolvedChain<'a> {
+    /// The chains passed through, starting with the resolved one.
+    pub chains: Vec<&'a str>,
+    /// Every NF on the way, in processing order.
+    pub nfs: Vec<&'a str>,
+    /// The output port packets finally leave through.
+    pub output: &'a str,
+}
+
+impl Spec {
+    /// The port named `name`.
+    pub fn port(&self, name: &str) -> Option<&PortSpec> {
+        self.ports.iter().find(|p| p.name == name)
+    }
+
+    /// The NF named `name`.
+    pub fn nf(&self, name: &str) -> Option<&NfSpec> {
+        self.nfs.iter().find(|n| n.name == name)
+    }
+
+    /// The chain named `name`.
+    pub fn chain(&self, name: &str) -> Option<&ChainSpec> {
+        self.chains.iter().find(|c| c.name == name)
+    }
+
+    /// The chains fed by port `port`, in the order their matches are tried
+    /// (first match wins).
+    pub fn chains_from<'a>(&'a self, port: &'a str) -> impl Iterator<Item = &'a ChainSpec> + 'a {
+        self.chains.iter().filter(move |c| c.from == port)
+    }
+
+    /// Follows `chain`'s `to` links through other chains to an output port.
+    /// `None` if the chain does not exist, the links loop, or the final `to`
+    /// is not a port (none of which happens in a validated spec).
+    pub fn resolve_chain(&self, chain: &str) -> Option<ResolvedChain<'_>> {
+        let mut cur = self.chain(chain)?;
+        let mut resolved = ResolvedChain {
+            chains: Vec::new(),
+            nfs: Vec::new(),
+            output: "",
+        };
+        loop {
+            if resolved.chains.contains(&cur.name.as_str()) {
+                return None;
+            }
+            resolved.chains.push(&cur.name);
+            resolved.nfs.extend(cur.nfs.iter().map(String::as_str));
+            match self.chain(&cur.to) {
+                Some(next) => cur = next,
+                None => {
+                    self.port(&cur.to)?;
+                    resolved.output = &cur.to;
+                    return Some(resolved);
+                }
+            }
+        }
+    }
+
+    /// The NFs a packet entering `chain` passes, following chain-to-chain
+    /// `to` links, followed by the output port it leaves through, e.g.
+    /// `["acl", "mon", "out"]`. Empty if the chain cannot be resolved (see
+    /// [`Spec::resolve_chain`]).
+    pub fn resolve_chain_path(&self, chain: &str) -> Vec<&str> {
+        match self.resolve_chain(chain) {
+            Some(r) => {
+                let mut path = r.nfs;
+                path.push(r.output);
+                path
+            }
+            None => Vec::new(),
+        }
+    }
+}

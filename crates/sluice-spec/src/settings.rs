@@ -1,0 +1,117 @@
+//! The `settings:` section: platform-wide knobs, all optional.
+
+use std::fmt;
+
+/// Platform-wide settings (`settings:`). Every field is optional in the
+/// file; [`Settings::default`] gives the documented defaults.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// Packet buffers in the arena (`buffers`, 1024..=4194304, default 16384).
+    pub buffers: u32,
+    /// Slots per descriptor ring (`ring_size`, power of two, 64..=65536,
+    /// default 1024).
+    pub ring_size: u32,
+    /// Maximum packets per batch (`batch`, 1..=256, default 32; at most
+    /// `ring_size`).
+    pub batch: u16,
+    /// Ask for 2 MiB huge pages (`hugepages`, default false); the runtime
+    /// falls back to normal pages with a message.
+    pub hugepages: bool,
+    /// Platform worker threads (`workers`, 1..=64, default 1).
+    pub workers: u16,
+    /// Restart policy for process NFs (`restart`).
+    pub restart: RestartPolicy,
+    /// Flow table sizing (`flow_table`).
+    pub flow_table: FlowTableSettings,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            buffers: 16_384,
+            ring_size: 1024,
+            batch: 32,
+            hugepages: false,
+            workers: 1,
+            restart: RestartPolicy::default(),
+            flow_table: FlowTableSettings::default(),
+        }
+    }
+}
+
+/// What to do when a process NF exits (`settings.restart`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestartPolicy {
+    /// When to restart (`policy`, default `always`).
+    pub policy: RestartMode,
+    /// Restarts allowed per NF before giving up (`max_restarts`,
+    /// 0..=1000000, default 10).
+    pub max_restarts: u32,
+    /// Delay before a restart in milliseconds (`backoff_ms`, default 10).
+    pub backoff_ms: u64,
+}
+
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        RestartPolicy {
+            policy: RestartMode::Always,
+            max_restarts: 10,
+            backoff_ms: 10,
+        }
+    }
+}
+
+/// When a process NF is restarted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum RestartMode {
+    /// Restart whenever it exits (`always`).
+    #[default]
+    Always,
+    /// Restart only after a crash or non-zero exit (`on-failure`).
+    OnFailure,
+    /// Never restart (`never`).
+    Never,
+}
+
+impl RestartMode {
+    /// All modes with their spec names.
+    pub const ALL: [(&'static str, RestartMode); 3] = [
+        ("always", RestartMode::Always),
+        ("on-failure", RestartMode::OnFailure),
+        ("never", RestartMode::Never),
+    ];
+
+    /// The name used in specs: `always`, `on-failure` or `never`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RestartMode::Always => "always",
+            RestartMode::OnFailure => "on-failure",
+            RestartMode::Never => "never",
+        }
+    }
+}
+
+impl fmt::Display for RestartMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Flow table sizing (`settings.flow_table`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowTableSettings {
+    /// Entries (`capacity`, power of two, 1024..=16777216, default 65536).
+    pub capacity: u32,
+    /// Idle time after which a flow is forgotten, in milliseconds
+    /// (`idle_timeout_ms`, at least 1, default 30000).
+    pub idle_timeout_ms: u64,
+}
+
+impl Default for FlowTableSettings {
+    fn default() -> Self {
+        FlowTableSettings {
+            capacity: 65_536,
+            idle_timeout_ms: 30_000,
+        }
+    }
+}

@@ -1,0 +1,331 @@
+//! Checks on the typed spec: value ranges, names, NF types and (in
+//! `validate_chains`) cross-references. Works for parsed specs (errors are
+//! located through the document tree) and for specs built by code (errors
+//! are located at the enclosing port, NF or chain).
+
+use std::collections::HashMap;
+use std::fmt::Display;
+
+use crate::config_node::ConfigNode;
+use crate::decode_ports::prefix_family_error;
+use crate::error::SpecError;
+use crate::fields::{suggest, Res};
+use crate::limits::{self, Limit};
+use crate::location::Location;
+use crate::model::Spec;
+use crate::net::{self, PortRange};
+use crate::path::{self, Seg};
+use crate::ports::{GeneratorSpec, PortKind, SizeSpec};
+use crate::validate_chains;
+
+/// Finds the location of a field path.
+pub(crate) trait Locate {
+    /// The best location for `path` (the deepest known enclosing item).
+    fn locate(&self, path: &str) -> Location;
+}
+
+/// Locates paths in the parsed document.
+pub(crate) struct TreeLocator<'a>(pub &'a ConfigNode);
+
+impl Locate for TreeLocator<'_> {
+    fn locate(&self, path: &str) -> Location {
+        self.0.find_nearest(path).location()
+    }
+}
+
+/// Locates paths by the locations recorded in the spec's ports, NFs and chains.
+pub(crate) struct SpecLocator<'a>(pub &'a Spec);
+
+impl Locate for SpecLocator<'_> {
+    fn locate(&self, path: &str) -> Location {
+        let segs = path::parse(path);
+        let spec = self.0;
+        match (segs.first(), segs.get(1)) {
+            (Some(Seg::Key(k)), Some(Seg::Index(i))) => match k.as_str() {
+                "ports" => spec.ports.get(*i).map(|p| p.location),
+                "nfs" => spec.nfs.get(*i).map(|n| n.location),
+                "chains" => spec.chains.get(*i).map(|c| c.location),
+                _ => None,
+            },
+            _ => None,
+        }
+        .unwrap_or(Location::GENERATED)
+    }
+}
+
+/// Validation context: the spec and how to locate its fields.
+pub(crate) struct Ctx<'a> {
+    pub spec: &'a Spec,
+    locator: &'a dyn Locate,
+}
+
+impl Ctx<'_> {
+    /// An error about the field at `path`.
+    pub(crate) fn err(&self, path: impl Into<String>, msg: impl Display) -> SpecError {
+        let path = path.into();
+        SpecError::new(
+            self.spec.source.as_str(),
+            self.locator.locate(&path),
+            path,
+            msg.to_string(),
+        )
+    }
+
+    /// ` (line N)` for the item at `path`, or nothing if it has no position.
+    pub(crate) fn line_note(&self, path: &str) -> String {
+        let loc = self.locator.locate(path);
+        if loc.is_generated() {
+            String::new()
+        } else {
+            format!(" (line {})", loc.line)
+        }
+    }
+
+    fn limit(&self, path: impl Into<String>, limit: Limit, v: u64) -> Res<()> {
+        limit.check(v).map_err(|m| self.err(path, m))
+    }
+}
+
+impl Spec {
+    /// Validates the whole spec, e.g. one built by code. `known_nf_types`
+    /// lists the NF types that exist; an NF of any other type is an error.
+    /// Errors are located at the enclosing port, NF or chain (for parsed
+    /// specs, [`crate::load`] reports exact positions).
+    ///
+    /// # Errors
+    /// The first problem found, as a [`SpecError`].
+    pub fn validate(&self, known_nf_types: &[&str]) -> Result<(), SpecError> {
+        validate(self, known_nf_types, &SpecLocator(self))
+    }
+}
+
+/// Validates `spec` completely; `known_nf_types` lists the NF types that exist.
+pub(crate) fn validate(spec: &Spec, known_nf_types: &[&str], locator: &dyn Locate) -> Res<()> {
+    let cx = Ctx { spec, locator };
+    settings(&cx)?;
+    if spec.ports.is_empty() {
+        return Err(cx.err("ports", "no ports defined: a spec needs at least one port"));
+    }
+    for (i, p) in spec.ports.iter().enumerate() {
+        name(&cx, &format!("ports[{i}].name"), &p.name)?;
+        port(&cx, &format!("ports[{i}]"), &p.kind)?;
+    }
+    for (i, nf) in spec.nfs.iter().enumerate() {
+        name(&cx, &format!("nfs[{i}].name"), &nf.name)?;
+        if !known_nf_types.contains(&nf.nf_type.as_str()) {
+            let mut msg = if known_nf_types.is_empty() {
+                format!("unknown NF type \"{}\" (no NF types are known)", nf.nf_type)
+            } else {
+                format!(
+                    "unknown NF type \"{}\" (known types: {})",
+                    nf.nf_type,
+                    known_nf_types.join(", ")
+                )
+            };
+            if let Some(s) = suggest(&nf.nf_type, known_nf_types.iter().copied()) {
+                msg.push_str(&format!("; did you mean \"{s}\"?"));
+            }
+            return Err(cx.err(format!("nfs[{i}].type"), msg));
+        }
+    }
+    if spec.chains.is_empty() {
+        return Err(cx.err(
+            "chains",
+            "no chains defined: a spec needs at least one chain",
+        ));
+    }
+    for (i, c) in spec.chains.iter().enumerate() {
+        name(&cx, &format!("chains[{i}].name"), &c.name)?;
+    }
+    unique_names(&cx)?;
+    validate_chains::chains(&cx)
+}
+
+fn settings(cx: &Ctx<'_>) -> Res<()> {
+    let s = &cx.spec.settings;
+    cx.limit("settings.buffers", limits::BUFFERS, s.buffers.into())?;
+    cx.limit("settings.ring_size", limits::RING_SIZE, s.ring_size.into())?;
+    cx.limit("settings.batch", limits::BATCH, s.batch.into())?;
+    cx.limit("settings.workers", limits::WORKERS, s.workers.into())?;
+    cx.limit(
+        "settings.restart.max_restarts",
+        limits::MAX_RESTARTS,
+        s.restart.max_restarts.into(),
+    )?;
+    cx.limit(
+        "settings.flow_table.capacity",
+        limits::FLOW_CAPACITY,
+        s.flow_table.capacity.into(),
+    )?;
+    cx.limit(
+        "settings.flow_table.idle_timeout_ms",
+        limits::IDLE_TIMEOUT_MS,
+        s.flow_table.idle_timeout_ms,
+    )?;
+    if u32::from(s.batch) > s.ring_size {
+        return Err(cx.err(
+            "settings.batch",
+            format!(
+                "batch ({}) must not exceed ring_size ({})",
+                s.batch, s.ring_size
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Names are `[a-z0-9_-]{1,32}`.
+fn name(cx: &Ctx<'_>, path: &str, name: &str) -> Res<()> {
+    let ok = !name.is_empty()
+        && name.len() <= limits::NAME_MAX
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(cx.err(
+            path,
+            format!(
+                "invalid name {name:?}: names are 1 to {} characters of a-z, 0-9, _ and -",
+                limits::NAME_MAX
+            ),
+        ))
+    }
+}
+
+fn port(cx: &Ctx<'_>, at: &str, kind: &PortKind) -> Res<()> {
+    let field = |f: &str| format!("{at}.{f}");
+    match kind {
+        PortKind::Generator(g) => generator(cx, at, g),
+        PortKind::Sink(_) => Ok(()),
+        PortKind::PcapIn(p) => {
+            if !p.path.is_file() {
+                let what = if p.path.exists() {
+                    "is not a regular file"
+                } else {
+                    "does not exist"
+                };
+                return Err(cx.err(
+                    field("path"),
+                    format!(
+                        "pcap file {} {what} (relative paths are resolved against the spec file's directory)",
+                        p.path.display()
+                    ),
+                ));
+            }
+            if let Some(pace) = p.pace {
+                if !(pace.is_finite() && pace > 0.0) {
+                    return Err(cx.err(
+                        field("pace"),
+                        format!("pace must be a speed factor above 0, got {pace}"),
+                    ));
+                }
+            }
+            Ok(())
+        }
+        PortKind::PcapOut(p) => {
+            if p.path.is_dir() {
+                return Err(cx.err(
+                    field("path"),
+                    format!("{} is a directory, not a file name", p.path.display()),
+                ));
+            }
+            if let Some(dir) = p.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                if !dir.is_dir() {
+                    return Err(cx.err(
+                        field("path"),
+                        format!(
+                            "directory {} for pcap file {} does not exist",
+                            dir.display(),
+                            p.path.display()
+                        ),
+                    ));
+                }
+            }
+            cx.limit(field("snaplen"), limits::SNAPLEN, p.snaplen.into())
+        }
+        PortKind::AfXdp(n) | PortKind::AfPacket(n) | PortKind::Tap(n) | PortKind::Dpdk(n) => {
+            if n.interface.is_empty() {
+                return Err(cx.err(field("interface"), "interface must not be empty"));
+            }
+            Ok(())
+        }
+    }
+}
+
+fn generator(cx: &Ctx<'_>, at: &str, g: &GeneratorSpec) -> Res<()> {
+    let field = |f: &str| format!("{at}.{f}");
+    cx.limit(field("flows"), limits::FLOWS, g.flows.into())?;
+    if let SizeSpec::Fixed(size) = g.size {
+        cx.limit(field("size"), limits::FRAME_SIZE, size.into())?;
+    }
+    if let Some(rate) = g.rate_pps {
+        cx.limit(field("rate_pps"), limits::RATE_PPS, rate)?;
+    }
+    cx.limit(
+        field("packets_per_flow"),
+        limits::PACKETS_PER_FLOW,
+        g.packets_per_flow.into(),
+    )?;
+    for (key, p) in [("src_prefix", &g.src_prefix), ("dst_prefix", &g.dst_prefix)] {
+        net::check_prefix(p).map_err(|m| cx.err(field(key), m))?;
+        if let Some(m) = prefix_family_error(key, p, g.ip_version) {
+            return Err(cx.err(field(key), m));
+        }
+    }
+    port_range(cx, &field("src_ports"), &g.src_ports)?;
+    port_range(cx, &field("dst_ports"), &g.dst_ports)
+}
+
+/// Ranges built by code may have `lo > hi`.
+pub(crate) fn port_range(cx: &Ctx<'_>, path: &str, r: &PortRange) -> Res<()> {
+    if r.lo > r.hi {
+        return Err(cx.err(
+            path,
+            format!(
+                "invalid port range {}-{}: the first port must not exceed the last",
+                r.lo, r.hi
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Names are unique across ports, NFs and chains.
+fn unique_names(cx: &Ctx<'_>) -> Res<()> {
+    let spec = cx.spec;
+    let all = spec
+        .ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (&p.name, "port", format!("ports[{i}]")))
+        .chain(
+            spec.nfs
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (&n.name, "NF", format!("nfs[{i}]"))),
+        )
+        .chain(
+            spec.chains
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (&c.name, "chain", format!("chains[{i}]"))),
+        );
+    let mut seen: HashMap<&str, (&str, String)> = HashMap::new();
+    for (name, what, at) in all {
+        if let Some((first_what, first_at)) = seen.get(name.as_str()) {
+            let first_name = format!("{first_at}.name");
+            return Err(cx.err(
+                format!("{at}.name"),
+                format!(
+                    "duplicate name \"{name}\": already used by {first_what} {first_at}{}; \
+                     names must be unique across ports, NFs and chains",
+                    cx.line_note(&first_name)
+                ),
+            ));
+        }
+        seen.insert(name, (what, at));
+    }
+    Ok(())
+}

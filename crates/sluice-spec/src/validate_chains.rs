@@ -1,0 +1,379 @@
+//! Checks on chains: references to ports, NFs and chains, chain-link
+//! cycles, NFs visited twice, selector consistency and ambiguity.
+
+use crate::fields::{suggest, Res};
+use crate::model::{ChainSpec, MatchSpec};
+use crate::net::{self, proto_name};
+use crate::ports::PortKind;
+use crate::validate::{port_range, Ctx};
+
+/// What a name refers to.
+enum Target<'a> {
+    Port(&'a PortKind),
+    Nf,
+    Chain,
+    Missing,
+}
+
+fn lookup<'a>(cx: &Ctx<'a>, name: &str) -> Target<'a> {
+    let spec = cx.spec;
+    if let Some(p) = spec.ports.iter().find(|p| p.name == name) {
+        Target::Port(&p.kind)
+    } else if spec.nfs.iter().any(|n| n.name == name) {
+        Target::Nf
+    } else if spec.chains.iter().any(|c| c.name == name) {
+        Target::Chain
+    } else {
+        Target::Missing
+    }
+}
+
+/// `"a, b"`, or `"none"` when empty.
+fn list(names: &[&str]) -> String {
+    if names.is_empty() {
+        "none".to_string()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// `; did you mean "x"?` when `word` looks like a typo of one of `names`.
+fn did_you_mean(word: &str, names: &[&str]) -> String {
+    suggest(word, names.iter().copied())
+        .map(|s| format!("; did you mean \"{s}\"?"))
+        .unwrap_or_default()
+}
+
+/// Checks every chain and the relations between chains.
+pub(crate) fn chains(cx: &Ctx<'_>) -> Res<()> {
+    for (i, c) in cx.spec.chains.iter().enumerate() {
+        references(cx, i, c)?;
+        if let Some(m) = &c.matcher {
+            matcher(cx, &format!("chains[{i}].match"), m)?;
+        }
+    }
+    cycles(cx)?;
+    repeated_nfs(cx)?;
+    ambiguity(cx)
+}
+
+fn references(cx: &Ctx<'_>, i: usize, c: &ChainSpec) -> Res<()> {
+    let spec = cx.spec;
+    let inputs: Vec<&str> = spec
+        .ports
+        .iter()
+        .filter(|p| p.kind.is_input())
+        .map(|p| p.name.as_str())
+        .collect();
+    let outputs: Vec<&str> = spec
+        .ports
+        .iter()
+        .filter(|p| p.kind.is_output())
+        .map(|p| p.name.as_str())
+        .collect();
+    let nf_names: Vec<&str> = spec.nfs.iter().map(|n| n.name.as_str()).collect();
+    let chain_names: Vec<&str> = spec.chains.iter().map(|c| c.name.as_str()).collect();
+
+    let from = format!("chains[{i}].from");
+    let input_note = format!("input ports: {}", list(&inputs));
+    match lookup(cx, &c.from) {
+        Target::Port(k) if k.is_input() => {}
+        Target::Port(k) => {
+            return Err(cx.err(
+                from,
+                format!(
+                    "port \"{}\" is a {k} port, which cannot feed a chain ({input_note})",
+                    c.from
+                ),
+            ))
+        }
+        Target::Nf | Target::Chain => {
+            let what = if matches!(lookup(cx, &c.from), Target::Nf) {
+                "an NF"
+            } else {
+                "a chain"
+            };
+            return Err(cx.err(
+                from,
+                format!(
+                    "\"{}\" is {what}, but from must name an input port ({input_note})",
+                    c.from
+                ),
+            ));
+        }
+        Target::Missing => {
+            return Err(cx.err(
+                from,
+                format!(
+                    "no port named \"{}\" ({input_note}){}",
+                    c.from,
+                    did_you_mean(&c.from, &inputs)
+                ),
+            ))
+        }
+    }
+
+    for (j, nf) in c.nfs.iter().enumerate() {
+        let at = format!("chains[{i}].nfs[{j}]");
+        let defined = format!("defined NFs: {}", list(&nf_names));
+        match lookup(cx, nf) {
+            Target::Nf => {}
+            Target::Missing => {
+                return Err(cx.err(
+                    at,
+                    format!(
+                        "no NF named \"{nf}\" ({defined}){}",
+                        did_you_mean(nf, &nf_names)
+                    ),
+                ))
+            }
+            Target::Port(_) => {
+                return Err(cx.err(at, format!("\"{nf}\" is a port, not an NF ({defined})")))
+            }
+            Target::Chain => {
+                return Err(cx.err(
+                    at,
+                    format!(
+                        "\"{nf}\" is a chain, not an NF ({defined}); to continue into another chain, name it in `to`"
+                    ),
+                ))
+            }
+        }
+        if let Some(k) = c.nfs[..j].iter().position(|n| n == nf) {
+            return Err(cx.err(
+                at,
+                format!(
+                    "NF \"{nf}\" appears twice in chain \"{}\" (also at nfs[{k}]): a packet cannot pass the same NF twice",
+                    c.name
+                ),
+            ));
+        }
+    }
+
+    let to = format!("chains[{i}].to");
+    let to_note = format!(
+        "output ports: {}; chains: {}",
+        list(&outputs),
+        list(&chain_names)
+    );
+    match lookup(cx, &c.to) {
+        Target::Port(k) if k.is_output() => Ok(()),
+        Target::Chain => Ok(()),
+        Target::Port(k) => Err(cx.err(
+            to,
+            format!(
+                "port \"{}\" is a {k} port, which cannot receive traffic ({to_note})",
+                c.to
+            ),
+        )),
+        Target::Nf => Err(cx.err(
+            to,
+            format!(
+                "\"{}\" is an NF; to must name an output port or a chain ({to_note}); list NFs under `nfs`",
+                c.to
+            ),
+        )),
+        Target::Missing => {
+            let mut names = outputs.clone();
+            names.extend(&chain_names);
+            Err(cx.err(
+                to,
+                format!(
+                    "no port or chain named \"{}\" ({to_note}){}",
+                    c.to,
+                    did_you_mean(&c.to, &names)
+                ),
+            ))
+        }
+    }
+}
+
+/// Selector fields must be consistent with each other.
+fn matcher(cx: &Ctx<'_>, at: &str, m: &MatchSpec) -> Res<()> {
+    let field = |f: &str| format!("{at}.{f}");
+    if let Some(v) = m.ip_version {
+        if v != 4 && v != 6 {
+            return Err(cx.err(
+                field("ip_version"),
+                format!("expected IP version 4 or 6, found {v}"),
+            ));
+        }
+    }
+    for (key, p) in [("src", &m.src), ("dst", &m.dst)] {
+        let Some(p) = p else { continue };
+        net::check_prefix(p).map_err(|msg| cx.err(field(key), msg))?;
+        if let Some(v) = m.ip_version {
+            if net::family(p) != v {
+                return Err(cx.err(
+                    field(key),
+                    format!("{key} {p} is IPv{} but ip_version is {v}", net::family(p)),
+                ));
+            }
+        }
+    }
+    if let (Some(s), Some(d)) = (&m.src, &m.dst) {
+        if net::family(s) != net::family(d) {
+            return Err(cx.err(
+                field("dst"),
+                format!(
+                    "dst {d} is IPv{} but src {s} is IPv{}",
+                    net::family(d),
+                    net::family(s)
+                ),
+            ));
+        }
+    }
+    if let Some(proto) = m.proto {
+        let family = m
+            .ip_version
+            .or_else(|| m.src.as_ref().map(net::family))
+            .or_else(|| m.dst.as_ref().map(net::family));
+        match (proto, family) {
+            (1, Some(6)) => {
+                return Err(cx.err(
+                    field("proto"),
+                    "icmp is IPv4's ICMP; for IPv6 traffic use icmpv6",
+                ))
+            }
+            (58, Some(4)) => {
+                return Err(cx.err(
+                    field("proto"),
+                    "icmpv6 is IPv6's ICMP; for IPv4 traffic use icmp",
+                ))
+            }
+            _ => {}
+        }
+        for (key, r) in [("src_port", &m.src_port), ("dst_port", &m.dst_port)] {
+            if r.is_some() && !matches!(proto, 6 | 17 | 132) {
+                let name = proto_name(proto)
+                    .map(str::to_string)
+                    .unwrap_or_else(|| proto.to_string());
+                return Err(cx.err(
+                    field(key),
+                    format!("{key} only applies to tcp, udp and sctp, but proto is {name}"),
+                ));
+            }
+        }
+    }
+    for (key, r) in [("src_port", &m.src_port), ("dst_port", &m.dst_port)] {
+        if let Some(r) = r {
+            port_range(cx, &field(key), r)?;
+        }
+    }
+    Ok(())
+}
+
+fn chain_index(cx: &Ctx<'_>, name: &str) -> Option<usize> {
+    cx.spec.chains.iter().position(|c| c.name == name)
+}
+
+/// Chain-to-chain `to` links must not loop.
+fn cycles(cx: &Ctx<'_>) -> Res<()> {
+    let chains = &cx.spec.chains;
+    for i in 0..chains.len() {
+        let mut path = vec![i];
+        let mut cur = i;
+        while let Some(next) = chain_index(cx, &chains[cur].to) {
+            if next == i {
+                let names: Vec<&str> = path
+                    .iter()
+                    .chain(std::iter::once(&i))
+                    .map(|&k| chains[k].name.as_str())
+                    .collect();
+                return Err(cx.err(
+                    format!("chains[{i}].to"),
+                    format!(
+                        "chain links form a cycle: {} (packets would never leave)",
+                        names.join(" -> ")
+                    ),
+                ));
+            }
+            if path.contains(&next) {
+                break; // a cycle not through `start`: reported from its own chain
+            }
+            path.push(next);
+            cur = next;
+        }
+    }
+    Ok(())
+}
+
+/// Following chain links must not bring a packet to the same NF twice.
+fn repeated_nfs(cx: &Ctx<'_>) -> Res<()> {
+    let chains = &cx.spec.chains;
+    for (i, start) in chains.iter().enumerate() {
+        let mut seen: Vec<(&str, &str)> = start
+            .nfs
+            .iter()
+            .map(|n| (n.as_str(), start.name.as_str()))
+            .collect();
+        let mut cur = i;
+        let mut hops = 0;
+        while let Some(next) = chain_index(cx, &chains[cur].to) {
+            hops += 1;
+            if hops > chains.len() {
+                break;
+            }
+            let c = &chains[next];
+            for nf in &c.nfs {
+                if let Some((_, first)) = seen.iter().find(|(n, _)| n == nf) {
+                    return Err(cx.err(
+                        format!("chains[{i}].to"),
+                        format!(
+                            "packets of chain \"{}\" would pass NF \"{nf}\" twice: in chain \"{first}\" and again in chain \"{}\" (a packet cannot pass the same NF twice)",
+                            start.name, c.name
+                        ),
+                    ));
+                }
+                seen.push((nf, &c.name));
+            }
+            cur = next;
+        }
+    }
+    Ok(())
+}
+
+/// Chains from the same port are tried in order; a later chain whose
+/// traffic an earlier one already takes is an error.
+fn ambiguity(cx: &Ctx<'_>) -> Res<()> {
+    let chains = &cx.spec.chains;
+    let all = MatchSpec::default();
+    for (j, later) in chains.iter().enumerate() {
+        let m_later = later.matcher.as_ref().unwrap_or(&all);
+        for (i, earlier) in chains[..j].iter().enumerate() {
+            if earlier.from != later.from {
+                continue;
+            }
+            let m_earlier = earlier.matcher.as_ref().unwrap_or(&all);
+            if !m_earlier.covers(m_later) {
+                continue;
+            }
+            let at = if later.matcher.is_some() {
+                format!("chains[{j}].match")
+            } else {
+                format!("chains[{j}].from")
+            };
+            let line = cx.line_note(&format!("chains[{i}]"));
+            let msg = if m_earlier == m_later {
+                let what = if m_later.is_match_all() {
+                    "no match (all traffic)"
+                } else {
+                    "the same match"
+                };
+                format!(
+                    "ambiguous: chain \"{}\" has {what} as chain \"{}\"{line}, also from port \"{}\"; \
+                     chains from one port are tried in order and the first match wins, so \"{}\" would never see traffic",
+                    later.name, earlier.name, later.from, later.name
+                )
+            } else {
+                format!(
+                    "chain \"{}\" would never see traffic: chain \"{}\"{line}, listed earlier with from: {}, matches everything it matches \
+                     (the first match wins; list the more specific chain first)",
+                    later.name, earlier.name, later.from
+                )
+            };
+            return Err(cx.err(at, msg));
+        }
+    }
+    Ok(())
+}

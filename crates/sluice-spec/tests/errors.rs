@@ -1,0 +1,659 @@
+//! One test per class of spec error: each checks the exact file, line,
+//! column, field path and message.
+
+use sluice_spec::{parse_str, SpecError};
+
+const TYPES: &[&str] = &["acl", "mon", "nat"];
+
+/// Parses `yaml` (a leading newline is dropped so that line 1 is the first
+/// written line) and returns the error.
+fn err(yaml: &str) -> SpecError {
+    let yaml = yaml.strip_prefix('\n').unwrap_or(yaml);
+    match parse_str(yaml, "bad.yaml", TYPES) {
+        Ok(spec) => panic!("spec was accepted: {spec:#?}"),
+        Err(e) => e,
+    }
+}
+
+/// Checks the full rendered message.
+#[track_caller]
+fn check(yaml: &str, expected: &str) {
+    assert_eq!(err(yaml).to_string(), expected);
+}
+
+/// A valid prefix of a spec: ports gen (line 2), out (line 4); NFs acl
+/// (line 7), mon (line 9). Tests append `chains:` from line 11 on.
+const BASE: &str = "\
+ports:
+  - name: gen
+    kind: generator
+  - name: out
+    kind: sink
+nfs:
+  - name: acl
+    type: acl
+  - name: mon
+    type: mon
+";
+
+fn with_base(rest: &str) -> String {
+    format!("{BASE}{}", rest.strip_prefix('\n').unwrap_or(rest))
+}
+
+#[test]
+fn yaml_syntax_error_has_line() {
+    let e = err("
+ports:
+  - name: gen
+    kind: [generator
+chains: []
+");
+    assert_eq!(e.file, "bad.yaml");
+    assert_eq!(e.line, 4);
+    assert!(e.message.starts_with("YAML syntax error: "), "{e}");
+    assert_eq!(e.field, "ports[0].kind[0]");
+
+    let e = err("
+ports:
+  - name: gen
+   kind: generator
+");
+    assert_eq!(
+        (e.line, e.message.starts_with("YAML syntax error")),
+        (3, true),
+        "{e}"
+    );
+}
+
+#[test]
+fn error_struct_fields_and_display() {
+    let e = err(&with_base(
+        "
+chains:
+  - name: main
+    from: gen
+    nfs: [acl, mon, mon2]
+    to: out
+",
+    ));
+    assert_eq!(
+        e,
+        SpecError {
+            file: "bad.yaml".into(),
+            line: 14,
+            column: 21,
+            field: "chains[0].nfs[2]".into(),
+            message: "no NF named \"mon2\" (defined NFs: acl, mon); did you mean \"mon\"?".into(),
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "bad.yaml:14:21: chains[0].nfs[2]: no NF named \"mon2\" (defined NFs: acl, mon); did you mean \"mon\"?"
+    );
+}
+
+#[test]
+fn unknown_keys() {
+    check(
+        "
+ports:
+  - name: gen
+    kind: generator
+    flow: 10
+",
+        "bad.yaml:4:5: ports[0].flow: unknown key \"flow\" in a generator port (valid keys: name, kind, flows, protocol, ip_version, size, rate_pps, count, packets_per_flow, src_prefix, dst_prefix, src_ports, dst_ports); did you mean \"flows\"?",
+    );
+    check(
+        "
+settings:
+  ringsize: 64
+",
+        "bad.yaml:2:3: settings.ringsize: unknown key \"ringsize\" in settings (valid keys: buffers, ring_size, batch, hugepages, workers, restart, flow_table); did you mean \"ring_size\"?",
+    );
+    check(
+        "
+port: []
+",
+        "bad.yaml:1:1: port: unknown key \"port\" in the spec (valid keys: version, settings, ports, nfs, chains); did you mean \"ports\"?",
+    );
+    check(
+        &with_base("
+chains:
+  - name: main
+    from: gen
+    match: { protocol: udp }
+    to: out
+"),
+        "bad.yaml:14:14: chains[0].match.protocol: unknown key \"protocol\" in a match (valid keys: proto, src, dst, src_port, dst_port, ip_version)",
+    );
+}
+
+#[test]
+fn wrong_types() {
+    check(
+        "
+ports:
+  - name: gen
+    kind: generator
+    flows: many
+",
+        "bad.yaml:4:12: ports[0].flows: expected an integer, found string \"many\"",
+    );
+    check(
+        "
+settings:
+  hugepages: yes
+",
+        "bad.yaml:2:14: settings.hugepages: expected a boolean (true or false), found string \"yes\"",
+    );
+    check(
+        "
+ports:
+  name: gen
+",
+        "bad.yaml:2:3: ports: expected a sequence (a list of `- ...` entries), found a mapping",
+    );
+    check(
+        &with_base("
+chains:
+  - name: main
+    from: gen
+    nfs: acl
+    to: out
+"),
+        "bad.yaml:14:10: chains[0].nfs: expected a sequence of NF names, e.g. [acl, mon], found string \"acl\"",
+    );
+    check(
+        "
+ports:
+  - name: 5
+    kind: sink
+",
+        "bad.yaml:2:11: ports[0].name: expected a string, found integer 5",
+    );
+}
+
+#[test]
+fn missing_required_key() {
+    check(
+        "
+ports:
+  - name: gen
+    flows: 3
+",
+        "bad.yaml:2:5: ports[0]: missing required key \"kind\" (one of: generator, sink, pcap_in, pcap_out, af_xdp, af_packet, tap, dpdk)",
+    );
+}
+
+#[test]
+fn unknown_port_kind() {
+    check(
+        "
+ports:
+  - name: gen
+    kind: generater
+",
+        "bad.yaml:3:11: ports[0].kind: unknown port kind \"generater\" (valid: generator, sink, pcap_in, pcap_out, af_xdp, af_packet, tap, dpdk); did you mean \"generator\"?",
+    );
+}
+
+#[test]
+fn unknown_nf_type() {
+    check(
+        "
+ports:
+  - { name: gen, kind: generator }
+nfs:
+  - name: fw
+    type: firewall
+",
+        "bad.yaml:5:11: nfs[0].type: unknown NF type \"firewall\" (known types: acl, mon, nat)",
+    );
+}
+
+#[test]
+fn duplicate_names_point_at_second_and_mention_first() {
+    check(
+        &with_base("
+chains:
+  - name: gen
+    from: gen
+    to: out
+"),
+        "bad.yaml:12:11: chains[0].name: duplicate name \"gen\": already used by port ports[0] (line 2); names must be unique across ports, NFs and chains",
+    );
+    check(
+        "
+ports:
+  - name: a
+    kind: generator
+  - name: a
+    kind: sink
+chains: [{ name: c, from: a, to: a }]
+",
+        "bad.yaml:4:11: ports[1].name: duplicate name \"a\": already used by port ports[0] (line 2); names must be unique across ports, NFs and chains",
+    );
+}
+
+#[test]
+fn duplicate_yaml_key() {
+    check(
+        "
+ports:
+  - name: gen
+    kind: generator
+    flows: 1
+    flows: 2
+",
+        "bad.yaml:5:5: ports[0].flows: duplicate key \"flows\" (first given at line 4)",
+    );
+}
+
+#[test]
+fn chain_names_missing_things() {
+    check(
+        &with_base("
+chains:
+  - name: main
+    from: gen0
+    to: out
+"),
+        "bad.yaml:13:11: chains[0].from: no port named \"gen0\" (input ports: gen); did you mean \"gen\"?",
+    );
+    check(
+        &with_base("
+chains:
+  - name: main
+    from: gen
+    to: nowhere
+"),
+        "bad.yaml:14:9: chains[0].to: no port or chain named \"nowhere\" (output ports: out; chains: main)",
+    );
+    check(
+        &with_base(
+            "
+chains:
+  - name: main
+    from: gen
+    nfs: [acl, out]
+    to: out
+",
+        ),
+        "bad.yaml:14:16: chains[0].nfs[1]: \"out\" is a port, not an NF (defined NFs: acl, mon)",
+    );
+}
+
+#[test]
+fn from_must_be_input_and_to_must_be_output() {
+    check(
+        &with_base("
+chains:
+  - name: main
+    from: out
+    to: out
+"),
+        "bad.yaml:13:11: chains[0].from: port \"out\" is a sink port, which cannot feed a chain (input ports: gen)",
+    );
+    check(
+        &with_base("
+chains:
+  - name: main
+    from: gen
+    to: gen
+"),
+        "bad.yaml:14:9: chains[0].to: port \"gen\" is a generator port, which cannot receive traffic (output ports: out; chains: main)",
+    );
+    check(
+        &with_base("
+chains:
+  - name: main
+    from: gen
+    to: acl
+"),
+        "bad.yaml:14:9: chains[0].to: \"acl\" is an NF; to must name an output port or a chain (output ports: out; chains: main); list NFs under `nfs`",
+    );
+}
+
+#[test]
+fn chain_link_cycle_is_named() {
+    check(
+        &with_base("
+chains:
+  - name: main
+    from: gen
+    to: b
+  - name: b
+    from: gen
+    match: { proto: udp }
+    to: c
+  - name: c
+    from: gen
+    match: { proto: tcp }
+    to: main
+"),
+        "bad.yaml:14:9: chains[0].to: chain links form a cycle: main -> b -> c -> main (packets would never leave)",
+    );
+    check(
+        &with_base("
+chains:
+  - name: main
+    from: gen
+    to: main
+"),
+        "bad.yaml:14:9: chains[0].to: chain links form a cycle: main -> main (packets would never leave)",
+    );
+}
+
+#[test]
+fn nf_twice_in_one_chain() {
+    check(
+        &with_base("
+chains:
+  - name: main
+    from: gen
+    nfs:
+      - acl
+      - mon
+      - acl
+    to: out
+"),
+        "bad.yaml:17:9: chains[0].nfs[2]: NF \"acl\" appears twice in chain \"main\" (also at nfs[0]): a packet cannot pass the same NF twice",
+    );
+}
+
+#[test]
+fn nf_twice_through_chain_links() {
+    check(
+        &with_base("
+chains:
+  - name: main
+    from: gen
+    nfs: [acl]
+    to: tail
+  - name: tail
+    from: gen
+    match: { proto: tcp }
+    nfs: [mon, acl]
+    to: out
+"),
+        "bad.yaml:15:9: chains[0].to: packets of chain \"main\" would pass NF \"acl\" twice: in chain \"main\" and again in chain \"tail\" (a packet cannot pass the same NF twice)",
+    );
+}
+
+#[test]
+fn invalid_cidr() {
+    check(
+        &with_base("
+chains:
+  - name: main
+    from: gen
+    match:
+      src: 10.0.0/33
+    to: out
+"),
+        "bad.yaml:15:12: chains[0].match.src: invalid CIDR prefix \"10.0.0/33\": expected e.g. 10.0.0.0/8 or fd00::/64",
+    );
+    check(
+        "
+ports:
+  - name: gen
+    kind: generator
+    dst_prefix: 10.1.2.3/16
+",
+        "bad.yaml:4:17: ports[0].dst_prefix: prefix 10.1.2.3/16 has host bits set (did you mean 10.1.0.0/16?)",
+    );
+    check(
+        "
+ports:
+  - name: gen
+    kind: generator
+    src_prefix: fd00::/64
+",
+        "bad.yaml:4:17: ports[0].src_prefix: src_prefix fd00::/64 is IPv6 but ip_version is 4",
+    );
+}
+
+#[test]
+fn invalid_port_range() {
+    check(
+        "
+ports:
+  - name: gen
+    kind: generator
+    src_ports: 2000-1000
+",
+        "bad.yaml:4:16: ports[0].src_ports: invalid port range \"2000-1000\": the first port must not exceed the last",
+    );
+    check(
+        &with_base("
+chains:
+  - name: main
+    from: gen
+    match: { dst_port: 70000 }
+    to: out
+"),
+        "bad.yaml:14:24: chains[0].match.dst_port: must be an integer between 0 and 65535, got 70000",
+    );
+}
+
+#[test]
+fn number_out_of_range() {
+    check(
+        "
+settings:
+  batch: 512
+",
+        "bad.yaml:2:10: settings.batch: must be an integer between 1 and 256, got 512",
+    );
+    check(
+        "
+ports:
+  - name: gen
+    kind: generator
+    size: 59
+",
+        "bad.yaml:4:11: ports[0].size: must be an integer between 60 and 2048, got 59",
+    );
+    check(
+        "
+ports:
+  - name: gen
+    kind: generator
+    packets_per_flow: -3
+",
+        "bad.yaml:4:23: ports[0].packets_per_flow: must be an integer between 3 and 4294967295, got -3",
+    );
+    check(
+        "
+settings:
+  ring_size: 64
+  batch: 128
+",
+        "bad.yaml:3:10: settings.batch: batch (128) must not exceed ring_size (64)",
+    );
+}
+
+#[test]
+fn non_power_of_two() {
+    check(
+        "
+settings:
+  ring_size: 1000
+",
+        "bad.yaml:2:14: settings.ring_size: must be a power of two between 64 and 65536, got 1000 (nearest: 512 or 1024)",
+    );
+    check(
+        "
+settings:
+  flow_table:
+    capacity: 100000
+",
+        "bad.yaml:3:15: settings.flow_table.capacity: must be a power of two between 1024 and 16777216, got 100000 (nearest: 65536 or 131072)",
+    );
+}
+
+#[test]
+fn empty_ports_and_chains() {
+    check(
+        "
+ports: []
+chains: []
+",
+        "bad.yaml:1:8: ports: no ports defined: a spec needs at least one port",
+    );
+    check(
+        "
+ports:
+  - { name: gen, kind: generator }
+",
+        "bad.yaml:1:1: chains: no chains defined: a spec needs at least one chain",
+    );
+    check(
+        "",
+        "bad.yaml:1:1: the spec is empty: expected a mapping with at least `ports` and `chains`",
+    );
+    check(
+        "# only a comment\n",
+        "bad.yaml:1:1: the spec is empty: expected a mapping with at least `ports` and `chains`",
+    );
+}
+
+#[test]
+fn ambiguous_chains_from_one_port() {
+    check(
+        &with_base("
+chains:
+  - name: a
+    from: gen
+    to: out
+  - name: b
+    from: gen
+    to: out
+"),
+        "bad.yaml:16:11: chains[1].from: ambiguous: chain \"b\" has no match (all traffic) as chain \"a\" (line 12), also from port \"gen\"; chains from one port are tried in order and the first match wins, so \"b\" would never see traffic",
+    );
+    check(
+        &with_base("
+chains:
+  - name: a
+    from: gen
+    match: { proto: udp, dst_port: 53 }
+    to: out
+  - name: b
+    from: gen
+    match: { dst_port: 53, proto: 17 }
+    to: out
+"),
+        "bad.yaml:18:12: chains[1].match: ambiguous: chain \"b\" has the same match as chain \"a\" (line 12), also from port \"gen\"; chains from one port are tried in order and the first match wins, so \"b\" would never see traffic",
+    );
+    check(
+        &with_base("
+chains:
+  - name: a
+    from: gen
+    match: { dst: 10.0.0.0/8 }
+    to: out
+  - name: b
+    from: gen
+    match: { dst: 10.1.0.0/16, proto: tcp }
+    to: out
+"),
+        "bad.yaml:18:12: chains[1].match: chain \"b\" would never see traffic: chain \"a\" (line 12), listed earlier with from: gen, matches everything it matches (the first match wins; list the more specific chain first)",
+    );
+}
+
+#[test]
+fn inconsistent_match() {
+    check(
+        &with_base("
+chains:
+  - name: main
+    from: gen
+    match: { proto: icmp, dst_port: 80 }
+    to: out
+"),
+        "bad.yaml:14:37: chains[0].match.dst_port: dst_port only applies to tcp, udp and sctp, but proto is icmp",
+    );
+    check(
+        &with_base(
+            "
+chains:
+  - name: main
+    from: gen
+    match: { src: 10.0.0.0/8, dst: fd00::/8 }
+    to: out
+",
+        ),
+        "bad.yaml:14:36: chains[0].match.dst: dst fd00::/8 is IPv6 but src 10.0.0.0/8 is IPv4",
+    );
+}
+
+#[test]
+fn pcap_files_must_exist() {
+    check(
+        "
+ports:
+  - name: trace
+    kind: pcap_in
+    path: no/such/file.pcap
+",
+        "bad.yaml:4:11: ports[0].path: pcap file no/such/file.pcap does not exist (relative paths are resolved against the spec file's directory)",
+    );
+    check(
+        "
+ports:
+  - name: dump
+    kind: pcap_out
+    path: no/such/dir/out.pcap
+",
+        "bad.yaml:4:11: ports[0].path: directory no/such/dir for pcap file no/such/dir/out.pcap does not exist",
+    );
+}
+
+#[test]
+fn yaml_features_we_reject() {
+    check(
+        "
+ports: []
+---
+ports: []
+",
+        "bad.yaml:2:1: a spec file must hold exactly one YAML document (found a second `---`)",
+    );
+    check(
+        "
+ports:
+  - !custom { name: x }
+",
+        "bad.yaml:2:5: ports[0]: unsupported YAML tag !custom",
+    );
+    check(
+        "
+? [a, b]
+: c
+",
+        "bad.yaml:1:3: mapping keys must be plain scalars (strings), not sequences or mappings",
+    );
+}
+
+#[test]
+fn unreadable_file() {
+    let e = sluice_spec::load(std::path::Path::new("/no/such/spec.yaml"), TYPES).unwrap_err();
+    assert_eq!(
+        (e.file.as_str(), e.line, e.field.as_str()),
+        ("/no/such/spec.yaml", 0, "")
+    );
+    assert!(
+        e.to_string()
+            .starts_with("/no/such/spec.yaml: cannot read spec file: "),
+        "{e}"
+    );
+}
+
+#[test]
+fn unsupported_version() {
+    check(
+        "version: 2\n",
+        "bad.yaml:1:10: version: unsupported spec version 2 (this sluice reads version 1)",
+    );
+}
