@@ -1,1 +1,124 @@
-fn main() {}
+//! `sluice`: run NFV specs and benchmark chains.
+
+mod bench;
+mod cli;
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use sluice_dataplane::{run, RunError, RunOptions, RunReport};
+use sluice_nfs::REGISTRY;
+
+use cli::{Cli, Command};
+
+/// Exit code for an invalid spec or bad arguments.
+const EXIT_SPEC: u8 = 2;
+/// Exit code for a setup failure (memory, ports, NF start).
+const EXIT_SETUP: u8 = 1;
+/// Exit code when the run ended with leaked buffers or unaccounted packets.
+const EXIT_ACCOUNTING: u8 = 3;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run(args) => {
+            let spec = match sluice_spec::load(&args.spec, &type_names()) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("sluice: {e}");
+                    return ExitCode::from(EXIT_SPEC);
+                }
+            };
+            let duration = args.duration.map(Duration::from_secs_f64);
+            finish(execute(&spec, duration), args.json)
+        }
+        Command::Bench(b) => bench::run(b),
+        Command::Validate { spec } => match sluice_spec::load(&spec, &type_names()) {
+            Ok(s) => match sluice_dataplane::plan::Plan::build(&s, REGISTRY) {
+                Ok(p) => {
+                    println!(
+                        "{}: ok ({} ports, {} NFs, {} chains)",
+                        spec.display(),
+                        p.ports.len(),
+                        p.nfs.len(),
+                        p.chains.len()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("sluice: {e}");
+                    ExitCode::from(EXIT_SPEC)
+                }
+            },
+            Err(e) => {
+                eprintln!("sluice: {e}");
+                ExitCode::from(EXIT_SPEC)
+            }
+        },
+        Command::NfTypes => {
+            for t in REGISTRY {
+                println!("{:<10} {}", t.name, t.summary);
+            }
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+fn type_names() -> Vec<&'static str> {
+    REGISTRY.iter().map(|t| t.name).collect()
+}
+
+/// Runs a loaded spec with signal handling: the first SIGINT/SIGTERM drains
+/// and stops; a second one exits at once.
+pub(crate) fn execute(spec: &sluice_spec::Spec, duration: Option<Duration>) -> Result<RunReport, RunError> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone());
+        let _ = signal_hook::flag::register(sig, stop.clone());
+    }
+    run(
+        spec,
+        REGISTRY,
+        RunOptions {
+            duration,
+            live: std::io::stderr().is_terminal(),
+            stop,
+            ..RunOptions::default()
+        },
+    )
+}
+
+fn finish(result: Result<RunReport, RunError>, json: bool) -> ExitCode {
+    match result {
+        Ok(report) => {
+            if json {
+                match serde_json::to_string_pretty(&report) {
+                    Ok(s) => println!("{s}"),
+                    Err(e) => eprintln!("sluice: cannot encode the report: {e}"),
+                }
+            } else {
+                print!("{}", report.human());
+            }
+            if report.leaked_buffers > 0 || report.unaccounted != 0 {
+                eprintln!(
+                    "sluice: accounting error: {} leaked buffers, {} unaccounted packets",
+                    report.leaked_buffers, report.unaccounted
+                );
+                return ExitCode::from(EXIT_ACCOUNTING);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(RunError::Spec(e)) => {
+            eprintln!("sluice: {e}");
+            ExitCode::from(EXIT_SPEC)
+        }
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            ExitCode::from(EXIT_SETUP)
+        }
+    }
+}

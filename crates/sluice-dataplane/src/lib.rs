@@ -1,1 +1,24 @@
-//! sluice-dataplane
+//! The sluice data plane: runs a spec's ports, chains and NFs.
+//!
+//! [`run`] compiles a spec into a [`plan::Plan`], maps the shared
+//! [`sluice_mem::Arena`], forks the NF [`template::Template`] while the
+//! process is still single-threaded, opens the ports, starts every process
+//! NF and waits until all run (or tears everything down and reports why),
+//! then drives the [`worker::Worker`] loop on the calling thread until the
+//! duration ends, the inputs are exhausted or `stop` is set, drains, stops
+//! the NFs, audits the buffers and returns a [`report::RunReport`].
+
+pub mod drops;
+pub mod flow_table;
+pub mod nf_process;
+pub mod nf_rt;
+pub mod plan;
+pub mod ports;
+pub mod report;
+pub mod route;
+pub mod run;
+pub mod template;
+pub mod worker;
+
+pub use report::RunReport;
+pub use run::{run, RunError, RunOptions};

@@ -28,6 +28,8 @@ pub struct RecvOutcome {
     pub received: usize,
     /// Entries rejected: out of range, not owned by this NF, or duplicates.
     pub invalid: usize,
+    /// Events echoed back (collect them with [`NfLink::take_events`]).
+    pub events: usize,
 }
 
 /// The platform's end of NF slot `slot`.
@@ -42,6 +44,7 @@ pub struct NfLink<'a> {
     in_flight: u32,
     quota: u32,
     scratch: [u32; MAX_BATCH],
+    events: Vec<u32>,
 }
 
 impl<'a> NfLink<'a> {
@@ -61,6 +64,7 @@ impl<'a> NfLink<'a> {
             in_flight: 0,
             quota,
             scratch: [0; MAX_BATCH],
+            events: Vec::with_capacity(MAX_BATCH),
         }
     }
 
@@ -119,7 +123,10 @@ impl<'a> NfLink<'a> {
         let n = self.tx.dequeue(&mut self.scratch[..max])?;
         let mut outcome = RecvOutcome::default();
         for &raw in &self.scratch[..n] {
-            if pool.claim_from(raw, self.tag) {
+            if raw & EVENT_BIT != 0 {
+                self.events.push(raw & !EVENT_BIT);
+                outcome.events += 1;
+            } else if pool.claim_from(raw, self.tag) {
                 out.push_raw_owned(raw);
                 outcome.received += 1;
             } else {
@@ -128,6 +135,11 @@ impl<'a> NfLink<'a> {
         }
         self.in_flight = self.in_flight.saturating_sub(outcome.received as u32);
         Ok(outcome)
+    }
+
+    /// Moves out the events received by [`Self::recv`] (in ring order).
+    pub fn take_events(&mut self, out: &mut Vec<u32>) {
+        out.append(&mut self.events);
     }
 
     /// Entries waiting in the NF's transmit ring.
@@ -236,6 +248,11 @@ impl<'a> NfEndpoint<'a> {
         Ok(n)
     }
 
+    /// Echoes an event back to the platform after handling it.
+    pub fn send_event(&mut self, event: u32) -> Result<bool, RingCorrupt> {
+        Ok(self.tx.enqueue(&[EVENT_BIT | (event & !EVENT_BIT)])? == 1)
+    }
+
     /// Writes arbitrary raw entries into the transmit ring. Exists so fault
     /// tests can act like a hostile NF; the platform must survive it.
     pub fn send_raw_for_fault_injection(&mut self, raw: &[u32]) -> Result<usize, RingCorrupt> {
@@ -294,7 +311,7 @@ mod tests {
         nf.send(&mut back).unwrap();
         let mut out = HandleBatch::new();
         let got = link.recv(&pool, &mut out, 64).unwrap();
-        assert_eq!(got, RecvOutcome { received: 10, invalid: 0 });
+        assert_eq!(got, RecvOutcome { received: 10, invalid: 0, events: 0 });
         assert_eq!(link.in_flight(), 0);
         out.drain(|h| cache.free(h));
         drop(cache);
@@ -313,12 +330,12 @@ mod tests {
         let not_sent = cache.alloc().unwrap();
         link.send(&pool, &mut b).unwrap();
         // The hostile NF returns: a valid handle twice, an out-of-range index,
-        // an event bit pattern, and a buffer the platform still holds.
+        // an event, and a buffer the platform still holds.
         nf.send_raw_for_fault_injection(&[first, first, 99_999, EVENT_BIT | 3, not_sent.index()])
             .unwrap();
         let mut out = HandleBatch::new();
         let got = link.recv(&pool, &mut out, 64).unwrap();
-        assert_eq!(got, RecvOutcome { received: 1, invalid: 4 });
+        assert_eq!(got, RecvOutcome { received: 1, invalid: 3, events: 1 });
         assert_eq!(pool.owner(not_sent.index()), Some(crate::pool::OWNER_PLATFORM));
         out.drain(|h| cache.free(h));
         cache.free(not_sent);

@@ -1,1 +1,24 @@
-//! sluice-nf
+//! The sluice NF SDK: write a network function once, run it inline or as
+//! an isolated process.
+//!
+//! An NF implements [`NetworkFunction`]: it receives a [`Batch`] of packets
+//! and gives each a [`Verdict`] (next hop, a named NF, a port, or drop with a
+//! [`DropReason`]); it may keep per-flow state and release it in
+//! [`NetworkFunction::flow_end`]. An [`NfType`] describes how to build it from
+//! its spec config. See `docs/writing-an-nf.md` for a worked example.
+
+pub mod batch;
+pub mod context;
+pub mod drop_reason;
+pub mod harness;
+pub mod nf;
+pub mod packet;
+pub mod runtime;
+pub mod verdict;
+
+pub use batch::Batch;
+pub use context::Context;
+pub use drop_reason::DropReason;
+pub use nf::{BuildContext, BuildFn, NetworkFunction, NfType, Resolver};
+pub use packet::Packet;
+pub use verdict::{NfId, PortId, Verdict};

@@ -1,1 +1,275 @@
-//! sluice-sys
+//! The few operating-system primitives sluice needs beyond std: forking
+//! NF processes from a template, tying their lifetime to their parent,
+//! reaping them, ignoring terminal signals, naming and pinning threads.
+//!
+//! `fork` is only offered when the calling process is single-threaded
+//! ([`fork_single_threaded`] checks `/proc/self/status`): after a fork only
+//! the calling thread exists in the child, so forking a multi-threaded
+//! process could leave locks held forever. sluice forks its template before
+//! it starts any thread, and the template never starts one.
+#![allow(unsafe_code)]
+
+use std::io;
+
+pub use rustix::process::Pid;
+
+/// Which side of a fork we are on.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Forked {
+    /// The parent, with the child's pid.
+    Parent(Pid),
+    /// The child.
+    Child,
+}
+
+/// Number of threads in this process (from `/proc/self/status`).
+pub fn thread_count() -> io::Result<usize> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| io::Error::other("no Threads: line in /proc/self/status"))
+}
+
+/// Forks the calling process, which must be single-threaded.
+pub fn fork_single_threaded() -> io::Result<Forked> {
+    let threads = thread_count()?;
+    if threads != 1 {
+        return Err(io::Error::other(format!(
+            "refusing to fork a process with {threads} threads (locks held by other threads would never be released in the child)"
+        )));
+    }
+    // SAFETY: the process has exactly one thread (checked above), so the
+    // child inherits a consistent state: no lock can be held by a thread
+    // that does not exist in the child.
+    let pid = unsafe { libc::fork() };
+    match pid {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(Forked::Child),
+        p => Pid::from_raw(p).map(Forked::Parent).ok_or_else(|| io::Error::other("fork returned an invalid pid")),
+    }
+}
+
+/// Asks the kernel to SIGKILL this process when its parent dies, and
+/// closes the race where the parent already died before the call.
+pub fn die_with_parent(expected_parent: Pid) -> io::Result<()> {
+    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+    if rustix::process::getppid() != Some(expected_parent) {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+/// This process's id.
+pub fn getpid() -> Pid {
+    rustix::process::getpid()
+}
+
+/// Ignores SIGINT, SIGTERM and SIGPIPE in this process (inherited by its
+/// children): NF processes and the template stop when the platform tells
+/// them to, not when the terminal's Ctrl-C reaches the process group.
+pub fn ignore_terminal_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGPIPE] {
+        // SAFETY: installing SIG_IGN has no handler code and no
+        // async-signal-safety requirement.
+        unsafe {
+            libc::signal(sig, libc::SIG_IGN);
+        }
+    }
+}
+
+/// Restores default SIGPIPE behaviour for nothing but ignores it (so a
+/// closed stdout gives EPIPE errors instead of killing the daemon).
+pub fn ignore_sigpipe() {
+    // SAFETY: as in `ignore_terminal_signals`.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+}
+
+/// How a reaped child ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// Exited with this code.
+    Code(i32),
+    /// Killed by this signal.
+    Signal(i32),
+}
+
+impl std::fmt::Display for ExitStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExitStatus::Code(101) => write!(f, "panicked (exit code 101)"),
+            ExitStatus::Code(c) => write!(f, "exited with code {c}"),
+            ExitStatus::Signal(s) => write!(f, "killed by signal {s} ({})", signal_name(*s)),
+        }
+    }
+}
+
+fn signal_name(s: i32) -> &'static str {
+    match s {
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGFPE => "SIGFPE",
+        _ => "signal",
+    }
+}
+
+/// Reaps one exited child without blocking.
+pub fn reap_any() -> io::Result<Option<(Pid, ExitStatus)>> {
+    match rustix::process::waitpid(None, rustix::process::WaitOptions::NOHANG) {
+        Ok(Some((pid, st))) => {
+            let status = if let Some(sig) = st.terminating_signal() {
+                ExitStatus::Signal(sig)
+            } else {
+                ExitStatus::Code(st.exit_status().unwrap_or(-1))
+            };
+            Ok(Some((pid, status)))
+        }
+        Ok(None) => Ok(None),
+        Err(rustix::io::Errno::CHILD) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Waits for a specific child to exit (blocking).
+pub fn wait_for(pid: Pid) -> io::Result<ExitStatus> {
+    loop {
+        match rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty()) {
+            Ok(Some((_, st))) => {
+                return Ok(match st.terminating_signal() {
+                    Some(sig) => ExitStatus::Signal(sig),
+                    None => ExitStatus::Code(st.exit_status().unwrap_or(-1)),
+                })
+            }
+            Ok(None) => continue,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Sends SIGKILL to `pid`.
+pub fn kill(pid: Pid) -> io::Result<()> {
+    Ok(rustix::process::kill_process(pid, rustix::process::Signal::KILL)?)
+}
+
+/// Sets the calling thread's name (shown by `ps`/`top` for the process's
+/// main thread; at most 15 bytes are kept).
+pub fn set_thread_name(name: &str) {
+    let mut n: Vec<u8> = name.bytes().filter(|&b| b != 0).take(15).collect();
+    n.push(0);
+    if let Ok(c) = std::ffi::CStr::from_bytes_with_nul(&n) {
+        let _ = rustix::thread::set_name(c);
+    }
+}
+
+/// Pins the calling thread to `cpu`.
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    Ok(rustix::thread::sched_setaffinity(None, &set)?)
+}
+
+/// CPUs this process may run on, ascending.
+pub fn allowed_cpus() -> Vec<usize> {
+    match rustix::thread::sched_getaffinity(None) {
+        Ok(set) => (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect(),
+        Err(_) => vec![0],
+    }
+}
+
+/// Where the platform worker and each NF process run: the worker gets the
+/// first allowed CPU and NF processes share the others round-robin, so the
+/// worker never competes with an NF for its core (on a 2-core machine all
+/// NFs share the second core). With one CPU everything shares it.
+#[derive(Debug, Clone)]
+pub struct Placement {
+    cpus: Vec<usize>,
+}
+
+impl Placement {
+    /// The placement over this process's allowed CPUs.
+    pub fn current() -> Placement {
+        let mut cpus = allowed_cpus();
+        if cpus.is_empty() {
+            cpus.push(0);
+        }
+        Placement { cpus }
+    }
+
+    /// CPU of the platform worker.
+    pub fn worker_cpu(&self) -> usize {
+        self.cpus[0]
+    }
+
+    /// CPU of the `i`-th process NF.
+    pub fn nf_cpu(&self, i: usize) -> usize {
+        if self.cpus.len() == 1 {
+            self.cpus[0]
+        } else {
+            self.cpus[1 + i % (self.cpus.len() - 1)]
+        }
+    }
+}
+
+/// Gives the CPU to another runnable thread, if any.
+#[inline]
+pub fn yield_now() {
+    rustix::thread::sched_yield();
+}
+
+/// Waits up to `timeout_ms` for `fd` to become readable.
+pub fn wait_readable(fd: std::os::fd::BorrowedFd<'_>, timeout_ms: i32) -> io::Result<bool> {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+    let ts = rustix::time::Timespec {
+        tv_sec: (timeout_ms / 1000) as i64,
+        tv_nsec: ((timeout_ms % 1000) as i64 * 1_000_000) as _,
+    };
+    match poll(&mut fds, Some(&ts)) {
+        Ok(n) => Ok(n > 0),
+        Err(rustix::io::Errno::INTR) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds (vDSO, no syscall).
+#[inline]
+pub fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// CPU time consumed by the calling thread, in nanoseconds.
+pub fn thread_cpu_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fork_is_refused_in_a_multithreaded_process() {
+        // The test harness runs tests on worker threads, so there are ≥ 2.
+        let _t = std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_millis(200)));
+        let err = fork_single_threaded().unwrap_err();
+        assert!(err.to_string().contains("threads"), "{err}");
+    }
+
+    #[test]
+    fn clocks_advance() {
+        let a = monotonic_ns();
+        let b = monotonic_ns();
+        assert!(b >= a);
+        assert!(thread_cpu_ns() > 0);
+    }
+}

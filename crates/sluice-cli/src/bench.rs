@@ -1,0 +1,115 @@
+//! `sluice bench chain`: the standard chain benchmark, a generator feeding
+//! N forwarders feeding a sink, built as a spec and run like any other.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde::Serialize;
+use sluice_dataplane::report::Latency;
+
+use crate::cli::{BenchArgs, BenchKind, ChainArgs, IsolationArg};
+
+#[derive(Debug, Serialize)]
+struct ChainResult {
+    length: u32,
+    isolation: &'static str,
+    packet_size: u16,
+    offered_pps: Option<u64>,
+    mpps: f64,
+    gbps: f64,
+    latency_ns: Latency,
+    packets_out: u64,
+    drops_total: u64,
+    leaked_buffers: u64,
+    duration_s: f64,
+    nf_ns_per_packet: Vec<f64>,
+}
+
+/// Builds the benchmark spec text.
+pub fn chain_spec(a: &ChainArgs) -> String {
+    let isolation = match a.isolation {
+        IsolationArg::Inline => "inline",
+        IsolationArg::Process => "process",
+    };
+    let mut s = format!(
+        "settings:\n  batch: {}\n  buffers: 32768\n  ring_size: 1024\nports:\n  - name: gen\n    kind: generator\n    flows: {}\n    protocol: udp\n    size: {}\n",
+        a.batch, a.flows, a.packet_size
+    );
+    if let Some(r) = a.rate {
+        s.push_str(&format!("    rate_pps: {r}\n"));
+    }
+    s.push_str("  - name: sink\n    kind: sink\nnfs:\n");
+    for i in 0..a.length {
+        s.push_str(&format!("  - name: fwd{i}\n    type: forwarder\n    isolation: {isolation}\n"));
+    }
+    let names: Vec<String> = (0..a.length).map(|i| format!("fwd{i}")).collect();
+    s.push_str(&format!(
+        "chains:\n  - name: bench\n    from: gen\n    nfs: [{}]\n    to: sink\n",
+        names.join(", ")
+    ));
+    s
+}
+
+/// Runs `sluice bench …`.
+pub fn run(args: BenchArgs) -> ExitCode {
+    match args.which {
+        BenchKind::Chain(a) => chain(a),
+    }
+}
+
+fn chain(a: ChainArgs) -> ExitCode {
+    let names: Vec<&str> = sluice_nfs::REGISTRY.iter().map(|t| t.name).collect();
+    let text = chain_spec(&a);
+    let spec = match sluice_spec::parse_str(&text, "<bench chain>", &names) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let report = match crate::execute(&spec, Some(Duration::from_secs_f64(a.duration))) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = ChainResult {
+        length: a.length,
+        isolation: match a.isolation {
+            IsolationArg::Inline => "inline",
+            IsolationArg::Process => "process",
+        },
+        packet_size: a.packet_size,
+        offered_pps: a.rate,
+        mpps: report.mpps,
+        gbps: report.gbps,
+        latency_ns: report.latency_ns.clone(),
+        packets_out: report.packets_out,
+        drops_total: report.drops_total,
+        leaked_buffers: report.leaked_buffers,
+        duration_s: report.duration_s,
+        nf_ns_per_packet: report.nfs.iter().map(|n| n.ns_per_packet).collect(),
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&result).unwrap_or_default());
+    } else {
+        println!(
+            "chain length {} {} {} B: {:.3} Mpps {:.3} Gbit/s  latency p50 {:.1} µs p99 {:.1} µs p99.9 {:.1} µs  drops {}  leaked {}",
+            result.length,
+            result.isolation,
+            result.packet_size,
+            result.mpps,
+            result.gbps,
+            result.latency_ns.p50 as f64 / 1e3,
+            result.latency_ns.p99 as f64 / 1e3,
+            result.latency_ns.p999 as f64 / 1e3,
+            result.drops_total,
+            result.leaked_buffers
+        );
+    }
+    if report.leaked_buffers > 0 {
+        return ExitCode::from(3);
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,97 @@
+//! Command-line syntax.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// sluice: a superfluid NFV platform.
+#[derive(Debug, Parser)]
+#[command(name = "sluice", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a spec in the foreground until its inputs end, --duration
+    /// passes, or SIGINT/SIGTERM.
+    Run(RunArgs),
+    /// Benchmarks.
+    Bench(BenchArgs),
+    /// Check a spec (syntax, references, NF configs) without running it.
+    Validate {
+        /// Spec file (YAML).
+        spec: PathBuf,
+    },
+    /// List the NF types specs can use.
+    NfTypes,
+}
+
+/// `sluice run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Spec file (YAML).
+    pub spec: PathBuf,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Print one JSON object with the summary on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `sluice bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Which benchmark.
+    #[command(subcommand)]
+    pub which: BenchKind,
+}
+
+/// Benchmarks.
+#[derive(Debug, Subcommand)]
+pub enum BenchKind {
+    /// N forwarder NFs in a chain between the generator and the sink.
+    Chain(ChainArgs),
+}
+
+/// Isolation for benchmark NFs.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum IsolationArg {
+    /// In the platform worker thread.
+    Inline,
+    /// One process per NF.
+    Process,
+}
+
+/// `sluice bench chain`.
+#[derive(Debug, Args)]
+pub struct ChainArgs {
+    /// NFs in the chain.
+    #[arg(long, default_value_t = 3)]
+    pub length: u32,
+    /// inline or process.
+    #[arg(long, value_enum, default_value_t = IsolationArg::Process)]
+    pub isolation: IsolationArg,
+    /// Frame size in bytes (without FCS).
+    #[arg(long, default_value_t = 64)]
+    pub packet_size: u16,
+    /// Seconds to run.
+    #[arg(long, default_value_t = 5.0)]
+    pub duration: f64,
+    /// Offered load in packets/s (default: as fast as the chain takes).
+    #[arg(long)]
+    pub rate: Option<u64>,
+    /// Concurrent flows.
+    #[arg(long, default_value_t = 64)]
+    pub flows: u32,
+    /// Packets per batch.
+    #[arg(long, default_value_t = 32)]
+    pub batch: u16,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}

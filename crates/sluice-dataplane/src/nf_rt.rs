@@ -1,0 +1,123 @@
+//! The worker's view of one NF instance: how it runs (inline object or
+//! process behind a ring pair), its lifecycle, and its counters.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+
+use sluice_mem::{NfControl, NfLink};
+use sluice_nf::NetworkFunction;
+use sluice_spec::Isolation;
+
+/// Lifecycle of a process NF as the platform sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Spawn requested; packets may already queue in its ring.
+    Starting,
+    /// Processing.
+    Running,
+    /// Dead; restart scheduled at this time (ns).
+    Down {
+        /// When to respawn.
+        respawn_at_ns: u64,
+    },
+    /// Asked to stop (shutdown).
+    Stopping,
+    /// Exited after a stop request.
+    Stopped,
+    /// Dead for good (restart policy exhausted or forbids it).
+    Failed,
+}
+
+/// A process NF.
+pub struct ProcessNf<'a> {
+    /// The platform end of its rings.
+    pub link: NfLink<'a>,
+    /// Lifecycle.
+    pub phase: Phase,
+    /// Incremented at every spawn.
+    pub generation: u32,
+    /// Current pid (0 if none).
+    pub pid: i32,
+    /// When the current spawn was requested.
+    pub spawn_requested_ns: u64,
+    /// Flow-end events waiting for ring space.
+    pub pending_events: VecDeque<u32>,
+}
+
+/// How an NF executes.
+pub enum Exec<'a> {
+    /// In the worker thread.
+    Inline(Box<dyn NetworkFunction>),
+    /// In its own process.
+    Process(ProcessNf<'a>),
+}
+
+/// Totals of instances that have exited (a restart starts from zero).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Retired {
+    /// Packets processed.
+    pub packets: u64,
+    /// Time in the batch handler.
+    pub busy_ns: u64,
+    /// Sleeps.
+    pub sleeps: u64,
+    /// Yields.
+    pub yields: u64,
+}
+
+/// One NF instance in the worker.
+pub struct NfRt<'a> {
+    /// Instance name.
+    pub name: String,
+    /// Type name.
+    pub type_name: &'static str,
+    /// Inline or process.
+    pub isolation: Isolation,
+    /// Its control block (statistics, wake word).
+    pub control: &'a NfControl,
+    /// Execution.
+    pub exec: Exec<'a>,
+    /// Drops by the NF's own reasons.
+    pub local_drops: Vec<u64>,
+    /// Restarts after crashes.
+    pub restarts: u32,
+    /// How the last instance ended.
+    pub last_exit: Option<String>,
+    /// Spawn-to-running time of each start, µs.
+    pub startup_us: Vec<f64>,
+    /// Futex wake-ups issued to this NF.
+    pub wakeups: u64,
+    /// Totals of exited instances.
+    pub retired: Retired,
+}
+
+impl<'a> NfRt<'a> {
+    /// Packets processed by all instances so far.
+    pub fn packets(&self) -> u64 {
+        self.retired.packets + self.control.stats.packets.load(Ordering::Relaxed)
+    }
+
+    /// CPU time charged (time in the batch handler).
+    pub fn busy_ns(&self) -> u64 {
+        self.retired.busy_ns + self.control.stats.busy_ns.load(Ordering::Relaxed)
+    }
+
+    /// Folds the current instance's statistics into `retired` and clears
+    /// the control block for a new instance.
+    pub fn retire_instance(&mut self) {
+        let s = &self.control.stats;
+        self.retired.packets += s.packets.load(Ordering::Relaxed);
+        self.retired.busy_ns += s.busy_ns.load(Ordering::Relaxed);
+        self.retired.sleeps += s.sleeps.load(Ordering::Relaxed);
+        self.retired.yields += s.yields.load(Ordering::Relaxed);
+        self.control.reset();
+    }
+
+    /// The process state, for process NFs.
+    pub fn process(&mut self) -> Option<&mut ProcessNf<'a>> {
+        match &mut self.exec {
+            Exec::Process(p) => Some(p),
+            Exec::Inline(_) => None,
+        }
+    }
+}

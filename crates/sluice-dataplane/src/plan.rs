@@ -1,0 +1,209 @@
+//! The spec compiled for execution: names become indices, chains become
+//! flat paths of hops, and every NF config is built once up front so that a
+//! bad config fails before anything starts.
+
+use sluice_nf::{BuildContext, NetworkFunction, NfId, NfType, PortId, Resolver};
+use sluice_packet::flow::FlowKey;
+use sluice_spec::{ConfigNode, Isolation, MatchSpec, PortKind, Spec, SpecError};
+
+/// One step of a chain's path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hop {
+    /// Visit NF `i`.
+    Nf(u16),
+    /// Leave through port `i`.
+    Port(u16),
+}
+
+/// A port of the plan.
+#[derive(Debug, Clone)]
+pub struct PortPlan {
+    /// Name from the spec.
+    pub name: String,
+    /// Kind and settings.
+    pub kind: PortKind,
+}
+
+/// An NF instance of the plan.
+#[derive(Debug, Clone)]
+pub struct NfPlan {
+    /// Name from the spec.
+    pub name: String,
+    /// Its type.
+    pub nf_type: &'static NfType,
+    /// Inline or process.
+    pub isolation: Isolation,
+    /// Its config node.
+    pub config: ConfigNode,
+}
+
+/// A chain of the plan.
+#[derive(Debug, Clone)]
+pub struct ChainPlan {
+    /// Name from the spec.
+    pub name: String,
+    /// Ingress port index.
+    pub from: u16,
+    /// Traffic selector (`None`: everything from the port).
+    pub matcher: Option<MatchSpec>,
+    /// NFs in order, then the output port.
+    pub path: Vec<Hop>,
+}
+
+/// The executable plan.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Ports in spec order.
+    pub ports: Vec<PortPlan>,
+    /// NFs in spec order (index = NF slot).
+    pub nfs: Vec<NfPlan>,
+    /// Chains in spec order.
+    pub chains: Vec<ChainPlan>,
+    /// Per port: chains starting there, in first-match order.
+    pub ingress: Vec<Vec<u16>>,
+    /// Flow-table capacity (NFs size per-flow state by it).
+    pub flow_capacity: u32,
+}
+
+struct PlanResolver<'a>(&'a Spec);
+
+impl Resolver for PlanResolver<'_> {
+    fn nf(&self, name: &str) -> Option<NfId> {
+        self.0.nfs.iter().position(|n| n.name == name).map(|i| NfId(i as u16))
+    }
+    fn port(&self, name: &str) -> Option<PortId> {
+        self.0
+            .ports
+            .iter()
+            .position(|p| p.name == name && p.kind.is_output())
+            .map(|i| PortId(i as u16))
+    }
+}
+
+impl Plan {
+    /// Compiles a validated spec against the NF types in `registry`.
+    pub fn build(spec: &Spec, registry: &'static [NfType]) -> Result<Plan, SpecError> {
+        let names: Vec<&str> = registry.iter().map(|t| t.name).collect();
+        spec.validate(&names)?;
+        let port_index = |name: &str| spec.ports.iter().position(|p| p.name == name).map(|i| i as u16);
+        let nf_index = |name: &str| spec.nfs.iter().position(|n| n.name == name).map(|i| i as u16);
+        let nfs = spec
+            .nfs
+            .iter()
+            .map(|n| {
+                let nf_type = registry
+                    .iter()
+                    .find(|t| t.name == n.nf_type)
+                    .expect("validate() checked NF types");
+                NfPlan {
+                    name: n.name.clone(),
+                    nf_type,
+                    isolation: n.isolation,
+                    config: n.config.clone(),
+                }
+            })
+            .collect::<Vec<_>>();
+        let mut chains = Vec::new();
+        for c in &spec.chains {
+            let resolved = spec.resolve_chain(&c.name).ok_or_else(|| {
+                SpecError::new(spec.source.as_str(), c.location, format!("chains.{}", c.name), "chain cannot be resolved")
+            })?;
+            let mut path: Vec<Hop> = resolved
+                .nfs
+                .iter()
+                .map(|n| Hop::Nf(nf_index(n).expect("validated NF name")))
+                .collect();
+            path.push(Hop::Port(port_index(resolved.output).expect("validated port name")));
+            chains.push(ChainPlan {
+                name: c.name.clone(),
+                from: port_index(&c.from).expect("validated port name"),
+                matcher: c.matcher.clone(),
+                path,
+            });
+        }
+        let mut ingress = vec![Vec::new(); spec.ports.len()];
+        for (i, c) in chains.iter().enumerate() {
+            ingress[c.from as usize].push(i as u16);
+        }
+        let plan = Plan {
+            ports: spec
+                .ports
+                .iter()
+                .map(|p| PortPlan {
+                    name: p.name.clone(),
+                    kind: p.kind.clone(),
+                })
+                .collect(),
+            nfs,
+            chains,
+            ingress,
+            flow_capacity: spec.settings.flow_table.capacity,
+        };
+        // Build every NF once so config errors surface before anything runs.
+        for i in 0..plan.nfs.len() {
+            plan.build_nf(spec, i)?;
+        }
+        Ok(plan)
+    }
+
+    /// Builds an instance of NF `i`.
+    pub fn build_nf(&self, spec: &Spec, i: usize) -> Result<Box<dyn NetworkFunction>, SpecError> {
+        let nf = &self.nfs[i];
+        let ctx = BuildContext {
+            name: &nf.name,
+            config: &nf.config,
+            resolver: &PlanResolver(spec),
+            flow_capacity: self.flow_capacity,
+        };
+        (nf.nf_type.build)(&ctx)
+    }
+
+    /// The first chain from `port` whose selector matches `key` (any chain
+    /// whose selector is absent matches everything).
+    pub fn classify(&self, port: u16, key: &FlowKey) -> Option<u16> {
+        self.ingress
+            .get(port as usize)?
+            .iter()
+            .copied()
+            .find(|&c| self.chains[c as usize].matcher.as_ref().is_none_or(|m| matches(m, key)))
+    }
+
+    /// The chain for frames without a 5-tuple (ARP, other non-IP): the
+    /// first match-everything chain from `port`.
+    pub fn classify_flowless(&self, port: u16) -> Option<u16> {
+        self.ingress.get(port as usize)?.iter().copied().find(|&c| {
+            self.chains[c as usize]
+                .matcher
+                .as_ref()
+                .is_none_or(|m| m.is_match_all())
+        })
+    }
+}
+
+/// Whether flow `key` satisfies selector `m`.
+pub fn matches(m: &MatchSpec, key: &FlowKey) -> bool {
+    if m.proto.is_some_and(|p| p != key.proto) {
+        return false;
+    }
+    if m.ip_version.is_some_and(|v| v != key.ip_version) {
+        return false;
+    }
+    if m.src.as_ref().is_some_and(|n| !n.contains(&key.src_ip())) {
+        return false;
+    }
+    if m.dst.as_ref().is_some_and(|n| !n.contains(&key.dst_ip())) {
+        return false;
+    }
+    if m.src_port.is_some_and(|r| !r.contains(key.src_port)) {
+        return false;
+    }
+    if m.dst_port.is_some_and(|r| !r.contains(key.dst_port)) {
+        return false;
+    }
+    true
+}
+
+/// Whether the spec runs any NF as a process.
+pub fn has_process_nfs(plan: &Plan) -> bool {
+    plan.nfs.iter().any(|n| n.isolation == Isolation::Process)
+}

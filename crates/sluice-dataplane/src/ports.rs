@@ -1,0 +1,271 @@
+//! Ports as the worker drives them: pull batches from input ports into
+//! arena buffers, push batches out of output ports and free the buffers.
+
+use std::fs::File;
+use std::io::BufWriter;
+
+use serde::Serialize;
+use sluice_mem::{Arena, HandleBatch, PoolCache, DATA_ROOM};
+use sluice_ports::generator::{GeneratorConfig, IpVersionChoice, Protocol, SizeSpec};
+use sluice_ports::pcap::{Pacer, PcapReplay};
+use sluice_ports::{Generator, PcapWriter, Sink, SinkConfig, SinkReport};
+use sluice_spec::{GeneratorSpec, PortKind};
+
+/// Counters of one port.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PortStats {
+    /// Packets received (input ports).
+    pub rx_packets: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Packets transmitted (output ports).
+    pub tx_packets: u64,
+    /// Bytes transmitted.
+    pub tx_bytes: u64,
+    /// Transmit failures (e.g. a pcap write error).
+    pub tx_errors: u64,
+    /// Input frames dropped for not fitting a buffer.
+    pub rx_oversize: u64,
+    /// Input frames not read because the buffer pool was empty.
+    pub rx_no_buffer: u64,
+}
+
+enum PortIo {
+    Generator(Box<Generator>),
+    Sink(Box<Sink>),
+    PcapIn { replay: Box<PcapReplay>, pacer: Pacer },
+    PcapOut(Box<PcapWriter<BufWriter<File>>>),
+}
+
+/// A running port.
+pub struct PortRt {
+    /// Port name.
+    pub name: String,
+    /// Port kind name.
+    pub kind: &'static str,
+    /// Counters.
+    pub stats: PortStats,
+    io: PortIo,
+    realtime_offset_ns: u64,
+}
+
+/// A port that cannot be opened.
+#[derive(Debug)]
+pub struct PortError(pub String);
+
+impl std::fmt::Display for PortError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PortError {}
+
+fn generator_config(g: &GeneratorSpec, duration_ns: Option<u64>, seed: u64) -> GeneratorConfig {
+    use sluice_spec::{IpVersionChoice as V, Protocol as P, SizeSpec as S};
+    GeneratorConfig {
+        flows: g.flows,
+        protocol: match g.protocol {
+            P::Udp => Protocol::Udp,
+            P::Tcp => Protocol::Tcp,
+            P::Mixed => Protocol::Mixed,
+        },
+        ip_version: match g.ip_version {
+            V::V4 => IpVersionChoice::V4,
+            V::V6 => IpVersionChoice::V6,
+            V::Mixed => IpVersionChoice::Mixed,
+        },
+        size: match g.size {
+            S::Fixed(n) => SizeSpec::Fixed(n),
+            S::Imix => SizeSpec::Imix,
+            S::Datacenter => SizeSpec::Datacenter,
+        },
+        rate_pps: g.rate_pps,
+        count: g.count,
+        duration_ns,
+        packets_per_flow: g.packets_per_flow,
+        src_prefix: g.src_prefix,
+        dst_prefix: g.dst_prefix,
+        src_ports: (g.src_ports.lo, g.src_ports.hi),
+        dst_ports: (g.dst_ports.lo, g.dst_ports.hi),
+        seed,
+        ..GeneratorConfig::default()
+    }
+}
+
+fn realtime_offset_ns() -> u64 {
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    wall.saturating_sub(sluice_sys::monotonic_ns())
+}
+
+impl PortRt {
+    /// Opens port `name` of kind `kind`; generators stop after `duration_ns`.
+    pub fn open(name: &str, kind: &PortKind, duration_ns: Option<u64>, sink_flows: usize) -> Result<PortRt, PortError> {
+        let err = |m: String| PortError(format!("port {name}: {m}"));
+        let io = match kind {
+            PortKind::Generator(g) => {
+                let g = Generator::new(generator_config(g, duration_ns, 0x5eed)).map_err(|e| err(e.to_string()))?;
+                PortIo::Generator(Box::new(g))
+            }
+            PortKind::Sink(_) => PortIo::Sink(Box::new(Sink::new(SinkConfig {
+                flow_capacity: sink_flows.max(1024),
+                tcp_capacity: sink_flows.max(1024),
+                ..SinkConfig::default()
+            }))),
+            PortKind::PcapIn(p) => {
+                let loops = if p.loops == 0 { None } else { Some(p.loops as u64) };
+                let replay = PcapReplay::load(&p.path, loops)
+                    .map_err(|e| err(format!("cannot read {}: {e}", p.path.display())))?;
+                let pacer = match p.pace {
+                    Some(speed) => Pacer::new(speed),
+                    None => Pacer::unpaced(),
+                };
+                PortIo::PcapIn {
+                    replay: Box::new(replay),
+                    pacer,
+                }
+            }
+            PortKind::PcapOut(p) => {
+                let w = PcapWriter::create(&p.path, p.snaplen)
+                    .map_err(|e| err(format!("cannot create {}: {e}", p.path.display())))?;
+                PortIo::PcapOut(Box::new(w))
+            }
+            other => {
+                return Err(err(format!(
+                    "port kind `{}` is not supported by this build yet (supported: generator, sink, pcap_in, pcap_out)",
+                    other.kind_name()
+                )))
+            }
+        };
+        Ok(PortRt {
+            name: name.to_string(),
+            kind: kind.kind_name(),
+            stats: PortStats::default(),
+            io,
+            realtime_offset_ns: realtime_offset_ns(),
+        })
+    }
+
+    /// Whether this port produces packets.
+    pub fn is_input(&self) -> bool {
+        matches!(self.io, PortIo::Generator(_) | PortIo::PcapIn { .. })
+    }
+
+    /// Whether an input port has nothing more to give.
+    pub fn input_done(&self, now_ns: u64) -> bool {
+        match &self.io {
+            PortIo::Generator(g) => g.is_finished(now_ns),
+            PortIo::PcapIn { replay, .. } => replay.peek().is_none(),
+            _ => true,
+        }
+    }
+
+    /// Receives up to `max` packets into `out`; returns how many.
+    #[inline]
+    pub fn rx(&mut self, arena: &Arena, cache: &mut PoolCache<'_>, out: &mut HandleBatch, max: usize, now_ns: u64) -> usize {
+        let max = max.min(sluice_mem::MAX_BATCH - out.len());
+        let mut n = 0;
+        match &mut self.io {
+            PortIo::Generator(g) => {
+                let due = g.due(now_ns, max);
+                while n < due {
+                    let Some(mut h) = cache.alloc() else {
+                        self.stats.rx_no_buffer += 1;
+                        break;
+                    };
+                    let mut p = arena.pkt(&mut h);
+                    p.reset(0);
+                    let len = g.write_next(p.room_mut(), now_ns);
+                    if len == 0 {
+                        cache.free(h);
+                        break;
+                    }
+                    p.set_len(len);
+                    p.set_timestamp_ns(now_ns);
+                    self.stats.rx_bytes += len as u64;
+                    let _ = out.push(h);
+                    n += 1;
+                }
+            }
+            PortIo::PcapIn { replay, pacer } => {
+                while n < max {
+                    let Some((ts, frame)) = replay.peek() else { break };
+                    if !pacer.is_due(ts, now_ns) {
+                        break;
+                    }
+                    if frame.len() > DATA_ROOM {
+                        self.stats.rx_oversize += 1;
+                        replay.advance();
+                        continue;
+                    }
+                    let Some(mut h) = cache.alloc() else {
+                        self.stats.rx_no_buffer += 1;
+                        break;
+                    };
+                    let mut p = arena.pkt(&mut h);
+                    p.reset(frame.len());
+                    p.data_mut().copy_from_slice(frame);
+                    p.set_timestamp_ns(now_ns);
+                    self.stats.rx_bytes += frame.len() as u64;
+                    replay.advance();
+                    let _ = out.push(h);
+                    n += 1;
+                }
+            }
+            _ => {}
+        }
+        self.stats.rx_packets += n as u64;
+        n
+    }
+
+    /// Transmits every packet of `batch` and frees its buffers.
+    #[inline]
+    pub fn tx(&mut self, arena: &Arena, batch: &mut HandleBatch, cache: &mut PoolCache<'_>, now_ns: u64) {
+        let stats = &mut self.stats;
+        let wall = now_ns + self.realtime_offset_ns;
+        let io = &mut self.io;
+        batch.drain(|mut h| {
+            let p = arena.pkt(&mut h);
+            let data = p.data();
+            stats.tx_packets += 1;
+            stats.tx_bytes += data.len() as u64;
+            match io {
+                PortIo::Sink(s) => s.observe(data, p.timestamp_ns(), now_ns),
+                PortIo::PcapOut(w) => {
+                    if w.write_packet(wall, data).is_err() {
+                        stats.tx_errors += 1;
+                    }
+                }
+                _ => {}
+            }
+            cache.free(h);
+        });
+    }
+
+    /// Flushes buffered output (pcap files).
+    pub fn flush(&mut self) -> Result<(), PortError> {
+        if let PortIo::PcapOut(w) = &mut self.io {
+            w.flush().map_err(|e| PortError(format!("port {}: {e}", self.name)))?;
+        }
+        Ok(())
+    }
+
+    /// The sink's measurements, for sink ports.
+    pub fn sink_report(&self) -> Option<SinkReport> {
+        match &self.io {
+            PortIo::Sink(s) => Some(s.report()),
+            _ => None,
+        }
+    }
+
+    /// The sink itself (to merge latency histograms).
+    pub fn sink(&self) -> Option<&Sink> {
+        match &self.io {
+            PortIo::Sink(s) => Some(s),
+            _ => None,
+        }
+    }
+}

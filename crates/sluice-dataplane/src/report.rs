@@ -1,0 +1,314 @@
+//! The end-of-run summary (`sluice run --json` prints it).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+use serde::Serialize;
+use sluice_mem::Backing;
+use sluice_ports::Sink;
+use sluice_spec::Isolation;
+
+use crate::nf_rt::NfRt;
+use crate::ports::PortStats;
+use crate::worker::Worker;
+
+/// Latency percentiles in nanoseconds (from the sinks' HDR histograms).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Latency {
+    /// Samples.
+    pub count: u64,
+    /// Median.
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Maximum.
+    pub max: u64,
+    /// Mean.
+    pub mean: f64,
+}
+
+/// One NF's summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct NfReport {
+    /// Instance name.
+    pub name: String,
+    /// NF type.
+    #[serde(rename = "type")]
+    pub nf_type: String,
+    /// `inline` or `process`.
+    pub isolation: String,
+    /// Packets processed (all instances).
+    pub packets: u64,
+    /// CPU time charged: nanoseconds inside the NF's batch handler.
+    pub cpu_ns: u64,
+    /// `cpu_ns / packets`.
+    pub ns_per_packet: f64,
+    /// Restarts after crashes.
+    pub restarts: u32,
+    /// How the last instance ended, if one crashed.
+    pub last_exit: Option<String>,
+    /// Spawn-to-running time of each start, µs (process NFs).
+    pub startup_us: Vec<f64>,
+    /// Drops under this NF's own reasons.
+    pub drops: BTreeMap<String, u64>,
+    /// NF-specific counters.
+    pub counters: BTreeMap<String, u64>,
+    /// Times the NF slept for lack of work.
+    pub sleeps: u64,
+    /// Times it yielded after a full batch.
+    pub yields: u64,
+    /// Futex wake-ups the platform issued to it.
+    pub wakeups: u64,
+}
+
+/// One port's summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct PortReport {
+    /// Port name.
+    pub name: String,
+    /// Port kind.
+    pub kind: String,
+    /// Counters.
+    #[serde(flatten)]
+    pub stats: PortStats,
+    /// Sink only: packets that arrived out of order within their flow.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reordered: Option<u64>,
+    /// Sink only: duplicate packets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duplicates: Option<u64>,
+}
+
+/// Flow-table summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct FlowReport {
+    /// Flows created.
+    pub created: u64,
+    /// Flows ended.
+    pub ended: u64,
+    /// Flows alive at the end.
+    pub live: u32,
+    /// Packets refused because the table was full.
+    pub table_full: u64,
+}
+
+/// Buffer accounting at the end of the run.
+#[derive(Debug, Clone, Serialize)]
+pub struct BufferReport {
+    /// Buffers in the arena.
+    pub capacity: u32,
+    /// Buffers back in the pool.
+    pub free: u32,
+    /// Buffers still held by the platform.
+    pub held_by_platform: u32,
+    /// Buffers still held by NFs.
+    pub held_by_nfs: u32,
+}
+
+/// The summary of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    /// Spec file.
+    pub spec: String,
+    /// Seconds from the first poll to the stop.
+    pub duration_s: f64,
+    /// Packets received by input ports.
+    pub packets_in: u64,
+    /// Packets transmitted by output ports.
+    pub packets_out: u64,
+    /// Bytes transmitted (L2 frames, no FCS).
+    pub bytes_out: u64,
+    /// Drops by reason (`<nf>:<reason>` for NF-local reasons).
+    pub drops: BTreeMap<String, u64>,
+    /// All drops.
+    pub drops_total: u64,
+    /// `packets_in - packets_out - drops_total`: must be 0 (no silent loss).
+    pub unaccounted: i64,
+    /// Output rate, million packets per second.
+    pub mpps: f64,
+    /// Output rate, Gbit/s of L2 frame bytes.
+    pub gbps: f64,
+    /// End-to-end latency at sink ports.
+    pub latency_ns: Latency,
+    /// Per-NF summaries.
+    pub nfs: Vec<NfReport>,
+    /// Per-port summaries.
+    pub ports: Vec<PortReport>,
+    /// Flow table.
+    pub flows: FlowReport,
+    /// Buffer accounting.
+    pub buffers: BufferReport,
+    /// Buffers not back in the pool at the end: must be 0.
+    pub leaked_buffers: u64,
+    /// Arena size in bytes.
+    pub arena_bytes: usize,
+    /// What backs the arena.
+    pub arena_backing: String,
+}
+
+fn nf_report(nf: &NfRt<'_>, drop_names: &[&str], counter_names: &[&str]) -> NfReport {
+    let packets = nf.packets();
+    let cpu_ns = nf.busy_ns();
+    let s = &nf.control.stats;
+    NfReport {
+        name: nf.name.clone(),
+        nf_type: nf.type_name.to_string(),
+        isolation: match nf.isolation {
+            Isolation::Inline => "inline",
+            Isolation::Process => "process",
+        }
+        .to_string(),
+        packets,
+        cpu_ns,
+        ns_per_packet: if packets > 0 { cpu_ns as f64 / packets as f64 } else { 0.0 },
+        restarts: nf.restarts,
+        last_exit: nf.last_exit.clone(),
+        startup_us: nf.startup_us.clone(),
+        drops: drop_names
+            .iter()
+            .zip(&nf.local_drops)
+            .filter(|(_, &n)| n > 0)
+            .map(|(name, &n)| (name.to_string(), n))
+            .collect(),
+        counters: counter_names
+            .iter()
+            .zip(nf.control.counters.iter())
+            .map(|(name, c)| (name.to_string(), c.load(Ordering::Relaxed)))
+            .collect(),
+        sleeps: nf.retired.sleeps + s.sleeps.load(Ordering::Relaxed),
+        yields: nf.retired.yields + s.yields.load(Ordering::Relaxed),
+        wakeups: nf.wakeups,
+    }
+}
+
+impl RunReport {
+    /// Builds the report from a finished worker.
+    pub fn from_worker(spec: &str, w: &Worker<'_>) -> RunReport {
+        let duration_ns = w.stopped_ns.max(w.started_ns + 1) - w.started_ns;
+        let duration_s = duration_ns as f64 / 1e9;
+        let packets_in: u64 = w.ports.iter().map(|p| p.stats.rx_packets).sum();
+        let packets_out: u64 = w.ports.iter().map(|p| p.stats.tx_packets).sum();
+        let bytes_out: u64 = w.ports.iter().map(|p| p.stats.tx_bytes).sum();
+        let mut drops = w.drops.named();
+        for (i, nf) in w.nfs.iter().enumerate() {
+            let names = w.plan.nfs[i].nf_type.drop_reasons;
+            for (name, &n) in names.iter().zip(&nf.local_drops) {
+                if n > 0 {
+                    *drops.entry(format!("{}:{name}", nf.name)).or_default() += n;
+                }
+            }
+        }
+        let drops_total: u64 = drops.values().sum();
+        let mut merged: Option<Sink> = None;
+        for s in w.ports.iter().filter_map(|p| p.sink()) {
+            match &mut merged {
+                Some(m) => m.merge(s),
+                None => merged = Some(s.clone()),
+            }
+        }
+        let latency_ns = merged
+            .map(|m| {
+                let l = m.report().latency;
+                Latency {
+                    count: l.count,
+                    p50: l.p50,
+                    p90: l.p90,
+                    p99: l.p99,
+                    p999: l.p999,
+                    max: l.max,
+                    mean: l.mean,
+                }
+            })
+            .unwrap_or_default();
+        let audit = w.pool.audit();
+        let fs = w.flows.stats();
+        RunReport {
+            spec: spec.to_string(),
+            duration_s,
+            packets_in,
+            packets_out,
+            bytes_out,
+            drops,
+            drops_total,
+            unaccounted: packets_in as i64 - packets_out as i64 - drops_total as i64,
+            mpps: packets_out as f64 / duration_s / 1e6,
+            gbps: bytes_out as f64 * 8.0 / duration_s / 1e9,
+            latency_ns,
+            nfs: w
+                .nfs
+                .iter()
+                .enumerate()
+                .map(|(i, nf)| nf_report(nf, w.plan.nfs[i].nf_type.drop_reasons, w.plan.nfs[i].nf_type.counters))
+                .collect(),
+            ports: w
+                .ports
+                .iter()
+                .map(|p| {
+                    let sink = p.sink_report();
+                    PortReport {
+                        name: p.name.clone(),
+                        kind: p.kind.to_string(),
+                        stats: p.stats.clone(),
+                        reordered: sink.map(|s| s.reordered),
+                        duplicates: sink.map(|s| s.duplicates),
+                    }
+                })
+                .collect(),
+            flows: FlowReport {
+                created: fs.created,
+                ended: fs.ended,
+                live: w.flows.live(),
+                table_full: fs.full,
+            },
+            buffers: BufferReport {
+                capacity: audit.capacity,
+                free: audit.free,
+                held_by_platform: audit.platform,
+                held_by_nfs: audit.at_nfs,
+            },
+            leaked_buffers: (audit.capacity - audit.free) as u64,
+            arena_bytes: w.arena.size(),
+            arena_backing: match w.arena.backing() {
+                Backing::HugePages => "2 MiB huge pages".to_string(),
+                Backing::NormalPages => "normal pages".to_string(),
+                Backing::NormalPagesFallback(_) => "normal pages (huge pages unavailable)".to_string(),
+            },
+        }
+    }
+
+    /// A human-readable summary.
+    pub fn human(&self) -> String {
+        let mut s = String::new();
+        s.push_str(&format!(
+            "sluice run {}: {:.2} s\n  in  {} packets\n  out {} packets  {:.3} Mpps  {:.3} Gbit/s\n",
+            self.spec, self.duration_s, self.packets_in, self.packets_out, self.mpps, self.gbps
+        ));
+        s.push_str(&format!(
+            "  latency p50 {:.1} µs  p99 {:.1} µs  p99.9 {:.1} µs  max {:.1} µs\n",
+            self.latency_ns.p50 as f64 / 1e3,
+            self.latency_ns.p99 as f64 / 1e3,
+            self.latency_ns.p999 as f64 / 1e3,
+            self.latency_ns.max as f64 / 1e3
+        ));
+        s.push_str(&format!("  drops {}", self.drops_total));
+        for (k, v) in &self.drops {
+            s.push_str(&format!("  {k}={v}"));
+        }
+        s.push('\n');
+        for nf in &self.nfs {
+            s.push_str(&format!(
+                "  nf {:<12} {:<8} {:<7} {:>11} pkts {:>7.1} ns/pkt  restarts {}\n",
+                nf.name, nf.nf_type, nf.isolation, nf.packets, nf.ns_per_packet, nf.restarts
+            ));
+        }
+        s.push_str(&format!(
+            "  flows created {} ended {} live {}\n  buffers {} leaked {}  unaccounted {}\n",
+            self.flows.created, self.flows.ended, self.flows.live, self.buffers.capacity, self.leaked_buffers, self.unaccounted
+        ));
+        s
+    }
+}

@@ -1,0 +1,201 @@
+//! Starting, running and stopping a spec, all or nothing: if any part
+//! fails to start, everything already started is torn down and the error
+//! says what failed.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_mem::{Arena, ArenaConfig, Backing, BufferPool, NfLink};
+use sluice_nf::NfType;
+use sluice_spec::{Isolation, Spec, SpecError};
+
+use crate::flow_table::FlowTable;
+use crate::nf_rt::{Exec, NfRt, Phase, ProcessNf, Retired};
+use crate::plan::{has_process_nfs, Plan};
+use crate::ports::PortRt;
+use crate::report::RunReport;
+use crate::template::{Template, TemplateInputs};
+use crate::worker::{Worker, WorkerConfig};
+
+/// How long a flow lingers after FIN/RST before its slot is recycled.
+pub const TCP_CLOSE_TIMEOUT_NS: u64 = 1_000_000_000;
+
+/// Options of one run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Stop after this long (also bounds generators).
+    pub duration: Option<Duration>,
+    /// Print live rates every second.
+    pub live: bool,
+    /// Set to stop the run (SIGINT/SIGTERM handlers set it).
+    pub stop: Arc<AtomicBool>,
+    /// How long NF processes may take to start.
+    pub start_timeout: Duration,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            duration: None,
+            live: false,
+            stop: Arc::new(AtomicBool::new(false)),
+            start_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Why a run did not start.
+#[derive(Debug)]
+pub enum RunError {
+    /// The spec is invalid (file, line, field).
+    Spec(SpecError),
+    /// A resource could not be set up.
+    Setup(String),
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::Spec(e) => write!(f, "{e}"),
+            RunError::Setup(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
+impl From<SpecError> for RunError {
+    fn from(e: SpecError) -> Self {
+        RunError::Spec(e)
+    }
+}
+
+/// Runs `spec` to completion on the calling thread.
+///
+/// Process NFs require the calling process to be single-threaded when
+/// `run` starts (the NF template is forked first); the `sluice` binary is.
+pub fn run(spec: &Spec, registry: &'static [NfType], opts: RunOptions) -> Result<RunReport, RunError> {
+    let plan = Plan::build(spec, registry)?;
+    let settings = &spec.settings;
+    if settings.workers > 1 {
+        eprintln!(
+            "sluice: settings.workers = {} but this version runs one platform worker; NF processes use the other cores",
+            settings.workers
+        );
+    }
+    let arena = Arena::create(ArenaConfig {
+        buffers: settings.buffers,
+        ring_size: settings.ring_size,
+        nf_slots: plan.nfs.len().max(1) as u32,
+        workers: 1,
+        hugepages: settings.hugepages,
+    })
+    .map_err(|e| RunError::Setup(e.to_string()))?;
+    if let Backing::NormalPagesFallback(why) = arena.backing() {
+        eprintln!("sluice: {why}");
+    }
+    let batch = settings.batch as usize;
+    // Fork the template before anything starts a thread.
+    let template = if has_process_nfs(&plan) {
+        Some(
+            Template::start(TemplateInputs {
+                arena: &arena,
+                plan: &plan,
+                spec,
+                batch,
+            })
+            .map_err(|e| RunError::Setup(format!("cannot start the NF template process: {e}")))?,
+        )
+    } else {
+        None
+    };
+    // After the fork, so the template (and NFs it forks) are not pinned to
+    // the worker's core; each NF pins itself.
+    let placement = sluice_sys::Placement::current();
+    if let Err(e) = sluice_sys::pin_to_cpu(placement.worker_cpu()) {
+        eprintln!("sluice: cannot pin the worker to CPU {}: {e}", placement.worker_cpu());
+    }
+    let teardown = |t: Option<Template>| {
+        if let Some(t) = t {
+            t.shutdown();
+        }
+    };
+    let duration_ns = opts.duration.map(|d| d.as_nanos() as u64);
+    let mut ports = Vec::new();
+    for p in &plan.ports {
+        match PortRt::open(&p.name, &p.kind, duration_ns, plan.flow_capacity as usize) {
+            Ok(rt) => ports.push(rt),
+            Err(e) => {
+                teardown(template);
+                return Err(RunError::Setup(e.to_string()));
+            }
+        }
+    }
+    let mut nfs = Vec::new();
+    for (i, n) in plan.nfs.iter().enumerate() {
+        let control = arena.nf_control(i as u32);
+        control.reset();
+        let exec = match n.isolation {
+            Isolation::Inline => match plan.build_nf(spec, i) {
+                Ok(nf) => Exec::Inline(nf),
+                Err(e) => {
+                    teardown(template);
+                    return Err(RunError::Spec(e));
+                }
+            },
+            Isolation::Process => Exec::Process(ProcessNf {
+                link: NfLink::new(&arena, i as u32),
+                phase: Phase::Stopped,
+                generation: 0,
+                pid: 0,
+                spawn_requested_ns: 0,
+                pending_events: Default::default(),
+            }),
+        };
+        nfs.push(NfRt {
+            name: n.name.clone(),
+            type_name: n.nf_type.name,
+            isolation: n.isolation,
+            control,
+            exec,
+            local_drops: vec![0; n.nf_type.drop_reasons.len()],
+            restarts: 0,
+            last_exit: None,
+            startup_us: Vec::new(),
+            wakeups: 0,
+            retired: Retired::default(),
+        });
+    }
+    let pool = BufferPool::new(arena.buffers());
+    let flows = FlowTable::new(
+        settings.flow_table.capacity,
+        settings.flow_table.idle_timeout_ms * 1_000_000,
+        TCP_CLOSE_TIMEOUT_NS,
+    );
+    let mut worker = Worker::new(
+        &arena,
+        &pool,
+        &plan,
+        nfs,
+        ports,
+        flows,
+        template,
+        WorkerConfig {
+            batch,
+            restart: settings.restart.clone(),
+            live: opts.live,
+            drain_timeout_ns: 2_000_000_000,
+        },
+    );
+    if let Err(e) = worker.start_nfs(opts.start_timeout.as_nanos() as u64) {
+        worker.finish();
+        return Err(RunError::Setup(e));
+    }
+    let deadline = duration_ns.map(|d| sluice_sys::monotonic_ns() + d);
+    worker.run(&opts.stop, deadline);
+    worker.finish();
+    let report = RunReport::from_worker(spec.source.as_str(), &worker);
+    drop(worker);
+    Ok(report)
+}

@@ -1,0 +1,70 @@
+//! The NF trait and NF type descriptors.
+
+use sluice_spec::{ConfigNode, SpecError};
+
+use crate::batch::Batch;
+use crate::context::Context;
+use crate::verdict::{NfId, PortId};
+
+/// A network function. The same code runs inline (in a platform worker
+/// thread) and as a process forked from the platform's template.
+///
+/// Contract: `process` gets a batch, sets each packet's verdict (default
+/// `Next`), must not block, and should take time proportional to the batch.
+/// It must never panic on packet contents: malformed packets are dropped
+/// with [`Packet::drop_malformed`](crate::Packet::drop_malformed).
+pub trait NetworkFunction: Send {
+    /// Processes one batch.
+    fn process(&mut self, batch: &mut Batch<'_>, ctx: &mut Context<'_>);
+
+    /// Called when the platform ends flow `flow_id` (TCP close or idle
+    /// timeout); per-flow state for it should be released.
+    fn flow_end(&mut self, _flow_id: u32, _ctx: &mut Context<'_>) {}
+
+    /// Called when the instance is recycled for new work (per-flow pools):
+    /// all state must return to its just-built condition.
+    fn reset(&mut self) {}
+}
+
+/// Names the NF may refer to, resolved to indices by the platform.
+pub trait Resolver {
+    /// The NF instance named `name`.
+    fn nf(&self, name: &str) -> Option<NfId>;
+    /// The port named `name` (output-capable ports only).
+    fn port(&self, name: &str) -> Option<PortId>;
+}
+
+/// Everything an NF constructor gets.
+pub struct BuildContext<'a> {
+    /// The instance name from the spec.
+    pub name: &'a str,
+    /// The `config` node from the spec (errors should point into it).
+    pub config: &'a ConfigNode,
+    /// Name resolution for verdicts that target NFs or ports.
+    pub resolver: &'a dyn Resolver,
+    /// Flow ids are below this (size per-flow tables by it).
+    pub flow_capacity: u32,
+}
+
+/// Constructor of an NF type.
+pub type BuildFn = fn(&BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError>;
+
+/// An NF type: its name in specs, documentation and constructor.
+pub struct NfType {
+    /// Name used as `type:` in specs.
+    pub name: &'static str,
+    /// One-line summary.
+    pub summary: &'static str,
+    /// Names of the NF-local drop reasons (index = `DropReason::nf_local(i)`).
+    pub drop_reasons: &'static [&'static str],
+    /// Names of the NF-specific counters (index = `Context::count(i, ..)`).
+    pub counters: &'static [&'static str],
+    /// Builds an instance from its config.
+    pub build: BuildFn,
+}
+
+impl std::fmt::Debug for NfType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NfType").field("name", &self.name).finish()
+    }
+}

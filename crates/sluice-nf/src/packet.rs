@@ -1,0 +1,92 @@
+//! The packet view an NF works with.
+
+use sluice_mem::Pkt;
+use sluice_packet::parse::{parse, Headers};
+use sluice_packet::ParseError;
+
+use crate::drop_reason::DropReason;
+use crate::verdict::Verdict;
+
+/// One packet of a batch: its bytes, its metadata and its verdict.
+pub struct Packet<'a> {
+    pkt: Pkt<'a>,
+}
+
+impl<'a> Packet<'a> {
+    pub(crate) fn new(pkt: Pkt<'a>) -> Self {
+        Packet { pkt }
+    }
+
+    /// The frame bytes (starting at the Ethernet header).
+    #[inline]
+    pub fn data(&self) -> &[u8] {
+        self.pkt.data()
+    }
+
+    /// The frame bytes, mutable (for in-place rewrites).
+    #[inline]
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        self.pkt.data_mut()
+    }
+
+    /// Parses the headers (no checksum verification).
+    #[inline]
+    pub fn headers(&self) -> Result<Headers, ParseError> {
+        parse(self.pkt.data())
+    }
+
+    /// The flow-table id of this packet's flow (stable for the flow's life;
+    /// both directions share it).
+    #[inline]
+    pub fn flow_id(&self) -> u32 {
+        self.pkt.flow_id()
+    }
+
+    /// Symmetric 5-tuple hash.
+    #[inline]
+    pub fn flow_hash(&self) -> u32 {
+        self.pkt.flow_hash()
+    }
+
+    /// Index of the ingress port.
+    #[inline]
+    pub fn port_in(&self) -> u16 {
+        self.pkt.port_in()
+    }
+
+    /// Ingress timestamp (CLOCK_MONOTONIC ns).
+    #[inline]
+    pub fn timestamp_ns(&self) -> u64 {
+        self.pkt.timestamp_ns()
+    }
+
+    /// The current verdict (`Next` unless this NF changed it).
+    #[inline]
+    pub fn verdict(&self) -> Verdict {
+        Verdict::decode(self.pkt.verdict_raw()).unwrap_or(Verdict::Next)
+    }
+
+    /// Sets the verdict.
+    #[inline]
+    pub fn set_verdict(&mut self, v: Verdict) {
+        self.pkt.set_verdict_raw(v.encode());
+    }
+
+    /// Drops the packet under `reason`.
+    #[inline]
+    pub fn drop_with(&mut self, reason: DropReason) {
+        self.set_verdict(Verdict::Drop(reason));
+    }
+
+    /// Drops the packet as malformed.
+    #[inline]
+    pub fn drop_malformed(&mut self, e: ParseError) {
+        self.drop_with(DropReason::malformed(e));
+    }
+
+    /// Full buffer-level access (headroom push/pull, length, scratch space).
+    #[inline]
+    pub fn raw(&mut self) -> &mut Pkt<'a> {
+        &mut self.pkt
+    }
+}
