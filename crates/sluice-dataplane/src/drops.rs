@@ -11,6 +11,9 @@ pub struct Drops {
     by_code: [u64; 128],
     /// Events (flow-end markers) an NF returned that did not belong to it.
     pub invalid_events: u64,
+    /// Ring entries NFs returned that were not buffers they owned
+    /// (garbage, duplicates). Not packets, so not drops.
+    pub invalid_handles: u64,
 }
 
 impl Default for Drops {
@@ -18,6 +21,7 @@ impl Default for Drops {
         Drops {
             by_code: [0; 128],
             invalid_events: 0,
+            invalid_handles: 0,
         }
     }
 }

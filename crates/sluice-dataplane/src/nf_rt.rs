@@ -87,6 +87,8 @@ pub struct NfRt<'a> {
     pub startup_us: Vec<f64>,
     /// Futex wake-ups issued to this NF.
     pub wakeups: u64,
+    /// Ring entries it returned that were not buffers it owned.
+    pub invalid_handles: u64,
     /// Totals of exited instances.
     pub retired: Retired,
 }
@@ -102,15 +104,20 @@ impl<'a> NfRt<'a> {
         self.retired.busy_ns + self.control.stats.busy_ns.load(Ordering::Relaxed)
     }
 
-    /// Folds the current instance's statistics into `retired` and clears
-    /// the control block for a new instance.
+    /// Folds the exited instance's statistics into `retired` (and zeroes
+    /// them so they are not counted twice). Its NF-specific counters stay
+    /// in the control block until the next instance starts, so the report
+    /// shows the last instance's counters.
     pub fn retire_instance(&mut self) {
         let s = &self.control.stats;
-        self.retired.packets += s.packets.load(Ordering::Relaxed);
-        self.retired.busy_ns += s.busy_ns.load(Ordering::Relaxed);
-        self.retired.sleeps += s.sleeps.load(Ordering::Relaxed);
-        self.retired.yields += s.yields.load(Ordering::Relaxed);
-        self.control.reset();
+        for (total, c) in [
+            (&mut self.retired.packets, &s.packets),
+            (&mut self.retired.busy_ns, &s.busy_ns),
+            (&mut self.retired.sleeps, &s.sleeps),
+            (&mut self.retired.yields, &s.yields),
+        ] {
+            *total += c.swap(0, Ordering::Relaxed);
+        }
     }
 
     /// The process state, for process NFs.

@@ -63,6 +63,8 @@ pub struct NfReport {
     pub yields: u64,
     /// Futex wake-ups the platform issued to it.
     pub wakeups: u64,
+    /// Ring entries it returned that were not buffers it owned (rejected).
+    pub invalid_handles: u64,
 }
 
 /// One port's summary.
@@ -109,6 +111,15 @@ pub struct BufferReport {
     pub held_by_nfs: u32,
 }
 
+/// NF protocol violations the platform rejected.
+#[derive(Debug, Clone, Serialize)]
+pub struct NfFaults {
+    /// Ring entries that were not buffers the NF owned.
+    pub invalid_handles: u64,
+    /// Flow-end events that were not at that NF.
+    pub invalid_events: u64,
+}
+
 /// The summary of a run.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
@@ -142,6 +153,8 @@ pub struct RunReport {
     pub flows: FlowReport,
     /// Buffer accounting.
     pub buffers: BufferReport,
+    /// Protocol violations by NFs (rejected, not trusted).
+    pub nf_faults: NfFaults,
     /// Buffers not back in the pool at the end: must be 0.
     pub leaked_buffers: u64,
     /// Arena size in bytes.
@@ -182,6 +195,7 @@ fn nf_report(nf: &NfRt<'_>, drop_names: &[&str], counter_names: &[&str]) -> NfRe
         sleeps: nf.retired.sleeps + s.sleeps.load(Ordering::Relaxed),
         yields: nf.retired.yields + s.yields.load(Ordering::Relaxed),
         wakeups: nf.wakeups,
+        invalid_handles: nf.invalid_handles,
     }
 }
 
@@ -269,6 +283,10 @@ impl RunReport {
                 free: audit.free,
                 held_by_platform: audit.platform,
                 held_by_nfs: audit.at_nfs,
+            },
+            nf_faults: NfFaults {
+                invalid_handles: w.drops.invalid_handles,
+                invalid_events: w.drops.invalid_events,
             },
             leaked_buffers: (audit.capacity - audit.free) as u64,
             arena_bytes: w.arena.size(),

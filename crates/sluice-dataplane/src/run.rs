@@ -164,6 +164,7 @@ pub fn run(spec: &Spec, registry: &'static [NfType], opts: RunOptions) -> Result
             last_exit: None,
             startup_us: Vec::new(),
             wakeups: 0,
+            invalid_handles: 0,
             retired: Retired::default(),
         });
     }

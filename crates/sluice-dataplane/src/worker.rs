@@ -630,7 +630,10 @@ impl<'a> Worker<'a> {
             p.link.take_events(&mut self.events);
             match outcome {
                 Ok(o) => {
-                    self.drops.add(DropReason::INVALID_HANDLE, o.invalid as u64);
+                    // Rejected entries are not packets (the NF still owns
+                    // its real buffers), so they are faults, not drops.
+                    self.nfs[i].invalid_handles += o.invalid as u64;
+                    self.drops.invalid_handles += o.invalid as u64;
                     done += o.received + o.events;
                     self.regroup_after(i as u16, &mut b);
                     self.dispatch(now);

@@ -32,8 +32,6 @@ platform_reasons! {
     RING_FULL = 2, "ring_full";
     /// The next NF is down (crashed, restarting or stopped).
     NF_DOWN = 3, "nf_down";
-    /// An NF returned a handle it does not own.
-    INVALID_HANDLE = 4, "invalid_handle";
     /// An NF wrote a verdict that is not valid.
     INVALID_VERDICT = 5, "invalid_verdict";
     /// An NF left packet metadata describing bytes outside the buffer.

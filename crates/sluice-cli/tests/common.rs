@@ -1,0 +1,79 @@
+//! Helpers for tests that run the `sluice` binary.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+use serde_json::Value;
+
+/// Path of the built binary.
+pub fn sluice() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+}
+
+/// The workspace root (for `examples/`).
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Writes `text` to a temp spec file and returns (dir guard, path).
+pub fn spec_file(text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spec.yaml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
+/// Runs `sluice run SPEC --duration D --json` and parses the report.
+pub fn run_json(spec: &Path, duration: f64) -> (Output, Value) {
+    let out = sluice()
+        .args(["run", spec.to_str().unwrap(), "--json", "--duration", &duration.to_string()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out, v)
+}
+
+/// Asserts the accounting invariants every run must satisfy.
+pub fn assert_accounted(r: &Value) {
+    assert_eq!(r["leaked_buffers"], 0, "leaked buffers: {r:#}");
+    assert_eq!(r["unaccounted"], 0, "unaccounted packets: {r:#}");
+    assert_eq!(r["buffers"]["free"], r["buffers"]["capacity"], "{r:#}");
+}
+
+/// The report's entry for NF `name`.
+pub fn nf<'a>(r: &'a Value, name: &str) -> &'a Value {
+    r["nfs"].as_array().unwrap().iter().find(|n| n["name"] == name).unwrap()
+}
+
+/// Pids of the descendants of `pid` whose command name is `comm`.
+pub fn descendants_named(pid: u32, comm: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(p) = frontier.pop() {
+        let children = std::fs::read_to_string(format!("/proc/{p}/task/{p}/children")).unwrap_or_default();
+        for c in children.split_whitespace().filter_map(|c| c.parse::<u32>().ok()) {
+            let name = std::fs::read_to_string(format!("/proc/{c}/comm")).unwrap_or_default();
+            if name.trim() == comm {
+                found.push(c);
+            }
+            frontier.push(c);
+        }
+    }
+    found
+}
+
+/// Waits for a child to exit and parses its stdout as the JSON report.
+pub fn finish_json(child: Child) -> (Output, Value) {
+    let out = child.wait_with_output().unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out, v)
+}
+
+/// A generator → NFs → sink spec with the given NF block and chain list.
+pub fn chain_spec(rate: u64, nfs_block: &str, chain: &str, restart: &str) -> String {
+    format!(
+        "settings:\n  restart: {{ {restart} }}\nports:\n  - {{ name: gen, kind: generator, flows: 32, protocol: udp, size: 64, rate_pps: {rate} }}\n  - {{ name: out, kind: sink }}\nnfs:\n{nfs_block}chains:\n  - {{ name: main, from: gen, nfs: [{chain}], to: out }}\n"
+    )
+}

@@ -1,0 +1,136 @@
+//! NF faults under load: the platform keeps running, counts the damage,
+//! takes back every buffer, restarts the NF per policy and traffic resumes.
+
+mod common;
+use common::*;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+fn chaos_run(fault: &str, after: u64, restart: &str) -> serde_json::Value {
+    let nfs = format!(
+        "  - {{ name: pre, type: forwarder, isolation: process }}\n  - {{ name: bad, type: chaos, isolation: process, config: {{ fault: {fault}, after_packets: {after} }} }}\n  - {{ name: mon, type: monitor, isolation: process }}\n"
+    );
+    let (_d, path) = spec_file(&chain_spec(200_000, &nfs, "pre, bad, mon", restart));
+    let (out, r) = run_json(&path, 2.5);
+    assert!(
+        out.status.success(),
+        "{fault}: status {:?} stderr {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_accounted(&r);
+    r
+}
+
+fn assert_restarted_and_resumed(r: &serde_json::Value, exit_words: &str) {
+    let bad = nf(r, "bad");
+    let restarts = bad["restarts"].as_u64().unwrap();
+    assert!(restarts >= 1, "{r:#}");
+    assert!(bad["last_exit"].as_str().unwrap().contains(exit_words), "{r:#}");
+    // The replacement instance came up (its start time was measured).
+    assert!(bad["startup_us"].as_array().unwrap().len() >= 2, "{r:#}");
+    // Each instance faults after 20 000 packets; more than one instance's
+    // worth reached the sink, so traffic resumed after the restart.
+    assert!(r["packets_out"].as_u64().unwrap() > 20_000, "{r:#}");
+    assert!(r["drops"]["nf_crashed"].as_u64().is_some(), "crash losses are counted: {r:#}");
+}
+
+#[test]
+fn panicking_nf_is_restarted() {
+    let r = chaos_run("panic", 20_000, "policy: always, max_restarts: 100, backoff_ms: 5");
+    assert_restarted_and_resumed(&r, "panicked");
+}
+
+#[test]
+fn aborting_nf_is_restarted() {
+    let r = chaos_run("abort", 20_000, "policy: always, max_restarts: 100, backoff_ms: 5");
+    assert_restarted_and_resumed(&r, "SIGABRT");
+}
+
+#[test]
+fn restart_policy_never_leaves_the_nf_down_and_counts_drops() {
+    let r = chaos_run("exit", 20_000, "policy: never");
+    let bad = nf(&r, "bad");
+    assert_eq!(bad["restarts"], 1, "{r:#}");
+    assert!(bad["last_exit"].as_str().unwrap().contains("code 7"));
+    assert!(r["drops"]["nf_down"].as_u64().unwrap() > 0, "{r:#}");
+}
+
+#[test]
+fn garbage_in_the_ring_is_rejected_not_trusted() {
+    let r = chaos_run("garbage_ring", 5_000, "policy: always");
+    assert!(r["nf_faults"]["invalid_handles"].as_u64().unwrap() > 0, "{r:#}");
+    assert_eq!(nf(&r, "bad")["invalid_handles"], r["nf_faults"]["invalid_handles"]);
+    assert_eq!(nf(&r, "bad")["restarts"], 0, "bad handles are dropped, the NF keeps running");
+}
+
+#[test]
+fn garbage_verdicts_and_metadata_are_counted_drops() {
+    let r = chaos_run("garbage_verdicts", 5_000, "policy: always");
+    assert!(r["drops"]["invalid_verdict"].as_u64().unwrap() > 0, "{r:#}");
+    let r = chaos_run("garbage_metadata", 5_000, "policy: always");
+    let d = &r["drops"];
+    let bad = ["invalid_metadata", "invalid_verdict"].iter().filter_map(|k| d[*k].as_u64()).sum::<u64>();
+    assert!(bad > 0, "{r:#}");
+}
+
+#[test]
+fn kill_9_under_load_is_survived() {
+    let nfs = "  - { name: victim, type: forwarder, isolation: process }\n  - { name: mon, type: monitor, isolation: process }\n";
+    let (_d, path) = spec_file(&chain_spec(300_000, nfs, "victim, mon", "policy: always, backoff_ms: 5"));
+    let child = sluice()
+        .args(["run", path.to_str().unwrap(), "--json", "--duration", "3"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut victims = Vec::new();
+    for _ in 0..100 {
+        std::thread::sleep(Duration::from_millis(20));
+        victims = descendants_named(pid, "nf:victim");
+        if !victims.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(victims.len(), 1, "one victim process");
+    std::thread::sleep(Duration::from_millis(700));
+    let status = std::process::Command::new("kill").args(["-9", &victims[0].to_string()]).status().unwrap();
+    assert!(status.success());
+    let (out, r) = finish_json(child);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_accounted(&r);
+    let v = nf(&r, "victim");
+    assert_eq!(v["restarts"], 1, "{r:#}");
+    assert!(v["last_exit"].as_str().unwrap().contains("SIGKILL"));
+    // Traffic resumed: the restarted instance processed packets.
+    assert!(v["packets"].as_u64().unwrap() > 300_000, "{r:#}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("restarting"));
+}
+
+#[test]
+fn sigterm_drains_prints_the_summary_and_leaves_nothing_behind() {
+    let nfs = "  - { name: f, type: forwarder, isolation: process }\n";
+    let (_d, path) = spec_file(&chain_spec(100_000, nfs, "f", "policy: always"));
+    let child = sluice()
+        .args(["run", path.to_str().unwrap(), "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    std::thread::sleep(Duration::from_millis(1500));
+    let nf_pids = descendants_named(pid, "nf:f");
+    assert_eq!(nf_pids.len(), 1);
+    let template = descendants_named(pid, "sluice-template");
+    assert_eq!(template.len(), 1);
+    std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
+    let (out, r) = finish_json(child);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_accounted(&r);
+    assert!(r["packets_out"].as_u64().unwrap() > 50_000);
+    for p in nf_pids.iter().chain(&template) {
+        assert!(!std::path::Path::new(&format!("/proc/{p}")).exists(), "process {p} outlived sluice");
+    }
+}
