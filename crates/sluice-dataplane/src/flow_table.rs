@@ -79,6 +79,9 @@ pub struct FlowTable {
     index: Vec<u64>,
     mask: usize,
     entries: Vec<FlowEntry>,
+    /// Expiry time per flow id, `u64::MAX` unless active: the ageing sweep
+    /// reads this compact array (8 B per flow) instead of whole entries.
+    expiry: Vec<u64>,
     free: Vec<u32>,
     hand: usize,
     idle_ns: u64,
@@ -112,6 +115,7 @@ impl FlowTable {
             index: vec![EMPTY; slots],
             mask: slots - 1,
             entries: vec![blank; capacity as usize],
+            expiry: vec![u64::MAX; capacity as usize],
             free: (0..capacity).rev().collect(),
             hand: 0,
             idle_ns,
@@ -180,6 +184,7 @@ impl FlowTable {
             e.packets += 1;
             if e.fins == 0 {
                 e.expires_ns = now_ns + self.idle_ns;
+                self.expiry[id as usize] = e.expires_ns;
             }
             return Ok(id);
         }
@@ -199,6 +204,7 @@ impl FlowTable {
             marker_hop: 0,
             packets: 1,
         };
+        self.expiry[id as usize] = now_ns + self.idle_ns;
         let mut pos = hash as usize & self.mask;
         while self.index[pos] != EMPTY {
             pos = (pos + 1) & self.mask;
@@ -223,6 +229,7 @@ impl FlowTable {
             // Linger briefly so the closing handshake's last packets still
             // belong to this flow, as conntrack's TIME_WAIT does.
             e.expires_ns = now_ns + close_ns;
+            self.expiry[id as usize] = e.expires_ns;
         }
         false
     }
@@ -264,6 +271,7 @@ impl FlowTable {
             _ => return false,
         }
         self.unindex(id);
+        self.expiry[id as usize] = u64::MAX;
         let e = &mut self.entries[id as usize];
         e.state = FlowState::Closing;
         e.marker_hop = 0;
@@ -288,9 +296,12 @@ impl FlowTable {
         let n = self.entries.len();
         for _ in 0..budget.min(n) {
             let id = self.hand as u32;
-            self.hand = (self.hand + 1) % n;
+            self.hand = if self.hand + 1 == n { 0 } else { self.hand + 1 };
+            if self.expiry[id as usize] > now_ns {
+                continue;
+            }
             let e = &self.entries[id as usize];
-            if e.state == FlowState::Active && e.expires_ns <= now_ns {
+            if e.state == FlowState::Active {
                 if e.fins == 0 {
                     self.stats.idle_expired += 1;
                 }

@@ -14,9 +14,6 @@ use sluice_mem::{control::state, Arena, HandleBatch, NfEndpoint, NfStats, RxEntr
 use sluice_nf::runtime::{run_batch_with, run_flow_end};
 use sluice_nf::NetworkFunction;
 
-/// Empty polls before yielding, and yields before sleeping.
-const SPINS: u32 = 64;
-const YIELDS: u32 = 16;
 /// Upper bound on one sleep, so a missed stop request is noticed.
 const SLEEP_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(100);
 
@@ -40,6 +37,27 @@ pub struct LoopConfig {
     /// alone on a core, yielding to an unrelated process would forfeit a
     /// whole scheduler slice.
     pub yield_after_batch: bool,
+    /// Empty polls before yielding when idle.
+    pub idle_spins: u32,
+    /// Yields before sleeping when idle.
+    pub idle_yields: u32,
+}
+
+impl LoopConfig {
+    /// The policy for an NF that shares its core with `sharing - 1` other
+    /// NFs. Alone, an NF polls a while before sleeping (cheap wake-ups, low
+    /// latency). Shared, an idle NF that keeps polling holds the core for a
+    /// scheduler slice while a sibling with packets waits (milliseconds of
+    /// latency, seed 004 §2.4), so it yields once and then sleeps.
+    pub fn for_sharing(batch: usize, sharing: usize) -> LoopConfig {
+        let shared = sharing > 1;
+        LoopConfig {
+            batch,
+            yield_after_batch: shared,
+            idle_spins: if shared { 0 } else { 256 },
+            idle_yields: if shared { 1 } else { 16 },
+        }
+    }
 }
 
 /// Runs NF slot `slot` until asked to stop; returns the exit code.
@@ -63,7 +81,7 @@ pub fn run_nf_loop(arena: &Arena, slot: u32, worker: u32, cfg: LoopConfig, nf: &
             // awake, then give way to it or to NFs sharing this core.
             ep.wake_platform();
             idle += 1;
-            if idle > SPINS {
+            if idle > cfg.idle_spins {
                 sluice_sys::yield_now();
             } else {
                 std::hint::spin_loop();
@@ -80,9 +98,9 @@ pub fn run_nf_loop(arena: &Arena, slot: u32, worker: u32, cfg: LoopConfig, nf: &
                 break;
             }
             idle += 1;
-            if idle <= SPINS {
+            if idle <= cfg.idle_spins {
                 std::hint::spin_loop();
-            } else if idle <= SPINS + YIELDS {
+            } else if idle <= cfg.idle_spins + cfg.idle_yields {
                 sluice_sys::yield_now();
             } else {
                 ctl.wake.prepare_sleep();

@@ -224,6 +224,13 @@ impl PortRt {
     /// Transmits every packet of `batch` and frees its buffers.
     #[inline]
     pub fn tx(&mut self, arena: &Arena, batch: &mut HandleBatch, cache: &mut PoolCache<'_>, now_ns: u64) {
+        // Latency ends when the batch leaves, not when the loop pass began:
+        // one fresh clock read per batch.
+        let now_ns = if matches!(self.io, PortIo::Sink(_)) {
+            sluice_sys::monotonic_ns().max(now_ns)
+        } else {
+            now_ns
+        };
         let stats = &mut self.stats;
         let wall = now_ns + self.realtime_offset_ns;
         let io = &mut self.io;

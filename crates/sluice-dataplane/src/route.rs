@@ -8,6 +8,10 @@ use sluice_nf::{DropReason, Verdict};
 
 use crate::plan::{Hop, Plan};
 
+/// The encoded `Verdict::Next`: routing leaves it in every packet it
+/// forwards, so each NF starts from `Next` without a separate reset pass.
+const NEXT: u32 = 0;
+
 /// Most NF visits a packet may make (a guard against forwarding loops).
 pub const MAX_VISITS: u16 = 64;
 
@@ -30,6 +34,7 @@ pub fn first_hop(plan: &Plan, pkt: &mut Pkt<'_>, chain: u16) -> Dest {
     pkt.set_chain(chain);
     pkt.set_hop(0);
     pkt.set_visits(0);
+    pkt.set_verdict_raw(NEXT);
     enter(plan, pkt, chain as usize, 0)
 }
 
@@ -60,7 +65,9 @@ pub fn after_nf(plan: &Plan, pkt: &mut Pkt<'_>, from: u16) -> Dest {
     let Some(c) = plan.chains.get(chain) else {
         return Dest::Drop(DropReason::INVALID_METADATA);
     };
-    match Verdict::decode(pkt.verdict_raw()) {
+    let verdict = Verdict::decode(pkt.verdict_raw());
+    pkt.set_verdict_raw(NEXT);
+    match verdict {
         Some(Verdict::Next) => {
             let next = hop + 1;
             pkt.set_hop(next as u16);
@@ -95,4 +102,42 @@ pub fn after_nf(plan: &Plan, pkt: &mut Pkt<'_>, from: u16) -> Dest {
         },
         None => Dest::Drop(DropReason::INVALID_VERDICT),
     }
+}
+
+/// Fast path for a whole batch that NF `from` returned with every verdict
+/// `Next` and every packet at the same chain and hop (the common case): the
+/// batch moves on as one group. Returns `None` when the batch is mixed or
+/// any field is suspicious, and the caller routes packet by packet.
+#[inline]
+pub fn uniform_next(plan: &Plan, batch: &mut sluice_mem::HandleBatch, arena: &sluice_mem::Arena) -> Option<Dest> {
+    let mut first: Option<(u16, u16)> = None;
+    for i in 0..batch.len() {
+        let h = batch.get_mut(i)?;
+        let p = arena.pkt(h);
+        if p.verdict_raw() != NEXT || !p.meta_is_sane() || p.visits() >= MAX_VISITS {
+            return None;
+        }
+        let ch = (p.chain(), p.hop());
+        match first {
+            None => first = Some(ch),
+            Some(f) if f == ch => {}
+            Some(_) => return None,
+        }
+    }
+    let (chain, hop) = first?;
+    let next = hop as usize + 1;
+    let dest = match plan.chains.get(chain as usize)?.path.get(next)? {
+        Hop::Nf(i) => Dest::Nf(*i),
+        Hop::Port(p) => Dest::Port(*p),
+    };
+    let nf_next = matches!(dest, Dest::Nf(_));
+    for i in 0..batch.len() {
+        let h = batch.get_mut(i)?;
+        let mut p = arena.pkt(h);
+        p.set_hop(next as u16);
+        if nf_next {
+            p.set_visits(p.visits() + 1);
+        }
+    }
+    Some(dest)
 }

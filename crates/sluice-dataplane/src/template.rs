@@ -329,10 +329,7 @@ fn nf_main(slot: u32, inputs: &TemplateInputs<'_>) -> i32 {
     let sharing = (0..inputs.plan.nfs.len())
         .filter(|&i| inputs.plan.nfs[i].isolation == sluice_spec::Isolation::Process && placement.nf_cpu(i) == my_cpu)
         .count();
-    let cfg = LoopConfig {
-        batch: inputs.batch,
-        yield_after_batch: sharing > 1,
-    };
+    let cfg = LoopConfig::for_sharing(inputs.batch, sharing);
     run_nf_loop(inputs.arena, slot, 0, cfg, nf.as_mut())
 }
 

@@ -38,7 +38,7 @@ use crate::flow_table::{FlowError, FlowState, FlowTable, FLOWLESS};
 use crate::nf_rt::{Exec, NfRt, Phase};
 use crate::plan::{Hop, Plan};
 use crate::ports::PortRt;
-use crate::route::{after_nf, first_hop, Dest};
+use crate::route::{after_nf, first_hop, uniform_next, Dest};
 use crate::template::{Template, TemplateEvent};
 
 const MS: u64 = 1_000_000;
@@ -590,6 +590,15 @@ impl<'a> Worker<'a> {
     fn regroup_after(&mut self, from: u16, b: &mut HandleBatch) {
         let arena = self.arena;
         let plan = self.plan;
+        if b.is_empty() {
+            return;
+        }
+        if let Some(dest) = uniform_next(plan, b, arena) {
+            let mut g = self.take_batch();
+            std::mem::swap(&mut *g, b);
+            self.work.push((dest, g));
+            return;
+        }
         b.drain(|mut h| {
             let mut pkt = arena.pkt(&mut h);
             let dest = if pkt.meta_is_sane() {
