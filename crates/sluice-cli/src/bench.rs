@@ -40,7 +40,9 @@ pub fn chain_spec(a: &ChainArgs) -> String {
     }
     s.push_str("  - name: sink\n    kind: sink\nnfs:\n");
     for i in 0..a.length {
-        s.push_str(&format!("  - name: fwd{i}\n    type: forwarder\n    isolation: {isolation}\n"));
+        s.push_str(&format!(
+            "  - name: fwd{i}\n    type: forwarder\n    isolation: {isolation}\n"
+        ));
     }
     let names: Vec<String> = (0..a.length).map(|i| format!("fwd{i}")).collect();
     s.push_str(&format!(
@@ -92,7 +94,10 @@ fn chain(a: ChainArgs) -> ExitCode {
         nf_ns_per_packet: report.nfs.iter().map(|n| n.ns_per_packet).collect(),
     };
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&result).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&result).unwrap_or_default()
+        );
     } else {
         println!(
             "chain length {} {} {} B: {:.3} Mpps {:.3} Gbit/s  latency p50 {:.1} µs p99 {:.1} µs p99.9 {:.1} µs  drops {}  leaked {}",

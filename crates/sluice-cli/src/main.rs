@@ -74,7 +74,10 @@ fn type_names() -> Vec<&'static str> {
 
 /// Runs a loaded spec with signal handling: the first SIGINT/SIGTERM drains
 /// and stops; a second one exits at once.
-pub(crate) fn execute(spec: &sluice_spec::Spec, duration: Option<Duration>) -> Result<RunReport, RunError> {
+pub(crate) fn execute(
+    spec: &sluice_spec::Spec,
+    duration: Option<Duration>,
+) -> Result<RunReport, RunError> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone());

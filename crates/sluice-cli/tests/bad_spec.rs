@@ -5,17 +5,25 @@ use common::*;
 
 fn expect_error(spec: &str, line: usize, field: &str, words: &str) {
     let (_d, path) = spec_file(spec);
-    let out = sluice().args(["run", path.to_str().unwrap(), "--duration", "1"]).output().unwrap();
+    let out = sluice()
+        .args(["run", path.to_str().unwrap(), "--duration", "1"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2), "spec:\n{spec}");
     let err = String::from_utf8_lossy(&out.stderr);
     let want = format!("{}:{line}:", path.display());
     assert!(err.contains(&want), "missing {want} in: {err}");
     assert!(err.contains(field), "missing field {field} in: {err}");
     assert!(err.contains(words), "missing '{words}' in: {err}");
-    assert!(out.stdout.is_empty(), "nothing may run: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.stdout.is_empty(),
+        "nothing may run: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
-const HEAD: &str = "ports:\n  - { name: gen, kind: generator, flows: 4 }\n  - { name: out, kind: sink }\n";
+const HEAD: &str =
+    "ports:\n  - { name: gen, kind: generator, flows: 4 }\n  - { name: out, kind: sink }\n";
 
 #[test]
 fn unknown_nf_type() {

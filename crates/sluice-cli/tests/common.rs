@@ -27,7 +27,13 @@ pub fn spec_file(text: &str) -> (tempfile::TempDir, PathBuf) {
 /// Runs `sluice run SPEC --duration D --json` and parses the report.
 pub fn run_json(spec: &Path, duration: f64) -> (Output, Value) {
     let out = sluice()
-        .args(["run", spec.to_str().unwrap(), "--json", "--duration", &duration.to_string()])
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--json",
+            "--duration",
+            &duration.to_string(),
+        ])
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -44,7 +50,12 @@ pub fn assert_accounted(r: &Value) {
 
 /// The report's entry for NF `name`.
 pub fn nf<'a>(r: &'a Value, name: &str) -> &'a Value {
-    r["nfs"].as_array().unwrap().iter().find(|n| n["name"] == name).unwrap()
+    r["nfs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == name)
+        .unwrap()
 }
 
 /// Pids of the descendants of `pid` whose command name is `comm`.
@@ -52,8 +63,12 @@ pub fn descendants_named(pid: u32, comm: &str) -> Vec<u32> {
     let mut found = Vec::new();
     let mut frontier = vec![pid];
     while let Some(p) = frontier.pop() {
-        let children = std::fs::read_to_string(format!("/proc/{p}/task/{p}/children")).unwrap_or_default();
-        for c in children.split_whitespace().filter_map(|c| c.parse::<u32>().ok()) {
+        let children =
+            std::fs::read_to_string(format!("/proc/{p}/task/{p}/children")).unwrap_or_default();
+        for c in children
+            .split_whitespace()
+            .filter_map(|c| c.parse::<u32>().ok())
+        {
             let name = std::fs::read_to_string(format!("/proc/{c}/comm")).unwrap_or_default();
             if name.trim() == comm {
                 found.push(c);

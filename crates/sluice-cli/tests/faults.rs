@@ -27,24 +27,38 @@ fn assert_restarted_and_resumed(r: &serde_json::Value, exit_words: &str) {
     let bad = nf(r, "bad");
     let restarts = bad["restarts"].as_u64().unwrap();
     assert!(restarts >= 1, "{r:#}");
-    assert!(bad["last_exit"].as_str().unwrap().contains(exit_words), "{r:#}");
+    assert!(
+        bad["last_exit"].as_str().unwrap().contains(exit_words),
+        "{r:#}"
+    );
     // The replacement instance came up (its start time was measured).
     assert!(bad["startup_us"].as_array().unwrap().len() >= 2, "{r:#}");
     // Each instance faults after 20 000 packets; more than one instance's
     // worth reached the sink, so traffic resumed after the restart.
     assert!(r["packets_out"].as_u64().unwrap() > 20_000, "{r:#}");
-    assert!(r["drops"]["nf_crashed"].as_u64().is_some(), "crash losses are counted: {r:#}");
+    assert!(
+        r["drops"]["nf_crashed"].as_u64().is_some(),
+        "crash losses are counted: {r:#}"
+    );
 }
 
 #[test]
 fn panicking_nf_is_restarted() {
-    let r = chaos_run("panic", 20_000, "policy: always, max_restarts: 100, backoff_ms: 5");
+    let r = chaos_run(
+        "panic",
+        20_000,
+        "policy: always, max_restarts: 100, backoff_ms: 5",
+    );
     assert_restarted_and_resumed(&r, "panicked");
 }
 
 #[test]
 fn aborting_nf_is_restarted() {
-    let r = chaos_run("abort", 20_000, "policy: always, max_restarts: 100, backoff_ms: 5");
+    let r = chaos_run(
+        "abort",
+        20_000,
+        "policy: always, max_restarts: 100, backoff_ms: 5",
+    );
     assert_restarted_and_resumed(&r, "SIGABRT");
 }
 
@@ -60,9 +74,19 @@ fn restart_policy_never_leaves_the_nf_down_and_counts_drops() {
 #[test]
 fn garbage_in_the_ring_is_rejected_not_trusted() {
     let r = chaos_run("garbage_ring", 5_000, "policy: always");
-    assert!(r["nf_faults"]["invalid_handles"].as_u64().unwrap() > 0, "{r:#}");
-    assert_eq!(nf(&r, "bad")["invalid_handles"], r["nf_faults"]["invalid_handles"]);
-    assert_eq!(nf(&r, "bad")["restarts"], 0, "bad handles are dropped, the NF keeps running");
+    assert!(
+        r["nf_faults"]["invalid_handles"].as_u64().unwrap() > 0,
+        "{r:#}"
+    );
+    assert_eq!(
+        nf(&r, "bad")["invalid_handles"],
+        r["nf_faults"]["invalid_handles"]
+    );
+    assert_eq!(
+        nf(&r, "bad")["restarts"],
+        0,
+        "bad handles are dropped, the NF keeps running"
+    );
 }
 
 #[test]
@@ -71,14 +95,22 @@ fn garbage_verdicts_and_metadata_are_counted_drops() {
     assert!(r["drops"]["invalid_verdict"].as_u64().unwrap() > 0, "{r:#}");
     let r = chaos_run("garbage_metadata", 5_000, "policy: always");
     let d = &r["drops"];
-    let bad = ["invalid_metadata", "invalid_verdict"].iter().filter_map(|k| d[*k].as_u64()).sum::<u64>();
+    let bad = ["invalid_metadata", "invalid_verdict"]
+        .iter()
+        .filter_map(|k| d[*k].as_u64())
+        .sum::<u64>();
     assert!(bad > 0, "{r:#}");
 }
 
 #[test]
 fn kill_9_under_load_is_survived() {
     let nfs = "  - { name: victim, type: forwarder, isolation: process }\n  - { name: mon, type: monitor, isolation: process }\n";
-    let (_d, path) = spec_file(&chain_spec(300_000, nfs, "victim, mon", "policy: always, backoff_ms: 5"));
+    let (_d, path) = spec_file(&chain_spec(
+        300_000,
+        nfs,
+        "victim, mon",
+        "policy: always, backoff_ms: 5",
+    ));
     let child = sluice()
         .args(["run", path.to_str().unwrap(), "--json", "--duration", "3"])
         .stdout(Stdio::piped())
@@ -96,10 +128,17 @@ fn kill_9_under_load_is_survived() {
     }
     assert_eq!(victims.len(), 1, "one victim process");
     std::thread::sleep(Duration::from_millis(700));
-    let status = std::process::Command::new("kill").args(["-9", &victims[0].to_string()]).status().unwrap();
+    let status = std::process::Command::new("kill")
+        .args(["-9", &victims[0].to_string()])
+        .status()
+        .unwrap();
     assert!(status.success());
     let (out, r) = finish_json(child);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_accounted(&r);
     let v = nf(&r, "victim");
     assert_eq!(v["restarts"], 1, "{r:#}");
@@ -125,12 +164,22 @@ fn sigterm_drains_prints_the_summary_and_leaves_nothing_behind() {
     assert_eq!(nf_pids.len(), 1);
     let template = descendants_named(pid, "sluice-template");
     assert_eq!(template.len(), 1);
-    std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
     let (out, r) = finish_json(child);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_accounted(&r);
     assert!(r["packets_out"].as_u64().unwrap() > 50_000);
     for p in nf_pids.iter().chain(&template) {
-        assert!(!std::path::Path::new(&format!("/proc/{p}")).exists(), "process {p} outlived sluice");
+        assert!(
+            !std::path::Path::new(&format!("/proc/{p}")).exists(),
+            "process {p} outlived sluice"
+        );
     }
 }

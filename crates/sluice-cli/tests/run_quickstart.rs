@@ -6,7 +6,11 @@ use common::*;
 #[test]
 fn quickstart_runs_a_process_chain_with_no_leaks() {
     let (out, r) = run_json(&root().join("examples/quickstart.yaml"), 2.0);
-    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(r["packets_out"].as_u64().unwrap() > 10_000, "{r:#}");
     assert_accounted(&r);
     for name in ["acl", "mon"] {
@@ -19,9 +23,19 @@ fn quickstart_runs_a_process_chain_with_no_leaks() {
     // counted, and what passes the ACL is exactly what reaches the monitor.
     let denied = r["drops"]["acl:denied"].as_u64().unwrap_or(0);
     assert!(denied > 0, "{r:#}");
-    assert_eq!(nf(&r, "acl")["packets"].as_u64().unwrap() - denied, nf(&r, "mon")["packets"].as_u64().unwrap());
-    // Mixed TCP traffic opens and closes connections.
-    assert!(r["flows"]["ended"].as_u64().unwrap() > 0, "{r:#}");
+    assert_eq!(
+        nf(&r, "acl")["packets"].as_u64().unwrap() - denied,
+        nf(&r, "mon")["packets"].as_u64().unwrap()
+    );
+    // Every flow ends by shutdown, and the end reaches the process NFs.
+    assert_eq!(r["flows"]["ended"], r["flows"]["created"], "{r:#}");
+    assert_eq!(r["flows"]["live"], 0, "{r:#}");
+    assert_eq!(
+        nf(&r, "mon")["counters"]["flows_ended"],
+        r["flows"]["ended"],
+        "{r:#}"
+    );
+    assert_eq!(nf(&r, "mon")["counters"]["flows_active"], 0, "{r:#}");
     for k in ["mpps", "gbps"] {
         assert!(r[k].as_f64().unwrap() > 0.0);
     }
@@ -40,7 +54,11 @@ fn inline_and_process_isolation_forward_the_same_packets() {
     for iso in ["inline", "process"] {
         let (_d, path) = spec_file(&make(iso));
         let (out, r) = run_json(&path, 20.0);
-        assert!(out.status.success(), "{iso}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{iso}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert_eq!(r["packets_in"], 20000, "{iso}");
         assert_eq!(r["packets_out"], 20000, "{iso}: {r:#}");
         assert_eq!(r["ports"][1]["reordered"], 0, "{iso}");

@@ -1,6 +1,8 @@
 //! Flow-table lookup cost: hits on a table holding 100 k flows, and the
 //! full ingress step (flow key extraction + symmetric hash + lookup).
 
+#![allow(missing_docs)] // criterion_group! generates undocumented items
+
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use sluice_dataplane::flow_table::FlowTable;
 use sluice_packet::builder::{write_frame, FrameSpec, L4Spec};
@@ -22,7 +24,8 @@ fn bench(c: &mut Criterion) {
     let keys: Vec<FlowKey> = (0..FLOWS).map(key).collect();
     for k in &keys {
         let ck = k.canonical();
-        t.lookup_or_insert(&ck, k.symmetric_hash(), 0, || Some(0)).unwrap();
+        t.lookup_or_insert(&ck, k.symmetric_hash(), 0, || Some(0))
+            .unwrap();
     }
     let mut i = 0usize;
     c.bench_function("flow_table/hit_100k", |b| {

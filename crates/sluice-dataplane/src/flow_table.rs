@@ -218,9 +218,18 @@ impl FlowTable {
     /// canonical direction (`forward`) or the reverse. Returns true if the
     /// flow must end now (RST).
     #[inline]
-    pub fn note_tcp_flags(&mut self, id: u32, forward: bool, fin: bool, rst: bool, now_ns: u64) -> bool {
+    pub fn note_tcp_flags(
+        &mut self,
+        id: u32,
+        forward: bool,
+        fin: bool,
+        rst: bool,
+        now_ns: u64,
+    ) -> bool {
         let close_ns = self.close_ns;
-        let Some(e) = self.entries.get_mut(id as usize) else { return false };
+        let Some(e) = self.entries.get_mut(id as usize) else {
+            return false;
+        };
         if rst {
             return true;
         }
@@ -254,7 +263,11 @@ impl FlowTable {
                 break;
             }
             let home = (v >> 32) as usize & self.mask;
-            let stays = if i <= j { i < home && home <= j } else { i < home || home <= j };
+            let stays = if i <= j {
+                i < home && home <= j
+            } else {
+                i < home || home <= j
+            };
             if !stays {
                 self.index[i] = v;
                 i = j;
@@ -347,9 +360,13 @@ mod tests {
             80,
             IpProtocol::TCP,
         );
-        let a = t.lookup_or_insert(&k.canonical(), k.symmetric_hash(), 0, || Some(3)).unwrap();
+        let a = t
+            .lookup_or_insert(&k.canonical(), k.symmetric_hash(), 0, || Some(3))
+            .unwrap();
         let r = k.reversed();
-        let b = t.lookup_or_insert(&r.canonical(), r.symmetric_hash(), 1, || panic!("must hit")).unwrap();
+        let b = t
+            .lookup_or_insert(&r.canonical(), r.symmetric_hash(), 1, || panic!("must hit"))
+            .unwrap();
         assert_eq!(a, b);
         assert_eq!(t.entry(a).unwrap().chain, 3);
         assert_eq!(t.entry(a).unwrap().packets, 2);
@@ -360,10 +377,14 @@ mod tests {
         let mut t = FlowTable::new(4, 1000, 10);
         for i in 0..4 {
             let k = key(i);
-            t.lookup_or_insert(&k, k.symmetric_hash(), 0, || Some(0)).unwrap();
+            t.lookup_or_insert(&k, k.symmetric_hash(), 0, || Some(0))
+                .unwrap();
         }
         let k = key(99);
-        assert_eq!(t.lookup_or_insert(&k, k.symmetric_hash(), 0, || Some(0)), Err(FlowError::Full));
+        assert_eq!(
+            t.lookup_or_insert(&k, k.symmetric_hash(), 0, || Some(0)),
+            Err(FlowError::Full)
+        );
         assert_eq!(t.stats().full, 1);
     }
 
@@ -371,13 +392,19 @@ mod tests {
     fn idle_flows_expire_and_ids_are_reused_only_after_release() {
         let mut t = FlowTable::new(4, 100, 10);
         let k = key(1);
-        let id = t.lookup_or_insert(&k, k.symmetric_hash(), 0, || Some(0)).unwrap();
+        let id = t
+            .lookup_or_insert(&k, k.symmetric_hash(), 0, || Some(0))
+            .unwrap();
         let mut ended = Vec::new();
         t.expire(50, 4, &mut ended);
         assert!(ended.is_empty());
         t.expire(100, 4, &mut ended);
         assert_eq!(ended, vec![id]);
-        assert_eq!(t.find(&k, k.symmetric_hash()), None, "closed flows leave the index");
+        assert_eq!(
+            t.find(&k, k.symmetric_hash()),
+            None,
+            "closed flows leave the index"
+        );
         assert_eq!(t.live(), 1, "closing flows keep their slot");
         t.release(id);
         assert_eq!(t.live(), 0);
@@ -387,12 +414,17 @@ mod tests {
     fn fin_shortens_the_timeout() {
         let mut t = FlowTable::new(4, 1_000_000, 10);
         let k = key(1);
-        let id = t.lookup_or_insert(&k, k.symmetric_hash(), 0, || Some(0)).unwrap();
+        let id = t
+            .lookup_or_insert(&k, k.symmetric_hash(), 0, || Some(0))
+            .unwrap();
         assert!(!t.note_tcp_flags(id, true, true, false, 5));
         let mut ended = Vec::new();
         t.expire(15, 4, &mut ended);
         assert_eq!(ended, vec![id]);
-        assert!(t.note_tcp_flags(id, true, false, true, 5), "RST ends at once");
+        assert!(
+            t.note_tcp_flags(id, true, false, true, 5),
+            "RST ends at once"
+        );
     }
 
     proptest! {

@@ -61,7 +61,13 @@ impl LoopConfig {
 }
 
 /// Runs NF slot `slot` until asked to stop; returns the exit code.
-pub fn run_nf_loop(arena: &Arena, slot: u32, worker: u32, cfg: LoopConfig, nf: &mut dyn NetworkFunction) -> i32 {
+pub fn run_nf_loop(
+    arena: &Arena,
+    slot: u32,
+    worker: u32,
+    cfg: LoopConfig,
+    nf: &mut dyn NetworkFunction,
+) -> i32 {
     let batch_size = cfg.batch;
     let ctl = arena.nf_control(slot);
     let mut ep = NfEndpoint::new(arena, slot, worker);

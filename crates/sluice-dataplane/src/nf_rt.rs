@@ -45,6 +45,8 @@ pub struct ProcessNf<'a> {
 }
 
 /// How an NF executes.
+// One per NF in a Vec that is set up once; the size difference is irrelevant.
+#[allow(clippy::large_enum_variant)]
 pub enum Exec<'a> {
     /// In the worker thread.
     Inline(Box<dyn NetworkFunction>),

@@ -69,7 +69,11 @@ struct PlanResolver<'a>(&'a Spec);
 
 impl Resolver for PlanResolver<'_> {
     fn nf(&self, name: &str) -> Option<NfId> {
-        self.0.nfs.iter().position(|n| n.name == name).map(|i| NfId(i as u16))
+        self.0
+            .nfs
+            .iter()
+            .position(|n| n.name == name)
+            .map(|i| NfId(i as u16))
     }
     fn port(&self, name: &str) -> Option<PortId> {
         self.0
@@ -85,8 +89,18 @@ impl Plan {
     pub fn build(spec: &Spec, registry: &'static [NfType]) -> Result<Plan, SpecError> {
         let names: Vec<&str> = registry.iter().map(|t| t.name).collect();
         spec.validate(&names)?;
-        let port_index = |name: &str| spec.ports.iter().position(|p| p.name == name).map(|i| i as u16);
-        let nf_index = |name: &str| spec.nfs.iter().position(|n| n.name == name).map(|i| i as u16);
+        let port_index = |name: &str| {
+            spec.ports
+                .iter()
+                .position(|p| p.name == name)
+                .map(|i| i as u16)
+        };
+        let nf_index = |name: &str| {
+            spec.nfs
+                .iter()
+                .position(|n| n.name == name)
+                .map(|i| i as u16)
+        };
         let nfs = spec
             .nfs
             .iter()
@@ -106,14 +120,21 @@ impl Plan {
         let mut chains = Vec::new();
         for c in &spec.chains {
             let resolved = spec.resolve_chain(&c.name).ok_or_else(|| {
-                SpecError::new(spec.source.as_str(), c.location, format!("chains.{}", c.name), "chain cannot be resolved")
+                SpecError::new(
+                    spec.source.as_str(),
+                    c.location,
+                    format!("chains.{}", c.name),
+                    "chain cannot be resolved",
+                )
             })?;
             let mut path: Vec<Hop> = resolved
                 .nfs
                 .iter()
                 .map(|n| Hop::Nf(nf_index(n).expect("validated NF name")))
                 .collect();
-            path.push(Hop::Port(port_index(resolved.output).expect("validated port name")));
+            path.push(Hop::Port(
+                port_index(resolved.output).expect("validated port name"),
+            ));
             chains.push(ChainPlan {
                 name: c.name.clone(),
                 from: port_index(&c.from).expect("validated port name"),
@@ -161,11 +182,12 @@ impl Plan {
     /// The first chain from `port` whose selector matches `key` (any chain
     /// whose selector is absent matches everything).
     pub fn classify(&self, port: u16, key: &FlowKey) -> Option<u16> {
-        self.ingress
-            .get(port as usize)?
-            .iter()
-            .copied()
-            .find(|&c| self.chains[c as usize].matcher.as_ref().is_none_or(|m| matches(m, key)))
+        self.ingress.get(port as usize)?.iter().copied().find(|&c| {
+            self.chains[c as usize]
+                .matcher
+                .as_ref()
+                .is_none_or(|m| matches(m, key))
+        })
     }
 
     /// The chain for frames without a 5-tuple (ARP, other non-IP): the

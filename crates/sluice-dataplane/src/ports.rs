@@ -33,7 +33,10 @@ pub struct PortStats {
 enum PortIo {
     Generator(Box<Generator>),
     Sink(Box<Sink>),
-    PcapIn { replay: Box<PcapReplay>, pacer: Pacer },
+    PcapIn {
+        replay: Box<PcapReplay>,
+        pacer: Pacer,
+    },
     PcapOut(Box<PcapWriter<BufWriter<File>>>),
 }
 
@@ -103,7 +106,12 @@ fn realtime_offset_ns() -> u64 {
 
 impl PortRt {
     /// Opens port `name` of kind `kind`; generators stop after `duration_ns`.
-    pub fn open(name: &str, kind: &PortKind, duration_ns: Option<u64>, sink_flows: usize) -> Result<PortRt, PortError> {
+    pub fn open(
+        name: &str,
+        kind: &PortKind,
+        duration_ns: Option<u64>,
+        sink_flows: usize,
+    ) -> Result<PortRt, PortError> {
         let err = |m: String| PortError(format!("port {name}: {m}"));
         let io = match kind {
             PortKind::Generator(g) => {
@@ -165,7 +173,14 @@ impl PortRt {
 
     /// Receives up to `max` packets into `out`; returns how many.
     #[inline]
-    pub fn rx(&mut self, arena: &Arena, cache: &mut PoolCache<'_>, out: &mut HandleBatch, max: usize, now_ns: u64) -> usize {
+    pub fn rx(
+        &mut self,
+        arena: &Arena,
+        cache: &mut PoolCache<'_>,
+        out: &mut HandleBatch,
+        max: usize,
+        now_ns: u64,
+    ) -> usize {
         let max = max.min(sluice_mem::MAX_BATCH - out.len());
         let mut n = 0;
         match &mut self.io {
@@ -192,7 +207,9 @@ impl PortRt {
             }
             PortIo::PcapIn { replay, pacer } => {
                 while n < max {
-                    let Some((ts, frame)) = replay.peek() else { break };
+                    let Some((ts, frame)) = replay.peek() else {
+                        break;
+                    };
                     if !pacer.is_due(ts, now_ns) {
                         break;
                     }
@@ -223,7 +240,13 @@ impl PortRt {
 
     /// Transmits every packet of `batch` and frees its buffers.
     #[inline]
-    pub fn tx(&mut self, arena: &Arena, batch: &mut HandleBatch, cache: &mut PoolCache<'_>, now_ns: u64) {
+    pub fn tx(
+        &mut self,
+        arena: &Arena,
+        batch: &mut HandleBatch,
+        cache: &mut PoolCache<'_>,
+        now_ns: u64,
+    ) {
         // Latency ends when the batch leaves, not when the loop pass began:
         // one fresh clock read per batch.
         let now_ns = if matches!(self.io, PortIo::Sink(_)) {
@@ -242,9 +265,7 @@ impl PortRt {
             match io {
                 PortIo::Sink(s) => s.observe(data, p.timestamp_ns(), now_ns),
                 PortIo::PcapOut(w) => {
-                    if w.write_packet(wall, data).is_err() {
-                        stats.tx_errors += 1;
-                    }
+                    stats.tx_errors += u64::from(w.write_packet(wall, data).is_err())
                 }
                 _ => {}
             }
@@ -255,7 +276,8 @@ impl PortRt {
     /// Flushes buffered output (pcap files).
     pub fn flush(&mut self) -> Result<(), PortError> {
         if let PortIo::PcapOut(w) = &mut self.io {
-            w.flush().map_err(|e| PortError(format!("port {}: {e}", self.name)))?;
+            w.flush()
+                .map_err(|e| PortError(format!("port {}: {e}", self.name)))?;
         }
         Ok(())
     }

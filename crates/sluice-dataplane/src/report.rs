@@ -177,7 +177,11 @@ fn nf_report(nf: &NfRt<'_>, drop_names: &[&str], counter_names: &[&str]) -> NfRe
         .to_string(),
         packets,
         cpu_ns,
-        ns_per_packet: if packets > 0 { cpu_ns as f64 / packets as f64 } else { 0.0 },
+        ns_per_packet: if packets > 0 {
+            cpu_ns as f64 / packets as f64
+        } else {
+            0.0
+        },
         restarts: nf.restarts,
         last_exit: nf.last_exit.clone(),
         startup_us: nf.startup_us.clone(),
@@ -256,7 +260,13 @@ impl RunReport {
                 .nfs
                 .iter()
                 .enumerate()
-                .map(|(i, nf)| nf_report(nf, w.plan.nfs[i].nf_type.drop_reasons, w.plan.nfs[i].nf_type.counters))
+                .map(|(i, nf)| {
+                    nf_report(
+                        nf,
+                        w.plan.nfs[i].nf_type.drop_reasons,
+                        w.plan.nfs[i].nf_type.counters,
+                    )
+                })
                 .collect(),
             ports: w
                 .ports
@@ -293,7 +303,9 @@ impl RunReport {
             arena_backing: match w.arena.backing() {
                 Backing::HugePages => "2 MiB huge pages".to_string(),
                 Backing::NormalPages => "normal pages".to_string(),
-                Backing::NormalPagesFallback(_) => "normal pages (huge pages unavailable)".to_string(),
+                Backing::NormalPagesFallback(_) => {
+                    "normal pages (huge pages unavailable)".to_string()
+                }
             },
         }
     }
@@ -325,7 +337,12 @@ impl RunReport {
         }
         s.push_str(&format!(
             "  flows created {} ended {} live {}\n  buffers {} leaked {}  unaccounted {}\n",
-            self.flows.created, self.flows.ended, self.flows.live, self.buffers.capacity, self.leaked_buffers, self.unaccounted
+            self.flows.created,
+            self.flows.ended,
+            self.flows.live,
+            self.buffers.capacity,
+            self.leaked_buffers,
+            self.unaccounted
         ));
         s
     }

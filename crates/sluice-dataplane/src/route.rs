@@ -79,7 +79,12 @@ pub fn after_nf(plan: &Plan, pkt: &mut Pkt<'_>, from: u16) -> Dest {
             }
             // If the NF is further along this chain, the packet skips ahead
             // to it; otherwise it is a detour and the chain resumes after.
-            if let Some(pos) = c.path.iter().skip(hop + 1).position(|h| *h == Hop::Nf(id.0)) {
+            if let Some(pos) = c
+                .path
+                .iter()
+                .skip(hop + 1)
+                .position(|h| *h == Hop::Nf(id.0))
+            {
                 pkt.set_hop((hop + 1 + pos) as u16);
             }
             visit(pkt, id.0)
@@ -90,7 +95,10 @@ pub fn after_nf(plan: &Plan, pkt: &mut Pkt<'_>, from: u16) -> Dest {
         },
         Some(Verdict::Drop(r)) => match r.as_nf_local() {
             Some(idx) => {
-                let declared = plan.nfs.get(from as usize).map_or(0, |n| n.nf_type.drop_reasons.len());
+                let declared = plan
+                    .nfs
+                    .get(from as usize)
+                    .map_or(0, |n| n.nf_type.drop_reasons.len());
                 if (idx as usize) < declared {
                     Dest::DropLocal(from, idx)
                 } else {
@@ -109,7 +117,11 @@ pub fn after_nf(plan: &Plan, pkt: &mut Pkt<'_>, from: u16) -> Dest {
 /// batch moves on as one group. Returns `None` when the batch is mixed or
 /// any field is suspicious, and the caller routes packet by packet.
 #[inline]
-pub fn uniform_next(plan: &Plan, batch: &mut sluice_mem::HandleBatch, arena: &sluice_mem::Arena) -> Option<Dest> {
+pub fn uniform_next(
+    plan: &Plan,
+    batch: &mut sluice_mem::HandleBatch,
+    arena: &sluice_mem::Arena,
+) -> Option<Dest> {
     let mut first: Option<(u16, u16)> = None;
     for i in 0..batch.len() {
         let h = batch.get_mut(i)?;

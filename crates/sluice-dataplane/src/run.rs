@@ -75,7 +75,11 @@ impl From<SpecError> for RunError {
 ///
 /// Process NFs require the calling process to be single-threaded when
 /// `run` starts (the NF template is forked first); the `sluice` binary is.
-pub fn run(spec: &Spec, registry: &'static [NfType], opts: RunOptions) -> Result<RunReport, RunError> {
+pub fn run(
+    spec: &Spec,
+    registry: &'static [NfType],
+    opts: RunOptions,
+) -> Result<RunReport, RunError> {
     let plan = Plan::build(spec, registry)?;
     let settings = &spec.settings;
     if settings.workers > 1 {
@@ -114,7 +118,10 @@ pub fn run(spec: &Spec, registry: &'static [NfType], opts: RunOptions) -> Result
     // the worker's core; each NF pins itself.
     let placement = sluice_sys::Placement::current();
     if let Err(e) = sluice_sys::pin_to_cpu(placement.worker_cpu()) {
-        eprintln!("sluice: cannot pin the worker to CPU {}: {e}", placement.worker_cpu());
+        eprintln!(
+            "sluice: cannot pin the worker to CPU {}: {e}",
+            placement.worker_cpu()
+        );
     }
     let teardown = |t: Option<Template>| {
         if let Some(t) = t {

@@ -164,7 +164,11 @@ impl Template {
 
     /// Collects the template's messages received so far (non-blocking).
     pub fn poll(&mut self) -> Vec<TemplateEvent> {
-        self.chan.recv_lines().iter().filter_map(|l| parse_event(l)).collect()
+        self.chan
+            .recv_lines()
+            .iter()
+            .filter_map(|l| parse_event(l))
+            .collect()
     }
 
     /// Waits up to `ms` for a message.
@@ -235,7 +239,9 @@ fn template_main(sock: UnixStream, platform: Pid, inputs: &TemplateInputs<'_>) -
     let _ = sluice_sys::die_with_parent(platform);
     sluice_sys::ignore_terminal_signals();
     sluice_sys::set_thread_name("sluice-template");
-    let Ok(mut chan) = LineChannel::new(sock) else { return 1 };
+    let Ok(mut chan) = LineChannel::new(sock) else {
+        return 1;
+    };
     match template_loop(&mut chan, inputs) {
         Next::Exit(code) => code,
         Next::BecomeNf { slot } => {
@@ -257,7 +263,9 @@ fn template_loop(chan: &mut LineChannel, inputs: &TemplateInputs<'_>) -> Next {
                 let w: Vec<&str> = line.split_whitespace().collect();
                 match w.as_slice() {
                     ["spawn", slot, generation] => {
-                        let (Ok(slot), Ok(generation)) = (slot.parse::<u32>(), generation.parse::<u32>()) else {
+                        let (Ok(slot), Ok(generation)) =
+                            (slot.parse::<u32>(), generation.parse::<u32>())
+                        else {
                             continue;
                         };
                         if slot as usize >= inputs.plan.nfs.len() {
@@ -270,11 +278,15 @@ fn template_loop(chan: &mut LineChannel, inputs: &TemplateInputs<'_>) -> Next {
                             }
                             Ok(Forked::Parent(pid)) => {
                                 children.insert(pid.as_raw_nonzero().get(), (slot, generation));
-                                let _ = chan.send(&format!("spawned {slot} {generation} {}", pid.as_raw_nonzero()));
+                                let _ = chan.send(&format!(
+                                    "spawned {slot} {generation} {}",
+                                    pid.as_raw_nonzero()
+                                ));
                             }
                             Err(e) => {
                                 eprintln!("sluice: template cannot fork NF slot {slot}: {e}");
-                                let _ = chan.send(&format!("exited {slot} {generation} 0 code 127"));
+                                let _ =
+                                    chan.send(&format!("exited {slot} {generation} 0 code 127"));
                             }
                         }
                     }
@@ -296,7 +308,10 @@ fn template_loop(chan: &mut LineChannel, inputs: &TemplateInputs<'_>) -> Next {
         while let Ok(Some((pid, status))) = sluice_sys::reap_any() {
             let raw = pid.as_raw_nonzero().get();
             if let Some((slot, generation)) = children.remove(&raw) {
-                let _ = chan.send(&format!("exited {slot} {generation} {raw} {}", status_words(&status)));
+                let _ = chan.send(&format!(
+                    "exited {slot} {generation} {raw} {}",
+                    status_words(&status)
+                ));
             }
         }
         if quitting && children.is_empty() {
@@ -316,18 +331,25 @@ fn nf_main(slot: u32, inputs: &TemplateInputs<'_>) -> i32 {
         eprintln!("sluice: NF {} cannot be pinned: {e}", nf_plan.name);
     }
     let ctl = inputs.arena.nf_control(slot);
-    ctl.pid.store(sluice_sys::getpid().as_raw_nonzero().get() as u32, Ordering::Relaxed);
+    ctl.pid.store(
+        sluice_sys::getpid().as_raw_nonzero().get() as u32,
+        Ordering::Relaxed,
+    );
     let mut nf = match inputs.plan.build_nf(inputs.spec, slot as usize) {
         Ok(nf) => nf,
         Err(e) => {
             eprintln!("sluice: NF {} failed to build: {e}", nf_plan.name);
-            ctl.state.store(sluice_mem::control::state::FAILED, Ordering::Release);
+            ctl.state
+                .store(sluice_mem::control::state::FAILED, Ordering::Release);
             return exit_code::BUILD_FAILED;
         }
     };
     let my_cpu = placement.nf_cpu(slot as usize);
     let sharing = (0..inputs.plan.nfs.len())
-        .filter(|&i| inputs.plan.nfs[i].isolation == sluice_spec::Isolation::Process && placement.nf_cpu(i) == my_cpu)
+        .filter(|&i| {
+            inputs.plan.nfs[i].isolation == sluice_spec::Isolation::Process
+                && placement.nf_cpu(i) == my_cpu
+        })
         .count();
     let cfg = LoopConfig::for_sharing(inputs.batch, sharing);
     run_nf_loop(inputs.arena, slot, 0, cfg, nf.as_mut())

@@ -68,6 +68,9 @@ pub struct Worker<'a> {
     pub(crate) drops: Drops,
     pub(crate) template: Option<Template>,
     cfg: WorkerConfig,
+    // Boxed on purpose: a HandleBatch is 1 KiB, and groups move between
+    // the spare list and the work stack by pointer, not by memcpy.
+    #[allow(clippy::vec_box)]
     spare: Vec<Box<HandleBatch>>,
     work: Vec<(Dest, Box<HandleBatch>)>,
     groups: Vec<(Dest, Box<HandleBatch>)>,
@@ -86,6 +89,7 @@ pub struct Worker<'a> {
 
 impl<'a> Worker<'a> {
     /// Assembles a worker; NFs are built but process NFs not yet spawned.
+    #[allow(clippy::too_many_arguments)] // each is a distinct, owned part of the worker
     pub fn new(
         arena: &'a Arena,
         pool: &'a BufferPool,
@@ -117,7 +121,9 @@ impl<'a> Worker<'a> {
                 }
             }
         }
-        let input_ports = (0..ports.len() as u16).filter(|&p| ports[p as usize].is_input()).collect();
+        let input_ports = (0..ports.len() as u16)
+            .filter(|&p| ports[p as usize].is_input())
+            .collect();
         let refill = (cfg.batch * 2).max(64);
         Worker {
             arena,
@@ -190,7 +196,11 @@ impl<'a> Worker<'a> {
                 return Ok(());
             }
             if now > deadline {
-                return Err(format!("NFs did not start within {} ms: {}", timeout_ns / MS, waiting.join(", ")));
+                return Err(format!(
+                    "NFs did not start within {} ms: {}",
+                    timeout_ns / MS,
+                    waiting.join(", ")
+                ));
             }
             if let Some(t) = &mut self.template {
                 for ev in t.wait(1) {
@@ -203,7 +213,9 @@ impl<'a> Worker<'a> {
     fn spawn(&mut self, i: usize, now: u64) -> Result<(), String> {
         let nf = &mut self.nfs[i];
         let control = nf.control;
-        let Exec::Process(p) = &mut nf.exec else { return Ok(()) };
+        let Exec::Process(p) = &mut nf.exec else {
+            return Ok(());
+        };
         p.generation = p.generation.wrapping_add(1);
         control.reset();
         control.generation.store(p.generation, Ordering::Relaxed);
@@ -211,8 +223,12 @@ impl<'a> Worker<'a> {
         p.phase = Phase::Starting;
         p.pid = 0;
         p.spawn_requested_ns = now;
-        let t = self.template.as_mut().ok_or("process NFs need the template process")?;
-        t.spawn(i as u32, p.generation).map_err(|e| format!("cannot reach the NF template: {e}"))
+        let t = self
+            .template
+            .as_mut()
+            .ok_or("process NFs need the template process")?;
+        t.spawn(i as u32, p.generation)
+            .map_err(|e| format!("cannot reach the NF template: {e}"))
     }
 
     fn poll_template(&mut self, now: u64) {
@@ -236,7 +252,11 @@ impl<'a> Worker<'a> {
 
     fn on_template_event(&mut self, ev: TemplateEvent, now: u64) {
         match ev {
-            TemplateEvent::Spawned { slot, generation, pid } => {
+            TemplateEvent::Spawned {
+                slot,
+                generation,
+                pid,
+            } => {
                 if let Some(p) = self.nfs.get_mut(slot as usize).and_then(|n| n.process()) {
                     if p.generation == generation {
                         p.pid = pid;
@@ -253,8 +273,12 @@ impl<'a> Worker<'a> {
     }
 
     fn on_exit(&mut self, i: usize, generation: u32, pid: i32, status: ExitStatus, now: u64) {
-        let Some(nf) = self.nfs.get_mut(i) else { return };
-        let Exec::Process(p) = &mut nf.exec else { return };
+        let Some(nf) = self.nfs.get_mut(i) else {
+            return;
+        };
+        let Exec::Process(p) = &mut nf.exec else {
+            return;
+        };
         if p.generation != generation {
             return;
         }
@@ -263,7 +287,11 @@ impl<'a> Worker<'a> {
         let stuck_events: Vec<u32> = p.pending_events.drain(..).collect();
         p.pid = 0;
         nf.retire_instance();
-        let reason = if requested { DropReason::SHUTDOWN } else { DropReason::NF_CRASHED };
+        let reason = if requested {
+            DropReason::SHUTDOWN
+        } else {
+            DropReason::NF_CRASHED
+        };
         self.drops.add(reason, reclaimed);
         let nf = &mut self.nfs[i];
         if requested && status == ExitStatus::Code(0) {
@@ -316,7 +344,10 @@ impl<'a> Worker<'a> {
             .filter(|&id| {
                 self.flows.entry(id).is_some_and(|e| {
                     e.state == FlowState::Closing
-                        && self.plan.chains[e.chain as usize].path.get(e.marker_hop as usize) == Some(&Hop::Nf(i as u16))
+                        && self.plan.chains[e.chain as usize]
+                            .path
+                            .get(e.marker_hop as usize)
+                            == Some(&Hop::Nf(i as u16))
                 })
             })
             .collect();
@@ -335,7 +366,9 @@ impl<'a> Worker<'a> {
                 eprintln!("sluice: killing NF {name} (pid {}): {why}", p.pid);
                 let _ = sluice_sys::kill(pid);
             }
-            p.phase = Phase::Down { respawn_at_ns: u64::MAX };
+            p.phase = Phase::Down {
+                respawn_at_ns: u64::MAX,
+            };
         }
     }
 
@@ -389,7 +422,9 @@ impl<'a> Worker<'a> {
     /// flow's slot is released.
     fn advance_marker(&mut self, id: u32, mut hop: usize, now: u64) {
         loop {
-            let Some(e) = self.flows.entry(id) else { return };
+            let Some(e) = self.flows.entry(id) else {
+                return;
+            };
             if e.state != FlowState::Closing {
                 return;
             }
@@ -435,7 +470,11 @@ impl<'a> Worker<'a> {
             return;
         };
         let hop = e.marker_hop as usize;
-        let at = self.plan.chains.get(e.chain as usize).and_then(|c| c.path.get(hop));
+        let at = self
+            .plan
+            .chains
+            .get(e.chain as usize)
+            .and_then(|c| c.path.get(hop));
         if e.state != FlowState::Closing || at != Some(&Hop::Nf(from)) {
             self.drops.invalid_events += 1;
             return;
@@ -450,7 +489,9 @@ impl<'a> Worker<'a> {
     fn room(&mut self, i: u16) -> usize {
         let batch = self.cfg.batch;
         match self.nfs[i as usize].process() {
-            Some(p) if matches!(p.phase, Phase::Starting | Phase::Running) => p.link.room().unwrap_or(0),
+            Some(p) if matches!(p.phase, Phase::Starting | Phase::Running) => {
+                p.link.room().unwrap_or(0)
+            }
             _ => batch,
         }
     }
@@ -500,7 +541,14 @@ impl<'a> Worker<'a> {
         b.drain(|mut h| {
             let mut pkt = arena.pkt(&mut h);
             pkt.set_port_in(port);
-            let dest = match classify(plan, &mut self.flows, &mut self.ended, pkt.data(), port, now) {
+            let dest = match classify(
+                plan,
+                &mut self.flows,
+                &mut self.ended,
+                pkt.data(),
+                port,
+                now,
+            ) {
                 Ok((chain, flow_id, hash)) => {
                     pkt.set_flow_id(flow_id);
                     pkt.set_flow_hash(hash);
@@ -537,7 +585,9 @@ impl<'a> Worker<'a> {
         while let Some((dest, mut b)) = self.work.pop() {
             match dest {
                 Dest::Nf(i) => self.deliver_nf(i, &mut b, now),
-                Dest::Port(p) => self.ports[p as usize].tx(self.arena, &mut b, &mut self.cache, now),
+                Dest::Port(p) => {
+                    self.ports[p as usize].tx(self.arena, &mut b, &mut self.cache, now)
+                }
                 Dest::Drop(r) => {
                     self.drops.add(r, b.len() as u64);
                     b.drain(|h| self.cache.free(h));
@@ -662,7 +712,11 @@ impl<'a> Worker<'a> {
     // ---------------------------------------------------------- main loop
 
     fn inputs_done(&self, now: u64) -> bool {
-        !self.input_ports.is_empty() && self.input_ports.iter().all(|&p| self.ports[p as usize].input_done(now))
+        !self.input_ports.is_empty()
+            && self
+                .input_ports
+                .iter()
+                .all(|&p| self.ports[p as usize].input_done(now))
     }
 
     fn in_flight(&mut self) -> u32 {
@@ -686,7 +740,10 @@ impl<'a> Worker<'a> {
             let now = sluice_sys::monotonic_ns();
             let mut done = 0;
             if drain_until.is_none() {
-                if stop.load(Ordering::Relaxed) || deadline_ns.is_some_and(|d| now >= d) || self.inputs_done(now) {
+                if stop.load(Ordering::Relaxed)
+                    || deadline_ns.is_some_and(|d| now >= d)
+                    || self.inputs_done(now)
+                {
                     drain_until = Some(now + self.cfg.drain_timeout_ns);
                     self.stopped_ns = now;
                 } else {
@@ -741,7 +798,11 @@ impl<'a> Worker<'a> {
             return;
         }
         // A rate-limited input may become due before the next timer.
-        let limit = if self.input_ports.is_empty() { MS } else { 100_000 };
+        let limit = if self.input_ports.is_empty() {
+            MS
+        } else {
+            100_000
+        };
         let ns = next_timer.saturating_sub(now).clamp(20_000, limit);
         wake.sleep(Some(std::time::Duration::from_nanos(ns)));
     }
@@ -749,9 +810,18 @@ impl<'a> Worker<'a> {
     fn print_live(&mut self, now: u64) {
         let rx: u64 = self.ports.iter().map(|p| p.stats.rx_packets).sum();
         let tx: u64 = self.ports.iter().map(|p| p.stats.tx_packets).sum();
-        let drops = self.drops.total() + self.nfs.iter().map(|n| n.local_drops.iter().sum::<u64>()).sum::<u64>();
+        let drops = self.drops.total()
+            + self
+                .nfs
+                .iter()
+                .map(|n| n.local_drops.iter().sum::<u64>())
+                .sum::<u64>();
         let (t0, rx0, tx0) = self.last_live;
-        let dt = if t0 == 0 { 1.0 } else { (now - t0) as f64 / 1e9 };
+        let dt = if t0 == 0 {
+            1.0
+        } else {
+            (now - t0) as f64 / 1e9
+        };
         let mut line = format!(
             "[{:>5.1}s] in {:>7.3} Mpps  out {:>7.3} Mpps  drops {:>9}  flows {:>7} |",
             (now - self.started_ns) as f64 / 1e9,
@@ -767,9 +837,30 @@ impl<'a> Worker<'a> {
         self.last_live = (now, rx, tx);
     }
 
+    /// Ends every remaining flow so each NF gets its `flow_end` (and can
+    /// flush per-flow state) before it stops; waits up to a second for the
+    /// end markers to pass through process NFs.
+    fn end_all_flows(&mut self) {
+        let now = sluice_sys::monotonic_ns();
+        for id in self.flows.active_ids() {
+            if self.flows.close(id) {
+                self.advance_marker(id, 0, now);
+            }
+        }
+        let deadline = now + 1_000 * MS;
+        while self.flows.live() > 0 && sluice_sys::monotonic_ns() < deadline {
+            let now = sluice_sys::monotonic_ns();
+            if self.poll_nfs(now) == 0 {
+                self.maintain(now);
+                std::thread::sleep(std::time::Duration::from_micros(100));
+            }
+        }
+    }
+
     /// Stops every process NF (after the drain), returns all buffers and
     /// flushes output ports.
     pub fn finish(&mut self) {
+        self.end_all_flows();
         let now = sluice_sys::monotonic_ns();
         for nf in &mut self.nfs {
             let control = nf.control;
@@ -850,7 +941,10 @@ fn classify(
     if key.proto == IpProtocol::TCP.0 && !h.fragment {
         let flags = frame.get(h.l4_offset as usize + 13).copied().unwrap_or(0);
         let (fin, rst) = (flags & 0x01 != 0, flags & 0x04 != 0);
-        if (fin || rst) && flows.note_tcp_flags(id, key == canonical, fin, rst, now) && flows.close(id) {
+        if (fin || rst)
+            && flows.note_tcp_flags(id, key == canonical, fin, rst, now)
+            && flows.close(id)
+        {
             ended.push(id);
         }
     }

@@ -93,7 +93,10 @@ impl Offsets {
         let controls = align(wakes + c.workers as usize * LINE, PAGE);
         let control_size = align(std::mem::size_of::<NfControl>(), LINE);
         let rings = align(controls + c.nf_slots as usize * control_size, PAGE);
-        let ring_bytes = align(std::mem::size_of::<RingShared>() + c.ring_size as usize * 4, LINE);
+        let ring_bytes = align(
+            std::mem::size_of::<RingShared>() + c.ring_size as usize * 4,
+            LINE,
+        );
         let buffers = align(rings + 2 * c.nf_slots as usize * ring_bytes, PAGE);
         let total = buffers + c.buffers as usize * BUF_STRIDE;
         Offsets {
@@ -135,7 +138,10 @@ impl Arena {
             )));
         }
         if config.buffers == 0 || config.buffers > (1 << 30) {
-            return Err(ArenaError::Config(format!("buffers {} out of range", config.buffers)));
+            return Err(ArenaError::Config(format!(
+                "buffers {} out of range",
+                config.buffers
+            )));
         }
         let offsets = Offsets::compute(&config);
         let (fd, len, backing) = if config.hugepages {
@@ -182,7 +188,8 @@ impl Arena {
             }
             Err(e) => return Err(ArenaError::Os(e.into())),
         };
-        let base = NonNull::new(base.cast::<u8>()).ok_or_else(|| ArenaError::Config("null mapping".into()))?;
+        let base = NonNull::new(base.cast::<u8>())
+            .ok_or_else(|| ArenaError::Config("null mapping".into()))?;
         Ok(Arena {
             base,
             len,
@@ -208,7 +215,14 @@ impl Arena {
             // decision is made here rather than by a SIGBUS later.
             // SAFETY: temporary mapping of the fd we own, unmapped right away.
             let p = unsafe {
-                mmap(std::ptr::null_mut(), len, ProtFlags::READ | ProtFlags::WRITE, MapFlags::SHARED, &fd, 0)
+                mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    ProtFlags::READ | ProtFlags::WRITE,
+                    MapFlags::SHARED,
+                    &fd,
+                    0,
+                )
             }?;
             // SAFETY: `p` is the mapping of `len` bytes created just above.
             unsafe { munmap(p, len) }?;
@@ -238,7 +252,10 @@ impl Arena {
 
     /// A typed reference to a `T` at byte `offset`.
     fn at<T>(&self, offset: usize) -> &T {
-        assert!(offset + std::mem::size_of::<T>() <= self.len && offset % std::mem::align_of::<T>() == 0);
+        assert!(
+            offset + std::mem::size_of::<T>() <= self.len
+                && offset % std::mem::align_of::<T>() == 0
+        );
         // SAFETY: in bounds and aligned (checked above); the mapping lives as
         // long as `self`; every T used here (WakeWord, NfControl, RingShared,
         // AtomicU32) is made of atomics for which all-zero bytes are valid, so
@@ -266,7 +283,9 @@ impl Arena {
         assert!(slots_off + n * 4 <= self.len);
         // SAFETY: `n` AtomicU32 slots lie in bounds (checked) at a 4-aligned
         // offset inside the mapping, which outlives the returned borrow.
-        let slots = unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(slots_off).cast::<AtomicU32>(), n) };
+        let slots = unsafe {
+            std::slice::from_raw_parts(self.base.as_ptr().add(slots_off).cast::<AtomicU32>(), n)
+        };
         RingRef::new(shared, slots).expect("ring_size validated as a power of two")
     }
 
@@ -286,12 +305,21 @@ impl Arena {
     #[inline]
     pub fn pkt<'h>(&'h self, h: &'h mut PktHandle) -> Pkt<'h> {
         let i = h.index() as usize;
-        assert!(i < self.config.buffers as usize, "handle from another arena");
+        assert!(
+            i < self.config.buffers as usize,
+            "handle from another arena"
+        );
         // SAFETY: in bounds (asserted); `PktHandle` is unique per buffer
         // (issued by the pool, re-issued only after ownership validation), so
         // holding `&mut PktHandle` gives exclusive access to these bytes in
         // this process for the borrow's lifetime.
-        let bytes = unsafe { &mut *self.base.as_ptr().add(self.offsets.buffers + i * BUF_STRIDE).cast::<[u8; BUF_STRIDE]>() };
+        let bytes = unsafe {
+            &mut *self
+                .base
+                .as_ptr()
+                .add(self.offsets.buffers + i * BUF_STRIDE)
+                .cast::<[u8; BUF_STRIDE]>()
+        };
         Pkt::new(bytes)
     }
 }

@@ -113,7 +113,11 @@ impl HandleBatch {
 
     /// Keeps only the handles for which `keep` returns true, handing the
     /// others to `reject`, preserving order.
-    pub fn retain(&mut self, mut keep: impl FnMut(&mut PktHandle) -> bool, mut reject: impl FnMut(PktHandle)) {
+    pub fn retain(
+        &mut self,
+        mut keep: impl FnMut(&mut PktHandle) -> bool,
+        mut reject: impl FnMut(PktHandle),
+    ) {
         let mut w = 0;
         for r in 0..self.len {
             let mut h = PktHandle::from_raw_owned(self.raw[r]);

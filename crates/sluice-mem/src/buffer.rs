@@ -105,16 +105,76 @@ impl<'a> Pkt<'a> {
         Pkt { b }
     }
 
-    meta_field!(data_off, set_data_off, u16, OFF_DATA_OFF, "offset of the first packet byte in the buffer.");
+    meta_field!(
+        data_off,
+        set_data_off,
+        u16,
+        OFF_DATA_OFF,
+        "offset of the first packet byte in the buffer."
+    );
     meta_field!(len, set_len_raw, u16, OFF_LEN, "packet length in bytes.");
-    meta_field!(port_in, set_port_in, u16, OFF_PORT_IN, "index of the ingress port.");
-    meta_field!(chain, set_chain, u16, OFF_CHAIN, "index of the chain the packet travels.");
-    meta_field!(hop, set_hop, u16, OFF_HOP, "position in the chain (index of the NF being visited).");
-    meta_field!(visits, set_visits, u16, OFF_VISITS, "NF visits so far (loop guard).");
-    meta_field!(verdict_raw, set_verdict_raw, u32, OFF_VERDICT, "encoded verdict of the last NF.");
-    meta_field!(flow_id, set_flow_id, u32, OFF_FLOW_ID, "flow-table slot of the packet's flow.");
-    meta_field!(flow_hash, set_flow_hash, u32, OFF_FLOW_HASH, "symmetric hash of the 5-tuple.");
-    meta_field!(timestamp_ns, set_timestamp_ns, u64, OFF_TIMESTAMP, "ingress time, CLOCK_MONOTONIC ns.");
+    meta_field!(
+        port_in,
+        set_port_in,
+        u16,
+        OFF_PORT_IN,
+        "index of the ingress port."
+    );
+    meta_field!(
+        chain,
+        set_chain,
+        u16,
+        OFF_CHAIN,
+        "index of the chain the packet travels."
+    );
+    meta_field!(
+        hop,
+        set_hop,
+        u16,
+        OFF_HOP,
+        "position in the chain (index of the NF being visited)."
+    );
+    meta_field!(
+        visits,
+        set_visits,
+        u16,
+        OFF_VISITS,
+        "NF visits so far (loop guard)."
+    );
+    meta_field!(
+        verdict_raw,
+        set_verdict_raw,
+        u32,
+        OFF_VERDICT,
+        "encoded verdict of the last NF."
+    );
+    meta_field!(
+        flow_id,
+        set_flow_id,
+        u32,
+        OFF_FLOW_ID,
+        "flow-table slot of the packet's flow."
+    );
+    meta_field!(
+        flow_hash,
+        set_flow_hash,
+        u32,
+        OFF_FLOW_HASH,
+        "symmetric hash of the 5-tuple."
+    );
+    meta_field!(
+        timestamp_ns,
+        set_timestamp_ns,
+        u64,
+        OFF_TIMESTAMP,
+        "ingress time, CLOCK_MONOTONIC ns."
+    );
+
+    /// Whether the packet has no bytes.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 
     /// Resets the metadata for a fresh packet of `len` bytes at the default offset.
     #[inline]

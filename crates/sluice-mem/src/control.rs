@@ -47,7 +47,10 @@ impl NfStats {
     /// Adds to a counter (single writer, so load+store, no locked RMW).
     #[inline]
     pub fn add(counter: &AtomicU64, v: u64) {
-        counter.store(counter.load(Ordering::Relaxed).wrapping_add(v), Ordering::Relaxed);
+        counter.store(
+            counter.load(Ordering::Relaxed).wrapping_add(v),
+            Ordering::Relaxed,
+        );
     }
 }
 

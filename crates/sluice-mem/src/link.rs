@@ -91,7 +91,11 @@ impl<'a> NfLink<'a> {
 
     /// Moves as many handles as fit from the front of `batch` to the NF,
     /// wakes it if it sleeps, and returns how many moved.
-    pub fn send(&mut self, pool: &BufferPool, batch: &mut HandleBatch) -> Result<usize, RingCorrupt> {
+    pub fn send(
+        &mut self,
+        pool: &BufferPool,
+        batch: &mut HandleBatch,
+    ) -> Result<usize, RingCorrupt> {
         let n = batch.len().min(self.room()?);
         if n == 0 {
             return Ok(0);
@@ -100,7 +104,10 @@ impl<'a> NfLink<'a> {
             pool.set_owner(raw, self.tag);
         }
         let sent = self.rx.enqueue(&batch.raw()[..n])?;
-        debug_assert_eq!(sent, n, "room() said these fit and we are the only producer");
+        debug_assert_eq!(
+            sent, n,
+            "room() said these fit and we are the only producer"
+        );
         batch.consume_front(sent);
         self.in_flight += sent as u32;
         Ok(sent)
@@ -118,7 +125,12 @@ impl<'a> NfLink<'a> {
 
     /// Takes up to `max` entries back from the NF into `out`, keeping only
     /// handles the NF really owns.
-    pub fn recv(&mut self, pool: &BufferPool, out: &mut HandleBatch, max: usize) -> Result<RecvOutcome, RingCorrupt> {
+    pub fn recv(
+        &mut self,
+        pool: &BufferPool,
+        out: &mut HandleBatch,
+        max: usize,
+    ) -> Result<RecvOutcome, RingCorrupt> {
         let max = max.min(MAX_BATCH - out.len());
         let n = self.tx.dequeue(&mut self.scratch[..max])?;
         let mut outcome = RecvOutcome::default();
@@ -311,7 +323,14 @@ mod tests {
         nf.send(&mut back).unwrap();
         let mut out = HandleBatch::new();
         let got = link.recv(&pool, &mut out, 64).unwrap();
-        assert_eq!(got, RecvOutcome { received: 10, invalid: 0, events: 0 });
+        assert_eq!(
+            got,
+            RecvOutcome {
+                received: 10,
+                invalid: 0,
+                events: 0
+            }
+        );
         assert_eq!(link.in_flight(), 0);
         out.drain(|h| cache.free(h));
         drop(cache);
@@ -335,8 +354,18 @@ mod tests {
             .unwrap();
         let mut out = HandleBatch::new();
         let got = link.recv(&pool, &mut out, 64).unwrap();
-        assert_eq!(got, RecvOutcome { received: 1, invalid: 3, events: 1 });
-        assert_eq!(pool.owner(not_sent.index()), Some(crate::pool::OWNER_PLATFORM));
+        assert_eq!(
+            got,
+            RecvOutcome {
+                received: 1,
+                invalid: 3,
+                events: 1
+            }
+        );
+        assert_eq!(
+            pool.owner(not_sent.index()),
+            Some(crate::pool::OWNER_PLATFORM)
+        );
         out.drain(|h| cache.free(h));
         cache.free(not_sent);
         // The three buffers the NF still holds come back on reclaim.

@@ -64,7 +64,9 @@ impl BufferPool {
 
     /// Current owner tag of buffer `index` (`None` if out of range).
     pub fn owner(&self, index: u32) -> Option<u32> {
-        self.owners.get(index as usize).map(|o| o.load(Ordering::Relaxed))
+        self.owners
+            .get(index as usize)
+            .map(|o| o.load(Ordering::Relaxed))
     }
 
     #[inline]
@@ -116,7 +118,9 @@ impl BufferPool {
     }
 
     fn take(&self, out: &mut Vec<u32>, n: usize) {
-        let Ok(mut free) = self.free.lock() else { return };
+        let Ok(mut free) = self.free.lock() else {
+            return;
+        };
         let k = n.min(free.len());
         let at = free.len() - k;
         out.extend(free.drain(at..));

@@ -209,7 +209,10 @@ mod tests {
     use super::*;
 
     fn ring(n: usize) -> (RingShared, Vec<AtomicU32>) {
-        (RingShared::default(), (0..n).map(|_| AtomicU32::new(0)).collect())
+        (
+            RingShared::default(),
+            (0..n).map(|_| AtomicU32::new(0)).collect(),
+        )
     }
 
     #[test]

@@ -74,7 +74,8 @@ impl WakeWord {
         }
         #[cfg(not(loom))]
         {
-            let _ = rustix::thread::futex::wake(&self.state, rustix::thread::futex::Flags::empty(), 1);
+            let _ =
+                rustix::thread::futex::wake(&self.state, rustix::thread::futex::Flags::empty(), 1);
         }
         true
     }
@@ -119,6 +120,9 @@ mod tests {
             w.wake();
             sleeper.join().unwrap()
         });
-        assert!(slept < Duration::from_secs(10), "wake-up lost: slept {slept:?}");
+        assert!(
+            slept < Duration::from_secs(10),
+            "wake-up lost: slept {slept:?}"
+        );
     }
 }

@@ -1,32 +1,64 @@
-//! Model checks of the lock-free ring and the pool under every interleaving
-//! loom explores. Run with:
-//! `RUSTFLAGS="--cfg loom" cargo test -p sluice-mem --test loom --release`
+//! Model checks of the lock-free ring, the pool and the wake-word protocol
+//! under the interleavings loom explores. Run with `scripts/loom.sh`, i.e.
+//! `LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg loom" cargo test -p sluice-mem --test loom --release`.
+//!
+//! The models are deliberately tiny (a ring of 2 slots moving 3 items, a
+//! pool of 2 buffers shared by 2 threads, one producer waking one sleeper)
+//! and every model runs with a preemption bound (3 unless
+//! `LOOM_MAX_PREEMPTIONS` says otherwise): unbounded exploration of even
+//! these models takes tens of minutes, while bugs in protocols this small
+//! need at most two or three preemptions to show.
 #![cfg(loom)]
 
-use loom::sync::atomic::AtomicU32;
+use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use loom::sync::Arc;
-use sluice_mem::{BufferPool, PoolCache, RingRef, RingShared};
+use sluice_mem::{BufferPool, PoolCache, RingRef, RingShared, WakeWord};
+
+/// Preemption bound used when `LOOM_MAX_PREEMPTIONS` is not set.
+const DEFAULT_PREEMPTIONS: usize = 3;
+
+/// Runs `f` under loom with a preemption bound (the environment's, or
+/// [`DEFAULT_PREEMPTIONS`]).
+fn model<F>(f: F)
+where
+    F: Fn() + Sync + Send + 'static,
+{
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(DEFAULT_PREEMPTIONS);
+    }
+    builder.check(f);
+}
 
 struct Ring {
     shared: RingShared,
     slots: Vec<AtomicU32>,
 }
 
-fn ring(n: usize) -> Arc<Ring> {
-    Arc::new(Ring {
-        shared: RingShared::default(),
-        slots: (0..n).map(|_| AtomicU32::new(0)).collect(),
-    })
+impl Ring {
+    fn new(n: usize) -> Arc<Ring> {
+        Arc::new(Ring {
+            shared: RingShared::default(),
+            slots: (0..n).map(|_| AtomicU32::new(0)).collect(),
+        })
+    }
+
+    fn get(&self) -> RingRef<'_> {
+        RingRef::new(&self.shared, &self.slots).unwrap()
+    }
 }
 
+/// Three items through a ring of two: the producer must wait for the
+/// consumer to free a slot, and the third item reuses slot 0, so a slot read
+/// racing with its overwrite (or a publish racing with the slot write) shows
+/// up as a wrong or duplicated item.
 #[test]
 fn ring_delivers_every_item_once_in_order() {
-    loom::model(|| {
-        let r = ring(2);
+    model(|| {
+        let r = Ring::new(2);
         let r2 = r.clone();
         let producer = loom::thread::spawn(move || {
-            let ring = RingRef::new(&r2.shared, &r2.slots).unwrap();
-            let mut p = ring.producer();
+            let mut p = r2.get().producer();
             let items = [1u32, 2, 3];
             let mut sent = 0;
             while sent < items.len() {
@@ -37,8 +69,7 @@ fn ring_delivers_every_item_once_in_order() {
                 sent += n;
             }
         });
-        let ring = RingRef::new(&r.shared, &r.slots).unwrap();
-        let mut c = ring.consumer();
+        let mut c = r.get().consumer();
         let mut got = Vec::new();
         let mut out = [0u32; 2];
         while got.len() < 3 {
@@ -50,39 +81,123 @@ fn ring_delivers_every_item_once_in_order() {
         }
         assert_eq!(got, vec![1, 2, 3]);
         producer.join().unwrap();
+        assert_eq!(r.get().occupancy(), 0);
     });
 }
 
+/// Two workers, each with its own cache, allocate and free one buffer from
+/// a pool of two. A buffer handed to both at once trips the `held` marker;
+/// a buffer lost on the way back shows in the final audit.
 #[test]
 fn pool_caches_never_hand_out_a_buffer_twice() {
-    loom::model(|| {
-        let pool = Arc::new(BufferPool::new(3));
-        let handles: Vec<_> = (0..2)
+    model(|| {
+        let pool = Arc::new(BufferPool::new(2));
+        let held = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
+        let workers: Vec<_> = (0..2)
             .map(|_| {
                 let pool = pool.clone();
+                let held = held.clone();
                 loom::thread::spawn(move || {
                     let mut cache = PoolCache::new(&pool, 1);
-                    let a = cache.alloc();
-                    let b = cache.alloc();
-                    let got: Vec<u32> = [&a, &b].iter().filter_map(|h| h.as_ref().map(|h| h.index())).collect();
-                    if let Some(a) = a {
-                        cache.free(a);
-                    }
-                    if let Some(b) = b {
-                        cache.free(b);
-                    }
-                    got
+                    let h = cache.alloc().expect("two buffers for two workers");
+                    let i = h.index() as usize;
+                    assert!(
+                        !held[i].swap(true, Ordering::AcqRel),
+                        "buffer {i} handed to two workers at once"
+                    );
+                    assert_eq!(pool.owner(i as u32), Some(sluice_mem::pool::OWNER_PLATFORM));
+                    held[i].store(false, Ordering::Release);
+                    cache.free(h);
                 })
             })
             .collect();
-        for h in handles {
-            let got = h.join().unwrap();
-            if got.len() == 2 {
-                assert_ne!(got[0], got[1]);
-            }
+        for w in workers {
+            w.join().unwrap();
         }
         let audit = pool.audit();
-        assert_eq!(audit.free, 3);
-        assert_eq!(pool.global_free(), 3);
+        assert_eq!((audit.free, audit.platform, audit.at_nfs), (2, 0, 0));
+        assert_eq!(pool.global_free(), 2);
+    });
+}
+
+/// The consumer half of the sleep protocol, as a worker or NF runs it:
+/// announce sleep, re-check the ring, then cancel or sleep. Returns whether
+/// it decided to sleep.
+fn consumer_goes_to_sleep(wake: &WakeWord, ring: RingRef<'_>) -> bool {
+    wake.prepare_sleep();
+    let mut c = ring.consumer();
+    if c.available().unwrap() > 0 {
+        wake.cancel_sleep();
+        false
+    } else {
+        true
+    }
+}
+
+/// Emulates `WakeWord::sleep` (a futex wait on SLEEPING, which does not
+/// exist under loom): block while the word still says SLEEPING, then mark
+/// the owner running, as `sleep` does after the futex returns.
+fn emulated_sleep(wake: &WakeWord) {
+    while wake.is_sleeping() {
+        loom::thread::yield_now();
+    }
+    wake.cancel_sleep();
+}
+
+/// No lost wake-up: a consumer whose re-check found the ring empty goes to
+/// sleep, so the producer that published into that ring must see SLEEPING and
+/// issue the wake (the futex wake, or the word already changed so the futex
+/// wait returns EAGAIN). This is the Dekker pair of SeqCst fences in
+/// `prepare_sleep` and `wake`; weakening either fence fails this model.
+#[test]
+fn wake_is_never_lost() {
+    model(|| {
+        let wake = Arc::new(WakeWord::default());
+        let r = Ring::new(2);
+        let (wake2, r2) = (wake.clone(), r.clone());
+        let producer = loom::thread::spawn(move || {
+            let mut p = r2.get().producer();
+            assert_eq!(p.enqueue(&[7]).unwrap(), 1);
+            wake2.wake()
+        });
+        let slept = consumer_goes_to_sleep(&wake, r.get());
+        let woke = producer.join().unwrap();
+        assert!(
+            !slept || woke,
+            "consumer slept on a non-empty ring and the producer did not wake it"
+        );
+        if slept {
+            assert!(!wake.is_sleeping(), "the wake must clear SLEEPING");
+        }
+    });
+}
+
+/// The whole consumer loop with an emulated futex wait: whatever the
+/// interleaving, the consumer ends up with the item (a lost wake-up would
+/// leave it spinning in `emulated_sleep` until loom's branch limit fails
+/// the model).
+#[test]
+fn sleeping_consumer_always_gets_the_item() {
+    model(|| {
+        let wake = Arc::new(WakeWord::default());
+        let r = Ring::new(2);
+        let (wake2, r2) = (wake.clone(), r.clone());
+        let producer = loom::thread::spawn(move || {
+            let mut p = r2.get().producer();
+            assert_eq!(p.enqueue(&[7]).unwrap(), 1);
+            wake2.wake();
+        });
+        let mut c = r.get().consumer();
+        let mut out = [0u32; 1];
+        loop {
+            if c.dequeue(&mut out).unwrap() == 1 {
+                break;
+            }
+            if consumer_goes_to_sleep(&wake, r.get()) {
+                emulated_sleep(&wake);
+            }
+        }
+        assert_eq!(out, [7]);
+        producer.join().unwrap();
     });
 }

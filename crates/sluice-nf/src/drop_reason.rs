@@ -96,13 +96,23 @@ mod tests {
 
     #[test]
     fn names_are_distinct_and_stable() {
-        let mut names: Vec<String> = DropReason::PLATFORM.iter().map(|(r, _)| r.name().unwrap()).collect();
-        names.extend(ParseError::ALL.iter().map(|e| DropReason::malformed(*e).name().unwrap()));
+        let mut names: Vec<String> = DropReason::PLATFORM
+            .iter()
+            .map(|(r, _)| r.name().unwrap())
+            .collect();
+        names.extend(
+            ParseError::ALL
+                .iter()
+                .map(|e| DropReason::malformed(*e).name().unwrap()),
+        );
         let n = names.len();
         names.sort();
         names.dedup();
         assert_eq!(names.len(), n);
-        assert!(ParseError::ALL.len() < 64, "malformed codes must stay below the NF-local range");
+        assert!(
+            ParseError::ALL.len() < 64,
+            "malformed codes must stay below the NF-local range"
+        );
         assert_eq!(DropReason::NO_CHAIN.name().as_deref(), Some("no_chain"));
         assert_eq!(DropReason::nf_local(3).as_nf_local(), Some(3));
         assert_eq!(DropReason::nf_local(3).name(), None);

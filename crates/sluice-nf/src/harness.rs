@@ -78,7 +78,10 @@ impl Harness {
     pub fn run(&mut self, nf: &mut dyn NetworkFunction, frames: &[Vec<u8>]) -> Vec<Outcome> {
         let mut out = Vec::with_capacity(frames.len());
         for chunk in frames.chunks(MAX_BATCH) {
-            let ids: Vec<u32> = chunk.iter().map(|f| self.flow_id_of(f).unwrap_or(u32::MAX)).collect();
+            let ids: Vec<u32> = chunk
+                .iter()
+                .map(|f| self.flow_id_of(f).unwrap_or(u32::MAX))
+                .collect();
             let mut cache = PoolCache::new(&self.pool, 64);
             let mut handles = HandleBatch::new();
             for (frame, id) in chunk.iter().zip(ids) {

@@ -11,7 +11,13 @@ use crate::nf::NetworkFunction;
 /// statistics (two clock reads per batch, ≈ 40 ns, amortised). Every packet
 /// must arrive with verdict `Next`: the platform's routing leaves it so.
 #[inline]
-pub fn run_batch(nf: &mut dyn NetworkFunction, arena: &Arena, handles: &mut HandleBatch, control: &NfControl, now_ns: u64) {
+pub fn run_batch(
+    nf: &mut dyn NetworkFunction,
+    arena: &Arena,
+    handles: &mut HandleBatch,
+    control: &NfControl,
+    now_ns: u64,
+) {
     run_batch_with(nf, arena, handles, control, now_ns, None)
 }
 

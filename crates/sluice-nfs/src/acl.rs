@@ -13,7 +13,7 @@
 //! | `rules[].action` | `accept`/`drop` | required | action of the rule |
 //! | `rules[].src`, `rules[].dst` | CIDR | any | source/destination prefix |
 //! | `rules[].proto` | `tcp`/`udp`/`icmp`/`icmpv6`/0–255 | any | IP protocol |
-//! | `rules[].src_port`, `rules[].dst_port` | `N` or `"A-B"` | any | port range (TCP/UDP) |
+//! | `rules[].src_port`, `rules[].dst_port` | `N` or `"A-B"` | any | port range; only TCP, UDP and SCTP packets can match a rule with ports |
 //!
 //! Drop reasons: `denied` (a rule or the default), `non_ip`. Malformed
 //! packets are dropped as `malformed:<why>`.
@@ -92,11 +92,19 @@ pub struct Rule {
 
 impl Rule {
     fn matches(&self, k: &FlowKey) -> bool {
+        // Port ranges only apply to protocols with ports: a flow key holds
+        // the echo id (ICMP) or 0 (other protocols) there, which a rule
+        // such as `dst_port: 53` without `proto` must not match.
+        let ports = k.protocol().has_ports();
         self.proto.is_none_or(|p| p == k.proto)
             && self.src.as_ref().is_none_or(|n| n.contains(&k.src_ip()))
             && self.dst.as_ref().is_none_or(|n| n.contains(&k.dst_ip()))
-            && self.src_port.is_none_or(|r| r.contains(k.src_port))
-            && self.dst_port.is_none_or(|r| r.contains(k.dst_port))
+            && self
+                .src_port
+                .is_none_or(|r| ports && r.contains(k.src_port))
+            && self
+                .dst_port
+                .is_none_or(|r| ports && r.contains(k.dst_port))
     }
 }
 
@@ -142,7 +150,11 @@ impl NetworkFunction for Acl {
                 Some(c) if *c & known != 0 => *c & allow != 0,
                 slot => {
                     scans += 1;
-                    let ok = self.rules.iter().find(|r| r.matches(&key)).map_or(self.default_accept, |r| r.accept);
+                    let ok = self
+                        .rules
+                        .iter()
+                        .find(|r| r.matches(&key))
+                        .map_or(self.default_accept, |r| r.accept);
                     if let Some(c) = slot {
                         *c |= known | if ok { allow } else { 0 };
                     }
@@ -184,7 +196,10 @@ fn compile(ctx: &BuildContext<'_>) -> Result<Acl, SpecError> {
     };
     let mut rules = Vec::with_capacity(cfg.rules.len());
     for (i, r) in cfg.rules.iter().enumerate() {
-        let at = |field: &str, msg: String| ctx.config.error_at_path(&format!("rules[{i}].{field}"), msg);
+        let at = |field: &str, msg: String| {
+            ctx.config
+                .error_at_path(&format!("rules[{i}].{field}"), msg)
+        };
         let net = |field: &str, v: &Option<String>| -> Result<Option<IpNet>, SpecError> {
             v.as_ref()
                 .map(|s| {
@@ -200,22 +215,38 @@ fn compile(ctx: &BuildContext<'_>) -> Result<Acl, SpecError> {
                 Some(Scalar::Num(n)) => u16::try_from(*n)
                     .map(|p| Some(PortRange::single(p)))
                     .map_err(|_| at(field, format!("port {n} is out of range 0-65535"))),
-                Some(Scalar::Text(s)) => s
-                    .parse::<PortRange>()
-                    .map(Some)
-                    .map_err(|_| at(field, format!("invalid port range `{s}` (expected N or A-B)"))),
+                Some(Scalar::Text(s)) => s.parse::<PortRange>().map(Some).map_err(|_| {
+                    at(
+                        field,
+                        format!("invalid port range `{s}` (expected N or A-B)"),
+                    )
+                }),
             }
         };
         let proto = match &r.proto {
             None => None,
-            Some(Scalar::Num(n)) => Some(u8::try_from(*n).map_err(|_| at("proto", format!("protocol {n} is out of range 0-255")))?),
-            Some(Scalar::Text(s)) => Some(
-                proto_number(s).ok_or_else(|| at("proto", format!("unknown protocol `{s}` (tcp, udp, icmp, icmpv6 or 0-255)")))?,
+            Some(Scalar::Num(n)) => Some(
+                u8::try_from(*n)
+                    .map_err(|_| at("proto", format!("protocol {n} is out of range 0-255")))?,
             ),
+            Some(Scalar::Text(s)) => Some(proto_number(s).ok_or_else(|| {
+                at(
+                    "proto",
+                    format!("unknown protocol `{s}` (tcp, udp, icmp, icmpv6 or 0-255)"),
+                )
+            })?),
         };
-        let (src_port, dst_port) = (ports("src_port", &r.src_port)?, ports("dst_port", &r.dst_port)?);
-        if (src_port.is_some() || dst_port.is_some()) && !matches!(proto, None | Some(6) | Some(17) | Some(132)) {
-            return Err(at("proto", "ports can only be matched for tcp, udp or sctp".to_string()));
+        let (src_port, dst_port) = (
+            ports("src_port", &r.src_port)?,
+            ports("dst_port", &r.dst_port)?,
+        );
+        if (src_port.is_some() || dst_port.is_some())
+            && !matches!(proto, None | Some(6) | Some(17) | Some(132))
+        {
+            return Err(at(
+                "proto",
+                "ports can only be matched for tcp, udp or sctp".to_string(),
+            ));
         }
         rules.push(Rule {
             accept: r.action == Action::Accept,

@@ -74,8 +74,11 @@ impl Chaos {
 
 impl NetworkFunction for Chaos {
     fn process(&mut self, batch: &mut Batch<'_>, ctx: &mut Context<'_>) {
+        // The first `after` packets pass untouched; the fault starts with
+        // packet `after + 1` (at index `skip` of this batch).
+        let skip = self.after.saturating_sub(self.seen) as usize;
         self.seen += batch.len() as u64;
-        if self.seen < self.after {
+        if self.seen <= self.after {
             return;
         }
         match self.fault {
@@ -84,7 +87,7 @@ impl NetworkFunction for Chaos {
             Fault::Abort => std::process::abort(),
             Fault::Exit => std::process::exit(7),
             Fault::GarbageVerdicts => {
-                for i in 0..batch.len() {
+                for i in skip..batch.len() {
                     let v = self.next() as u32;
                     if let Some(mut p) = batch.get(i) {
                         p.raw().set_verdict_raw(v);
@@ -92,7 +95,7 @@ impl NetworkFunction for Chaos {
                 }
             }
             Fault::GarbageMetadata => {
-                for i in 0..batch.len() {
+                for i in skip..batch.len() {
                     let (a, b) = (self.next(), self.next());
                     if let Some(mut p) = batch.get(i) {
                         let m = p.raw();
@@ -133,7 +136,8 @@ fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> 
 /// Type descriptor.
 pub const TYPE: NfType = NfType {
     name: "chaos",
-    summary: "forwards, then injects a configured fault (panic, abort, garbage) for resilience tests",
+    summary:
+        "forwards, then injects a configured fault (panic, abort, garbage) for resilience tests",
     drop_reasons: &[],
     counters: &[],
     build,

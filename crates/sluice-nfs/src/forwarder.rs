@@ -40,8 +40,14 @@ impl NetworkFunction for Forwarder {
 }
 
 fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> {
-    let cfg: Config = if ctx.config.is_null() { Config::default() } else { ctx.config.deserialize()? };
-    Ok(Box::new(Forwarder { mac_swap: cfg.mac_swap }))
+    let cfg: Config = if ctx.config.is_null() {
+        Config::default()
+    } else {
+        ctx.config.deserialize()?
+    };
+    Ok(Box::new(Forwarder {
+        mac_swap: cfg.mac_swap,
+    }))
 }
 
 /// Type descriptor.

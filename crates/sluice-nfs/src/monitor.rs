@@ -86,7 +86,9 @@ impl NetworkFunction for Monitor {
     }
 
     fn reset(&mut self) {
-        self.flows.iter_mut().for_each(|f| *f = FlowCounters::default());
+        self.flows
+            .iter_mut()
+            .for_each(|f| *f = FlowCounters::default());
         self.active = 0;
         self.largest_ended = 0;
     }
@@ -104,6 +106,12 @@ pub const TYPE: NfType = NfType {
     name: "monitor",
     summary: "counts packets and bytes per flow",
     drop_reasons: &[],
-    counters: &["packets", "bytes", "flows_active", "flows_ended", "largest_flow_packets"],
+    counters: &[
+        "packets",
+        "bytes",
+        "flows_active",
+        "flows_ended",
+        "largest_flow_packets",
+    ],
     build,
 };

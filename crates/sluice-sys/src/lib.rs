@@ -47,7 +47,9 @@ pub fn fork_single_threaded() -> io::Result<Forked> {
     match pid {
         -1 => Err(io::Error::last_os_error()),
         0 => Ok(Forked::Child),
-        p => Pid::from_raw(p).map(Forked::Parent).ok_or_else(|| io::Error::other("fork returned an invalid pid")),
+        p => Pid::from_raw(p)
+            .map(Forked::Parent)
+            .ok_or_else(|| io::Error::other("fork returned an invalid pid")),
     }
 }
 
@@ -157,7 +159,10 @@ pub fn wait_for(pid: Pid) -> io::Result<ExitStatus> {
 
 /// Sends SIGKILL to `pid`.
 pub fn kill(pid: Pid) -> io::Result<()> {
-    Ok(rustix::process::kill_process(pid, rustix::process::Signal::KILL)?)
+    Ok(rustix::process::kill_process(
+        pid,
+        rustix::process::Signal::KILL,
+    )?)
 }
 
 /// Sets the calling thread's name (shown by `ps`/`top` for the process's
@@ -180,7 +185,9 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
 /// CPUs this process may run on, ascending.
 pub fn allowed_cpus() -> Vec<usize> {
     match rustix::thread::sched_getaffinity(None) {
-        Ok(set) => (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect(),
+        Ok(set) => (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|&c| set.is_set(c))
+            .collect(),
         Err(_) => vec![0],
     }
 }

@@ -1,0 +1,181 @@
+//! End-to-end runs of the data plane with inline NFs (in this test
+//! process; process NFs are tested through the binary in sluice-cli).
+
+use std::time::Duration;
+
+use sluice_dataplane::{run, RunError, RunOptions, RunReport};
+use sluice_nf::{
+    Batch, BuildContext, Context, DropReason, NetworkFunction, NfId, NfType, PortId, Verdict,
+};
+use sluice_spec::SpecError;
+
+/// Sends packets with an odd flow id straight to port `side`, and keeps a
+/// list of flow ends it saw.
+struct Steer {
+    side: PortId,
+    me: NfId,
+    loop_forever: bool,
+}
+
+impl NetworkFunction for Steer {
+    fn process(&mut self, batch: &mut Batch<'_>, ctx: &mut Context<'_>) {
+        let (side, me, looping) = (self.side, self.me, self.loop_forever);
+        batch.for_each(|p| {
+            if looping {
+                p.set_verdict(Verdict::ToNf(me));
+            } else if p.flow_id() % 2 == 1 {
+                p.set_verdict(Verdict::ToPort(side));
+            } else if p.data().len() < 80 {
+                p.drop_with(DropReason::nf_local(0));
+            }
+        });
+        ctx.count(0, batch.len() as u64);
+    }
+
+    fn flow_end(&mut self, _flow: u32, ctx: &mut Context<'_>) {
+        ctx.count(1, 1);
+    }
+}
+
+fn build_steer(ctx: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> {
+    Ok(Box::new(Steer {
+        side: ctx
+            .resolver
+            .port("side")
+            .ok_or_else(|| ctx.config.error("no port `side`"))?,
+        me: ctx.resolver.nf(ctx.name).expect("own name resolves"),
+        loop_forever: ctx
+            .config
+            .get("loop")
+            .and_then(|n| n.as_bool())
+            .unwrap_or(false),
+    }))
+}
+
+static REGISTRY: &[NfType] = &[
+    sluice_nfs::forwarder::TYPE,
+    sluice_nfs::monitor::TYPE,
+    sluice_nfs::acl::TYPE,
+    NfType {
+        name: "steer",
+        summary: "test NF",
+        drop_reasons: &["short"],
+        counters: &["packets", "flow_ends"],
+        build: build_steer,
+    },
+];
+
+fn run_spec(text: &str) -> Result<RunReport, RunError> {
+    let names: Vec<&str> = REGISTRY.iter().map(|t| t.name).collect();
+    let spec = sluice_spec::parse_str(text, "<test>", &names).map_err(RunError::Spec)?;
+    run(
+        &spec,
+        REGISTRY,
+        RunOptions {
+            duration: Some(Duration::from_secs(10)),
+            ..RunOptions::default()
+        },
+    )
+}
+
+fn accounted(r: &RunReport) {
+    assert_eq!(r.leaked_buffers, 0, "{r:#?}");
+    assert_eq!(r.unaccounted, 0, "{r:#?}");
+}
+
+const PORTS: &str = "ports:\n  - { name: gen, kind: generator, flows: 64, protocol: udp, size: [SIZE], count: 6400, rate_pps: 500000 }\n  - { name: out, kind: sink }\n  - { name: side, kind: sink }\n";
+
+#[test]
+fn verdicts_steer_to_ports_and_count_nf_drops() {
+    let spec = PORTS.replace("[SIZE]", "imix")
+        + "nfs:\n  - { name: s, type: steer, isolation: inline }\n  - { name: m, type: monitor, isolation: inline }\nchains:\n  - { name: c, from: gen, nfs: [s, m], to: out }\n";
+    let r = run_spec(&spec).unwrap();
+    accounted(&r);
+    assert_eq!(r.packets_in, 6400);
+    let side = r
+        .ports
+        .iter()
+        .find(|p| p.name == "side")
+        .unwrap()
+        .stats
+        .tx_packets;
+    let out = r
+        .ports
+        .iter()
+        .find(|p| p.name == "out")
+        .unwrap()
+        .stats
+        .tx_packets;
+    let short = *r.drops.get("s:short").unwrap_or(&0);
+    assert!(side > 0 && out > 0 && short > 0, "{r:#?}");
+    assert_eq!(side + out + short, 6400);
+    // Packets sent straight to a port skip the monitor.
+    assert_eq!(r.nfs[1].counters["packets"], out);
+}
+
+#[test]
+fn forwarding_loops_are_cut_and_counted() {
+    let spec = PORTS.replace("[SIZE]", "64")
+        + "nfs:\n  - { name: s, type: steer, isolation: inline, config: { loop: true } }\nchains:\n  - { name: c, from: gen, nfs: [s], to: out }\n";
+    let r = run_spec(&spec).unwrap();
+    accounted(&r);
+    assert_eq!(r.drops.get("loop_detected"), Some(&6400), "{r:#?}");
+    assert_eq!(
+        r.nfs[0].packets,
+        6400 * 64,
+        "each packet visits the NF 64 times, then is dropped"
+    );
+}
+
+#[test]
+fn traffic_no_chain_selects_is_dropped_as_no_chain() {
+    let spec = PORTS.replace("[SIZE]", "64")
+        + "chains:\n  - { name: c, from: gen, match: { proto: tcp }, to: out }\n";
+    let r = run_spec(&spec).unwrap();
+    accounted(&r);
+    assert_eq!(r.drops.get("no_chain"), Some(&6400));
+    assert_eq!(r.packets_out, 0);
+}
+
+#[test]
+fn first_matching_chain_wins() {
+    let spec = "ports:\n  - { name: gen, kind: generator, flows: 64, protocol: mixed, size: 64, count: 6400, rate_pps: 500000 }\n  - { name: out, kind: sink }\n  - { name: side, kind: sink }\nchains:\n  - { name: tcp, from: gen, match: { proto: tcp }, to: side }\n  - { name: rest, from: gen, to: out }\n";
+    let r = run_spec(spec).unwrap();
+    accounted(&r);
+    let side = r
+        .ports
+        .iter()
+        .find(|p| p.name == "side")
+        .unwrap()
+        .stats
+        .tx_packets;
+    assert_eq!(side, 3200, "mixed alternates TCP and UDP flows");
+    assert_eq!(r.packets_out, 6400);
+}
+
+#[test]
+fn ended_tcp_flows_reach_every_nf_of_the_chain() {
+    let spec = "ports:\n  - { name: gen, kind: generator, flows: 8, protocol: tcp, size: 64, count: 4000, rate_pps: 200000, packets_per_flow: 10 }\n  - { name: out, kind: sink }\n  - { name: side, kind: sink }\nnfs:\n  - { name: a, type: monitor, isolation: inline }\n  - { name: b, type: monitor, isolation: inline }\nchains:\n  - { name: c, from: gen, nfs: [a, b], to: out }\n";
+    let r = run_spec(spec).unwrap();
+    accounted(&r);
+    // 4000 packets / 10 per connection = 400 connections, each closed by FIN.
+    // Shutdown ends the flows still lingering after their FIN.
+    assert_eq!(r.flows.created, 400, "{r:#?}");
+    assert_eq!(r.flows.ended, 400, "{r:#?}");
+    assert_eq!(r.flows.live, 0, "{r:#?}");
+    for nf in &r.nfs {
+        assert_eq!(nf.counters["flows_ended"], 400, "{}: {r:#?}", nf.name);
+        assert_eq!(nf.counters["flows_active"], 0, "{}: {r:#?}", nf.name);
+    }
+}
+
+#[test]
+fn process_nfs_are_refused_in_a_multithreaded_process_and_nothing_starts() {
+    let spec = PORTS.replace("[SIZE]", "64")
+        + "nfs:\n  - { name: f, type: forwarder, isolation: process }\nchains:\n  - { name: c, from: gen, nfs: [f], to: out }\n";
+    let _other_thread = std::thread::spawn(|| std::thread::sleep(Duration::from_secs(2)));
+    match run_spec(&spec) {
+        Err(RunError::Setup(msg)) => assert!(msg.contains("threads"), "{msg}"),
+        other => panic!("expected a setup error, got {other:?}"),
+    }
+}
