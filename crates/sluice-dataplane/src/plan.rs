@@ -216,10 +216,17 @@ pub fn matches(m: &MatchSpec, key: &FlowKey) -> bool {
     if m.dst.as_ref().is_some_and(|n| !n.contains(&key.dst_ip())) {
         return false;
     }
-    if m.src_port.is_some_and(|r| !r.contains(key.src_port)) {
+    // Ports exist only for TCP, UDP and SCTP; the flow key stores the echo
+    // id of ICMP in its port fields, which a port selector must not match.
+    let has_ports = matches!(key.proto, 6 | 17 | 132);
+    if m.src_port
+        .is_some_and(|r| !has_ports || !r.contains(key.src_port))
+    {
         return false;
     }
-    if m.dst_port.is_some_and(|r| !r.contains(key.dst_port)) {
+    if m.dst_port
+        .is_some_and(|r| !has_ports || !r.contains(key.dst_port))
+    {
         return false;
     }
     true
@@ -228,4 +235,26 @@ pub fn matches(m: &MatchSpec, key: &FlowKey) -> bool {
 /// Whether the spec runs any NF as a process.
 pub fn has_process_nfs(plan: &Plan) -> bool {
     plan.nfs.iter().any(|n| n.isolation == Isolation::Process)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_packet::IpProtocol;
+    use sluice_spec::PortRange;
+
+    #[test]
+    fn port_selectors_match_only_protocols_with_ports() {
+        let m = MatchSpec {
+            dst_port: Some(PortRange::single(53)),
+            ..MatchSpec::default()
+        };
+        let a = "10.0.0.1".parse().unwrap();
+        let b = "10.0.0.2".parse().unwrap();
+        assert!(matches(&m, &FlowKey::new(a, b, 1000, 53, IpProtocol::UDP)));
+        // An ICMP echo with id 53 carries 53 in the key's port fields.
+        assert!(!matches(&m, &FlowKey::new(a, b, 53, 53, IpProtocol::ICMP)));
+        let any = MatchSpec::default();
+        assert!(matches(&any, &FlowKey::new(a, b, 53, 53, IpProtocol::ICMP)));
+    }
 }

@@ -235,8 +235,15 @@ fn reference_doc_example_is_valid() {
     let yaml = &body[yaml_start..yaml_start + yaml_len];
     // Resolve the example's relative paths against tests/data.
     let source = data("doc-example.yaml");
-    let spec =
-        sluice_spec::parse_str(yaml, source.to_str().unwrap(), &["acl", "monitor", "nat"]).unwrap();
-    assert_eq!(spec.resolve_chain_path("dns"), vec!["acl", "nat", "dump"]);
+    let spec = sluice_spec::parse_str(
+        yaml,
+        source.to_str().unwrap(),
+        &["acl", "monitor", "forwarder"],
+    )
+    .unwrap();
+    assert_eq!(
+        spec.resolve_chain_path("dns"),
+        vec!["acl", "rewrite", "dump"]
+    );
     assert_eq!(spec.ports.len(), 4);
 }
