@@ -12,20 +12,7 @@ echo "## System: sluice bench chain (64 B UDP, ${secs} s each, median of 3)"
 chain() { # length isolation [rate]
   local args=(bench chain --length "$1" --isolation "$2" --duration "$secs" --json)
   [ -n "${3:-}" ] && args+=(--rate "$3")
-  for _ in 1 2 3; do "$bin" "${args[@]}"; done | python3 -c '
-import json, sys
-dec = json.JSONDecoder(); text = sys.stdin.read(); runs = []; i = 0
-while i < len(text):
-    text_i = text[i:].lstrip()
-    if not text_i: break
-    obj, n = dec.raw_decode(text_i); runs.append(obj); i = len(text) - len(text_i) + n
-runs.sort(key=lambda r: r["mpps"]); m = runs[len(runs) // 2]
-print(f"length {m[\"length\"]} {m[\"isolation\"]:<7} offered {str(m[\"offered_pps\"] or \"max\"):>8}: "
-      f"{m[\"mpps\"]:.3f} Mpps (runs {\", \".join(f\"{r[\"mpps\"]:.2f}\" for r in runs)})  "
-      f"p50 {m[\"latency_ns\"][\"p50\"]/1e3:.1f} us  p99 {m[\"latency_ns\"][\"p99\"]/1e3:.1f} us  "
-      f"p99.9 {m[\"latency_ns\"][\"p999\"]/1e3:.1f} us  drops {m[\"drops_total\"]}  leaked {m[\"leaked_buffers\"]}  "
-      f"NF ns/pkt {[round(x, 1) for x in m[\"nf_ns_per_packet\"]]}")
-'
+  for _ in 1 2 3; do "$bin" "${args[@]}"; done | python3 scripts/median.py
 }
 chain 1 inline
 chain 3 inline
@@ -36,7 +23,9 @@ chain 3 process $((max / 2))
 
 echo
 echo "## Micro-benchmarks (criterion)"
-crit() { cargo bench -p "$1" --bench "$2" -- --warm-up-time 1 --measurement-time 2 2>/dev/null | grep -E "time:" -B1 | grep -vE "^--$" | paste - - | sed -E 's/ +/ /g'; }
+crit() { cargo bench -p "$1" --bench "$2" -- --warm-up-time 1 --measurement-time 2 2>/dev/null | awk '
+  /time:/ { line = $0; sub(/^ +/, "", line); if (name != "" && line ~ /^time:/) print name, line; else print line; name = ""; next }
+  /^[a-z0-9_]+\/[^ ]*$/ { name = $1 }'; }
 crit sluice-mem ring || true
 crit sluice-mem pool || true
 crit sluice-packet parse

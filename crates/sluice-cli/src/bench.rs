@@ -94,13 +94,10 @@ fn chain(a: ChainArgs) -> ExitCode {
         nf_ns_per_packet: report.nfs.iter().map(|n| n.ns_per_packet).collect(),
     };
     if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&result).unwrap_or_default()
-        );
+        crate::print_stdout(&(serde_json::to_string_pretty(&result).unwrap_or_default() + "\n"));
     } else {
-        println!(
-            "chain length {} {} {} B: {:.3} Mpps {:.3} Gbit/s  latency p50 {:.1} µs p99 {:.1} µs p99.9 {:.1} µs  drops {}  leaked {}",
+        crate::print_stdout(&format!(
+            "chain length {} {} {} B: {:.3} Mpps {:.3} Gbit/s  latency p50 {:.1} µs p99 {:.1} µs p99.9 {:.1} µs  drops {}  leaked {}\n",
             result.length,
             result.isolation,
             result.packet_size,
@@ -111,7 +108,7 @@ fn chain(a: ChainArgs) -> ExitCode {
             result.latency_ns.p999 as f64 / 1e3,
             result.drops_total,
             result.leaked_buffers
-        );
+        ));
     }
     if report.leaked_buffers > 0 {
         return ExitCode::from(3);

@@ -68,6 +68,13 @@ fn main() -> ExitCode {
     }
 }
 
+/// Writes to stdout; a closed pipe (e.g. `| head`) is not an error worth a panic.
+pub(crate) fn print_stdout(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+}
+
 fn type_names() -> Vec<&'static str> {
     REGISTRY.iter().map(|t| t.name).collect()
 }
@@ -98,14 +105,14 @@ pub(crate) fn execute(
 fn finish(result: Result<RunReport, RunError>, json: bool) -> ExitCode {
     match result {
         Ok(report) => {
-            if json {
-                match serde_json::to_string_pretty(&report) {
-                    Ok(s) => println!("{s}"),
-                    Err(e) => eprintln!("sluice: cannot encode the report: {e}"),
-                }
+            let text = if json {
+                serde_json::to_string_pretty(&report)
+                    .map(|s| s + "\n")
+                    .unwrap_or_default()
             } else {
-                print!("{}", report.human());
-            }
+                report.human()
+            };
+            print_stdout(&text);
             if report.leaked_buffers > 0 || report.unaccounted != 0 {
                 eprintln!(
                     "sluice: accounting error: {} leaked buffers, {} unaccounted packets",
