@@ -24,6 +24,7 @@ chain 3 process $((max / 2))
 echo
 echo "## Micro-benchmarks (criterion)"
 crit() { cargo bench -p "$1" --bench "$2" -- --warm-up-time 1 --measurement-time 2 2>/dev/null | awk '
+  /time:/ && /%/ { next }
   /time:/ { line = $0; sub(/^ +/, "", line); if (name != "" && line ~ /^time:/) print name, line; else print line; name = ""; next }
   /^[a-z0-9_]+\/[^ ]*$/ { name = $1 }'; }
 crit sluice-mem ring || true
