@@ -81,15 +81,6 @@ pub fn ignore_terminal_signals() {
     }
 }
 
-/// Restores default SIGPIPE behaviour for nothing but ignores it (so a
-/// closed stdout gives EPIPE errors instead of killing the daemon).
-pub fn ignore_sigpipe() {
-    // SAFETY: as in `ignore_terminal_signals`.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-    }
-}
-
 /// How a reaped child ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExitStatus {
