@@ -6,8 +6,10 @@
 //! open-addressing index (linear probing, ≤ 50 % load, backward-shift
 //! deletion, so no tombstones accumulate) maps the symmetric hash and the
 //! canonical key to the slab index. Everything is allocated at start; the
-//! packet path never allocates. Measured cost: see `benches/flow_table.rs`
-//! and docs/benchmarks.md (hit ≈ 10–15 ns with the key compare).
+//! packet path never allocates. Measured cost (`benches/flow_table.rs`,
+//! docs/benchmarks.md): a hit in a 100 k-flow table ≈ 75 ns (two cache
+//! misses: index slot, then entry); the whole ingress step on hot flows
+//! (key + hash + lookup) ≈ 50 ns.
 //!
 //! A flow ends on TCP RST, a short time after a FIN, or after an idle
 //! timeout. An ending flow leaves the index at once (new packets with the
