@@ -1,0 +1,78 @@
+//! Network interface ports: the contract every real-I/O port implements.
+//!
+//! A NIC port moves frames between a Linux (or DPDK) interface and arena
+//! buffers. The worker owns the buffers; a port only fills buffers it was
+//! given on receive and consumes buffers it was handed on transmit, so
+//! buffer accounting stays with the platform's pool.
+
+use std::os::fd::RawFd;
+
+use sluice_mem::{Arena, HandleBatch, PoolCache};
+
+/// Counters of one NIC port, comparable with the kernel's interface counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NicStats {
+    /// Frames received into buffers.
+    pub rx_packets: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Frames the kernel or device reported dropped before we saw them.
+    pub rx_dropped: u64,
+    /// Frames received but discarded for not fitting a buffer.
+    pub rx_oversize: u64,
+    /// Frames handed to the interface.
+    pub tx_packets: u64,
+    /// Bytes handed to the interface.
+    pub tx_bytes: u64,
+    /// Frames the interface refused (counted, then freed).
+    pub tx_errors: u64,
+}
+
+/// An error opening or running a NIC port. The message says what to do.
+#[derive(Debug)]
+pub struct NicError(pub String);
+
+impl std::fmt::Display for NicError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NicError {}
+
+/// A running NIC port, driven by one worker thread.
+pub trait NicPort: Send {
+    /// The spec kind name (`af_packet`, `tap`, `af_xdp`, `dpdk`).
+    fn kind(&self) -> &'static str;
+
+    /// Receives up to `max` frames into buffers allocated from `cache`,
+    /// appending their handles to `out` with data offset, length and ingress
+    /// port already set by the caller's conventions (the caller sets
+    /// `port_in`, flow and timestamp). Returns how many were appended; never
+    /// blocks.
+    fn rx_burst(
+        &mut self,
+        arena: &Arena,
+        cache: &mut PoolCache<'_>,
+        out: &mut HandleBatch,
+        max: usize,
+    ) -> Result<usize, NicError>;
+
+    /// Transmits frames from the front of `batch`. Every buffer sent (or
+    /// refused and counted in `tx_errors`) is removed from `batch` and freed
+    /// to `cache`; buffers left in `batch` could not be queued now (ring
+    /// full) and should be retried. Returns how many were removed.
+    fn tx_burst(
+        &mut self,
+        arena: &Arena,
+        cache: &mut PoolCache<'_>,
+        batch: &mut HandleBatch,
+    ) -> Result<usize, NicError>;
+
+    /// A descriptor that becomes readable when frames arrive (for an idle
+    /// worker to sleep on), if the port has one.
+    fn rx_fd(&self) -> Option<RawFd>;
+
+    /// Current counters.
+    fn stats(&self) -> NicStats;
+}
