@@ -6,6 +6,7 @@ pub mod acl;
 pub mod chaos;
 pub mod delay;
 pub mod forwarder;
+pub mod graph;
 pub mod monitor;
 pub mod tee;
 
@@ -18,5 +19,6 @@ pub static REGISTRY: &[NfType] = &[
     acl::TYPE,
     tee::TYPE,
     delay::TYPE,
+    graph::TYPE,
     chaos::TYPE,
 ];
