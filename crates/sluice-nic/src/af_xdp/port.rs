@@ -412,7 +412,9 @@ impl NicPort for AfXdpPort {
         let mut s = self.stats;
         for q in &self.queues {
             if let Ok(k) = q.xsk.statistics() {
-                s.rx_dropped += k.rx_dropped + k.rx_ring_full + k.rx_fill_ring_empty_descs;
+                // The kernel's rx_dropped already includes the frames it
+                // dropped for an empty fill ring (it bumps both counters).
+                s.rx_dropped += k.rx_dropped + k.rx_ring_full;
                 s.tx_errors += k.tx_invalid_descs;
             }
         }
