@@ -6,6 +6,8 @@
 //! buffer accounting stays with the platform's pool.
 
 pub mod af_xdp;
+#[cfg(feature = "dpdk")]
+pub mod dpdk;
 
 use std::os::fd::RawFd;
 
