@@ -17,10 +17,13 @@
 //! once between it and an arena buffer. Making the arena itself the UMEM
 //! (zero copy between NIC and NFs) was measured and rejected for now:
 //!
-//! - The copy is cheap next to the rest of the receive path. Measured under
-//!   load on this 2-core VM (see `docs/architecture.md`, "NIC ports"): the
-//!   64 B copy into an arena buffer costs COPY_NS of the RX_NS per frame the
-//!   port spends receiving on veth, i.e. a SHARE ceiling on the gain.
+//! - The copy is cheap next to the whole receive path. Measured with
+//!   `cargo bench -p sluice-nic --bench af_xdp_rx` on veth (medians, under
+//!   load on a 2-core VM; table in `docs/architecture.md`, "NIC ports"): the
+//!   64 B copy costs 13–21 ns, a quarter to a third of `rx_burst`'s 58–66 ns
+//!   per frame, but 1.4–1.7 % of the ≈ 1 µs of CPU a frame costs end to end
+//!   (the kernel's veth transmit, XDP redirect and its own copy into the
+//!   UMEM dominate). Zero copy would not move the bottleneck.
 //! - On every device without an AF_XDP zero-copy driver — veth, tap, virtio
 //!   without the right feature set, all generic-mode XDP — the kernel copies
 //!   the frame into the UMEM anyway, so arena-as-UMEM saves one of two copies.

@@ -262,7 +262,8 @@ impl Queue {
                 let Some(mut h) = cache.alloc() else { break };
                 let mut p = arena.pkt(&mut h);
                 p.reset(len);
-                // ≈ 10 ns for 64 B, the whole cost of not sharing the arena
+                // ≈ 13–21 ns for 64 B of ≈ 60 ns per frame here (bench:
+                // af_xdp_rx, under load): the cost of not sharing the arena
                 // as UMEM (see the module doc).
                 x.copy_out(d.addr, p.data_mut());
                 if let Err(h) = out.push(h) {
