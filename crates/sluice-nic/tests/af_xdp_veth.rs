@@ -166,6 +166,108 @@ fn a_missing_interface_says_what_to_do() {
     );
 }
 
+#[test]
+fn a_driver_without_native_xdp_is_refused_in_native_mode_and_works_in_auto() {
+    require_root!();
+    let veth = Veth::new("lo");
+    // The namespace's loopback has no native XDP; opening happens in a
+    // thread inside the namespace, where `lo` is that namespace's own.
+    let (native, auto) = veth.in_namespace(|| {
+        let mut c = AfXdpConfig::new("lo");
+        c.xdp_mode = XdpModeChoice::Native;
+        let native = AfXdpPort::open(&c).err().map(|e| e.to_string());
+        let auto = AfXdpPort::open(&AfXdpConfig::new("lo")).map(|p| p.xdp_mode().as_str());
+        (native, auto.map_err(|e| e.to_string()))
+    });
+    let native = native.expect("lo has no native XDP");
+    assert!(
+        native.contains("no native XDP support") && native.contains("xdp_mode: generic"),
+        "{native}"
+    );
+    assert_eq!(auto.unwrap(), "generic", "auto falls back to generic");
+}
+
+#[test]
+fn two_queues_share_one_pollable_descriptor_and_receive_everything() {
+    require_root!();
+    let veth = Veth::with_queues("q2", 2);
+    let arena = common::arena();
+    let pool = BufferPool::new(arena.buffers());
+    let mut cache = PoolCache::new(&pool, 32);
+    let mut c = AfXdpConfig::new(&veth.inside);
+    c.queues = 2;
+    let mut port = AfXdpPort::open(&c).unwrap();
+    assert!(port.describe().contains("2 queue(s)"));
+    let fd = port.rx_fd().unwrap();
+    let peer = veth.peer_socket();
+    let sent: Vec<Vec<u8>> = (0..200u32).map(|i| frame(i, 64)).collect();
+    for f in &sent {
+        peer.send(f);
+    }
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let ready = unsafe { libc::poll(&mut pfd, 1, 10_000) };
+    assert_eq!(ready, 1, "the port's descriptor signals input");
+    let mut got = receive(&mut port, &arena, &mut cache, sent.len());
+    got.sort();
+    let mut want = sent.clone();
+    want.sort();
+    assert_eq!(got, want);
+    assert_eq!(sys_counter(&veth.inside, "rx_packets"), 200);
+}
+
+const PRIV_ENV: &str = "SLUICE_XDP_TEST_UNPRIV_IF";
+
+/// Not a test on its own: run without privileges by
+/// `unprivileged_open_says_to_run_as_root`.
+#[test]
+fn child_opens_without_privilege() {
+    let Ok(ifname) = std::env::var(PRIV_ENV) else {
+        return;
+    };
+    match AfXdpPort::open(&AfXdpConfig::new(&ifname)) {
+        Ok(_) => println!("RESULT: opened"),
+        Err(e) => println!("RESULT: {e}"),
+    }
+}
+
+#[test]
+fn unprivileged_open_says_to_run_as_root() {
+    require_root!();
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipped: needs setpriv (util-linux) to drop privileges");
+        return;
+    }
+    let veth = Veth::new("np");
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+        ])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", "child_opens_without_privilege", "--nocapture"])
+        .env(PRIV_ENV, &veth.inside)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find_map(|l| l.split_once("RESULT: ").map(|(_, r)| r.to_string()))
+        .unwrap_or_else(|| panic!("child printed no result: {text}"));
+    assert!(
+        line.contains("run sluice as root") && line.contains("CAP_BPF"),
+        "{line}"
+    );
+    assert!(!link_show(&veth.inside).contains("prog/xdp"));
+}
+
 const CHILD_ENV: &str = "SLUICE_XDP_TEST_CHILD_IF";
 
 /// Not a test on its own: the SIGKILL test re-runs this binary with only

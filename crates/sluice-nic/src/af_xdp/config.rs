@@ -92,3 +92,52 @@ impl AfXdpConfig {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_spec::ConfigNode;
+
+    fn spec(options: serde_json::Value) -> NicSpec {
+        NicSpec {
+            interface: "veth0".into(),
+            options: ConfigNode::from_json(options).with_path("ports[0]"),
+        }
+    }
+
+    #[test]
+    fn defaults_and_every_key_decode() {
+        let c = AfXdpConfig::from_spec(&spec(serde_json::json!({}))).unwrap();
+        assert_eq!(c, AfXdpConfig::new("veth0"));
+        let c = AfXdpConfig::from_spec(&spec(serde_json::json!({
+            "queues": 4, "xdp_mode": "generic", "force_copy": true, "ring_size": 512
+        })))
+        .unwrap();
+        assert_eq!(
+            (c.queues, c.xdp_mode, c.force_copy, c.ring_size),
+            (4, XdpModeChoice::Generic, true, 512)
+        );
+    }
+
+    #[test]
+    fn bad_options_name_the_field() {
+        for (opts, field, words) in [
+            (
+                serde_json::json!({"queues": 0}),
+                "ports[0].queues",
+                "between 1 and 256",
+            ),
+            (
+                serde_json::json!({"ring_size": 1000}),
+                "ports[0].ring_size",
+                "power of two",
+            ),
+            (serde_json::json!({"xdp_mode": "fast"}), "ports[0]", "fast"),
+            (serde_json::json!({"queue": 2}), "ports[0]", "queue"),
+        ] {
+            let e = AfXdpConfig::from_spec(&spec(opts)).unwrap_err();
+            let text = e.to_string();
+            assert!(text.contains(field) && text.contains(words), "{text}");
+        }
+    }
+}

@@ -71,6 +71,18 @@ impl AfXdpPort {
             )),
             _ => err(format!("creating the XSKMAP: {e}")),
         })?;
+        let prog = bpf::load_redirect_program(&map).map_err(|(e, log)| match e.raw_os_error() {
+            Some(libc::EPERM) | Some(libc::EACCES) if log.is_empty() => err(format!(
+                "loading the XDP program: {e}; {}",
+                privilege_hint()
+            )),
+            _ => err(format!(
+                "the kernel rejected the XDP program: {e}; verifier log: {log}"
+            )),
+        })?;
+        // Attach before binding any socket: a refused attachment then leaves
+        // no socket bound (their release is deferred in the kernel).
+        let (link, mode) = attach(&prog, ifindex, cfg.xdp_mode).map_err(err)?;
         let sizes = XskSizes {
             frames: cfg.ring_size * 2,
             ring: cfg.ring_size,
@@ -86,22 +98,12 @@ impl AfXdpPort {
                 .collect();
             queues.push(Queue { xsk: x, tx_free });
         }
-        let prog = bpf::load_redirect_program(&map).map_err(|(e, log)| match e.raw_os_error() {
-            Some(libc::EPERM) | Some(libc::EACCES) if log.is_empty() => err(format!(
-                "loading the XDP program: {e}; {}",
-                privilege_hint()
-            )),
-            _ => err(format!(
-                "the kernel rejected the XDP program: {e}; verifier log: {log}"
-            )),
-        })?;
         let poll = if queues.len() > 1 {
             let fds: Vec<RawFd> = queues.iter().map(|q| q.xsk.raw_fd()).collect();
             Some(xsk::epoll_of(&fds).map_err(|e| err(format!("epoll over the queues: {e}")))?)
         } else {
             None
         };
-        let (link, mode) = attach(&prog, ifindex, cfg.xdp_mode).map_err(err)?;
         Ok(AfXdpPort {
             _link: link,
             _prog: prog,
@@ -286,6 +288,12 @@ impl Queue {
         // only when the kernel asked for it.
         if x.fill.needs_wakeup() {
             x.kick_rx();
+        }
+        // Frames a previous tx_burst left on the TX ring (the kernel took
+        // fewer than asked) must not wait for the next transmit: one more
+        // wakeup, only when some are pending.
+        if x.tx.needs_wakeup() && x.tx.pending() > 0 {
+            let _ = x.kick_tx();
         }
         appended
     }

@@ -288,6 +288,19 @@ impl Xsk {
                 )
             })
         };
+        // A socket closed just before (a restarted port) releases its queue
+        // from a kernel work item, so the queue can be busy for a moment.
+        let bind_with = |flags: u16| {
+            let mut r = bind_with(flags);
+            for _ in 0..50 {
+                if !matches!(&r, Err(e) if e.raw_os_error() == Some(libc::EBUSY)) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                r = bind_with(flags);
+            }
+            r
+        };
         let bind = if force_copy {
             step("bind", bind_with(libc::XDP_COPY))?;
             XskBind::Copy

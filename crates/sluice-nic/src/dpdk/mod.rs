@@ -416,3 +416,51 @@ impl std::fmt::Debug for DpdkPort {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_spec::ConfigNode;
+
+    fn spec(options: serde_json::Value) -> NicSpec {
+        NicSpec {
+            interface: "net_null0".into(),
+            options: ConfigNode::from_json(options).with_path("ports[1]"),
+        }
+    }
+
+    #[test]
+    fn options_decode_with_defaults() {
+        let c = DpdkConfig::from_spec(&spec(serde_json::json!({
+            "vdev": "size=64", "eal_args": ["--no-huge", "--no-shconf"]
+        })))
+        .unwrap();
+        assert_eq!(c.vdev.as_deref(), Some("size=64"));
+        assert_eq!(c.eal_args, ["--no-huge", "--no-shconf"]);
+        assert_eq!((c.queues, c.descriptors, c.mbufs), (1, 1024, 8191));
+    }
+
+    #[test]
+    fn bad_options_name_the_field() {
+        for (opts, field) in [
+            (serde_json::json!({"queues": 0}), "ports[1].queues"),
+            (
+                serde_json::json!({"descriptors": 10}),
+                "ports[1].descriptors",
+            ),
+            (serde_json::json!({"mbufs": 100}), "ports[1].mbufs"),
+            (serde_json::json!({"eal": []}), "ports[1]"),
+        ] {
+            let e = DpdkConfig::from_spec(&spec(opts)).unwrap_err().to_string();
+            assert!(e.contains(field), "{e}");
+        }
+    }
+
+    #[test]
+    fn eal_gets_one_lcore_unless_told_otherwise() {
+        let a = eal_argv(&["--no-huge".to_string()]);
+        assert_eq!(a, ["sluice", "-l", "0", "--no-telemetry", "--no-huge"]);
+        let a = eal_argv(&["--lcores=1".to_string(), "--telemetry".to_string()]);
+        assert_eq!(a, ["sluice", "--lcores=1", "--telemetry"]);
+    }
+}

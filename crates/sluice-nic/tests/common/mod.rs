@@ -34,6 +34,11 @@ pub struct Veth {
 
 impl Veth {
     pub fn new(tag: &str) -> Veth {
+        Veth::with_queues(tag, 1)
+    }
+
+    /// A pair with `queues` RX and TX queues on each end.
+    pub fn with_queues(tag: &str, queues: u32) -> Veth {
         static N: AtomicU32 = AtomicU32::new(0);
         let id = format!(
             "{}{}",
@@ -46,8 +51,27 @@ impl Veth {
             peer: format!("sp{tag}{id}"),
         };
         run(&["ip", "netns", "add", &v.ns]);
+        let q = queues.to_string();
         run(&[
-            "ip", "link", "add", &v.inside, "type", "veth", "peer", "name", &v.peer, "netns", &v.ns,
+            "ip",
+            "link",
+            "add",
+            &v.inside,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &v.peer,
+            "netns",
+            &v.ns,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
         ]);
         // No IPv6 autoconfiguration traffic, so the counters see only ours.
         run(&[
@@ -71,15 +95,21 @@ impl Veth {
 
     /// An AF_PACKET socket bound to the peer, inside its namespace.
     pub fn peer_socket(&self) -> PeerSocket {
-        let ns = format!("/var/run/netns/{}", self.ns);
         let peer = self.peer.clone();
-        // setns affects only the calling thread, and a socket stays in the
-        // namespace it was created in.
+        // A socket stays in the namespace it was created in.
+        self.in_namespace(move || PeerSocket::open(&peer))
+    }
+
+    /// Runs `f` on a thread inside the peer's namespace (setns affects
+    /// only the calling thread).
+    pub fn in_namespace<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let ns = format!("/var/run/netns/{}", self.ns);
         std::thread::spawn(move || {
-            let f = std::fs::File::open(&ns).unwrap();
+            let file = std::fs::File::open(&ns).unwrap();
             // SAFETY: setns on an open namespace file; affects this thread only.
-            assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
-            PeerSocket::open(&peer)
+            let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
+            f()
         })
         .join()
         .unwrap()
