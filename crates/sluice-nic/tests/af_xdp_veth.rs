@@ -100,6 +100,37 @@ fn frames_cross_in_both_directions_and_counters_match_the_kernel() {
 }
 
 #[test]
+fn frames_longer_than_the_mtu_are_refused_and_counted() {
+    require_root!();
+    let veth = Veth::new("mt");
+    let arena = common::arena();
+    let pool = BufferPool::new(arena.buffers());
+    let mut cache = PoolCache::new(&pool, 32);
+    let mut port = AfXdpPort::open(&AfXdpConfig::new(&veth.inside)).unwrap();
+    let peer = veth.peer_socket();
+    let tx0 = sys_counter(&veth.inside, "tx_packets");
+    let mut batch = HandleBatch::new();
+    // MTU 1500: 1518 B (with a VLAN tag's room) fits, 1600 B and 0 B do not.
+    for len in [1600usize, 0, 1514] {
+        let f = frame(len as u32, len.max(18));
+        let mut h = cache.alloc().unwrap();
+        let mut p = arena.pkt(&mut h);
+        p.reset(len);
+        let n = p.data().len();
+        p.data_mut().copy_from_slice(&f[..n]);
+        batch.push(h).unwrap();
+    }
+    assert_eq!(port.tx_burst(&arena, &mut cache, &mut batch).unwrap(), 3);
+    let s = port.stats();
+    assert_eq!((s.tx_packets, s.tx_errors), (1, 2));
+    assert_eq!(
+        peer.recv_incoming(1, Duration::from_secs(10)),
+        vec![frame(1514, 1514)]
+    );
+    assert_eq!(sys_counter(&veth.inside, "tx_packets") - tx0, 1);
+}
+
+#[test]
 fn dropping_the_port_detaches_the_program() {
     require_root!();
     let veth = Veth::new("dr");

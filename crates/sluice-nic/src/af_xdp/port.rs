@@ -35,6 +35,10 @@ pub struct AfXdpPort {
     interface: String,
     ifindex: u32,
     mode: XdpMode,
+    /// Longest frame the interface takes: MTU + Ethernet and VLAN headers,
+    /// at most a UMEM frame. Longer ones are refused as `tx_errors` here
+    /// rather than sent and silently dropped by the device.
+    max_tx_len: usize,
     stats: NicStats,
     rx_next: usize,
     tx_next: usize,
@@ -80,6 +84,8 @@ impl AfXdpPort {
                 "the kernel rejected the XDP program: {e}; verifier log: {log}"
             )),
         })?;
+        let mtu = xsk::mtu(ifname).map_err(|e| err(format!("reading the MTU: {e}")))?;
+        let max_tx_len = (mtu as usize + 14 + 4).min(FRAME as usize);
         // Attach before binding any socket: a refused attachment then leaves
         // no socket bound (their release is deferred in the kernel).
         let (link, mode) = attach(&prog, ifindex, cfg.xdp_mode).map_err(err)?;
@@ -113,6 +119,7 @@ impl AfXdpPort {
             interface: ifname.clone(),
             ifindex,
             mode,
+            max_tx_len,
             stats: NicStats::default(),
             rx_next: 0,
             tx_next: 0,
@@ -356,6 +363,7 @@ impl NicPort for AfXdpPort {
         let mut sent = 0u32;
         let mut full = false;
         let stats = &mut self.stats;
+        let max_len = self.max_tx_len;
         batch.retain(
             |h| {
                 if full {
@@ -363,7 +371,7 @@ impl NicPort for AfXdpPort {
                 }
                 let p = arena.pkt(h);
                 let data = p.data();
-                if data.is_empty() || data.len() > FRAME as usize {
+                if data.is_empty() || data.len() > max_len {
                     stats.tx_errors += 1;
                     return false;
                 }

@@ -467,3 +467,25 @@ pub(crate) fn epoll_of(fds: &[RawFd]) -> io::Result<OwnedFd> {
     }
     Ok(ep)
 }
+
+/// The MTU of interface `name` (SIOCGIFMTU on a throwaway UDP socket).
+pub(crate) fn mtu(name: &str) -> io::Result<u32> {
+    // SAFETY: plain socket(2), checked.
+    let s = cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: fresh descriptor we own.
+    let s = unsafe { OwnedFd::from_raw_fd(s) };
+    // SAFETY: all-zero ifreq is valid.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    let b = name.as_bytes();
+    if b.len() >= ifr.ifr_name.len() {
+        return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
+    }
+    for (d, &c) in ifr.ifr_name.iter_mut().zip(b) {
+        *d = c as libc::c_char;
+    }
+    // SAFETY: `ifr` is a valid ifreq with a NUL-terminated name; SIOCGIFMTU
+    // writes `ifru_mtu` inside it.
+    cvt(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFMTU, &mut ifr) })?;
+    // SAFETY: SIOCGIFMTU succeeded, so the union holds the MTU.
+    Ok(unsafe { ifr.ifr_ifru.ifru_mtu } as u32)
+}
