@@ -361,16 +361,11 @@ impl NicPort for DpdkPort {
             // Pool empty: nothing queued now; the caller retries.
             return Ok(before - n);
         }
-        let mut i = 0;
-        batch.retain(
-            |h| {
-                let ok = ffi::copy_in(mbufs[i], arena.pkt(h).data());
-                debug_assert!(ok, "length checked above");
-                i += 1;
-                true
-            },
-            |_| unreachable!("keeps all"),
-        );
+        for (i, &m) in mbufs.iter().enumerate() {
+            let h = batch.get_mut(i).expect("n handles in the batch");
+            let ok = ffi::copy_in(m, arena.pkt(h).data());
+            debug_assert!(ok, "length checked above");
+        }
         let q = self.tx_next;
         self.tx_next = (self.tx_next + 1) % self.queues;
         let sent = ffi::tx_burst(self.port, q, mbufs);
