@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, every crate's unit, property,
-# integration and fault tests, and the loom model checks.
+# integration and fault tests, the DPDK port (with libdpdk-dev), the loom
+# model checks and Miri (with a nightly toolchain that has it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,4 +21,10 @@ fi
 if [ -x scripts/loom.sh ]; then
   echo "== loom model checks"
   scripts/loom.sh
+fi
+if cargo +nightly miri --version >/dev/null 2>&1; then
+  echo "== miri (sluice-mem: rings, pool, wake word)"
+  scripts/miri.sh
+else
+  echo "note: nightly miri is not installed; skipping scripts/miri.sh"
 fi
