@@ -4,10 +4,17 @@
 
 pub mod acl;
 pub mod chaos;
+pub mod flow_monitor;
 pub mod forwarder;
 pub mod monitor;
 
 use sluice_nf::NfType;
 
 /// Every NF type, by spec name.
-pub static REGISTRY: &[NfType] = &[forwarder::TYPE, monitor::TYPE, acl::TYPE, chaos::TYPE];
+pub static REGISTRY: &[NfType] = &[
+    forwarder::TYPE,
+    monitor::TYPE,
+    acl::TYPE,
+    chaos::TYPE,
+    flow_monitor::TYPE,
+];
