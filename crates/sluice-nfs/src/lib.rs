@@ -7,6 +7,7 @@ pub mod chaos;
 pub mod flow_monitor;
 pub mod forwarder;
 pub mod monitor;
+pub mod tunnel;
 
 use sluice_nf::NfType;
 
@@ -17,4 +18,8 @@ pub static REGISTRY: &[NfType] = &[
     acl::TYPE,
     chaos::TYPE,
     flow_monitor::TYPE,
+    tunnel::vxlan_encap::TYPE,
+    tunnel::vxlan_decap::TYPE,
+    tunnel::gre_encap::TYPE,
+    tunnel::gre_decap::TYPE,
 ];
