@@ -186,26 +186,43 @@ mod tests {
         let mut g = GrePacket::new_unchecked(&mut b[..]);
         g.fill_checksum();
         let g = GrePacket::new_checked(&b[..]).unwrap();
-        assert_eq!((g.header_len(), g.protocol(), g.key(), g.seq()), (12, 0x0800, Some(0xdead_beef), None));
+        assert_eq!(
+            (g.header_len(), g.protocol(), g.key(), g.seq()),
+            (12, 0x0800, Some(0xdead_beef), None)
+        );
         assert!(g.verify_checksum());
         assert_eq!(g.payload(), b"payload!");
         assert_eq!(&b[..4], &[0xa0, 0, 0x08, 0]);
 
-        let mut b = b;
         b[19] ^= 1;
         assert!(!GrePacket::new_checked(&b[..]).unwrap().verify_checksum());
 
         let plain = [0u8, 0, 0x65, 0x58];
         let g = GrePacket::new_checked(&plain[..]).unwrap();
-        assert_eq!((g.header_len(), g.protocol(), g.key(), g.checksum()), (4, 0x6558, None, None));
+        assert_eq!(
+            (g.header_len(), g.protocol(), g.key(), g.checksum()),
+            (4, 0x6558, None, None)
+        );
     }
 
     #[test]
     fn rejects_versions_reserved_bits_and_short_headers() {
-        assert_eq!(GrePacket::new_checked(&[0u8, 1, 8, 0][..]), Err(GreError::BadVersion));
-        assert_eq!(GrePacket::new_checked(&[0x40u8, 0, 8, 0][..]), Err(GreError::ReservedBits));
-        assert_eq!(GrePacket::new_checked(&[0x20u8, 0, 8, 0, 1][..]), Err(GreError::Truncated));
-        assert_eq!(GrePacket::new_checked(&[0u8, 0, 8][..]), Err(GreError::Truncated));
+        assert_eq!(
+            GrePacket::new_checked(&[0u8, 1, 8, 0][..]),
+            Err(GreError::BadVersion)
+        );
+        assert_eq!(
+            GrePacket::new_checked(&[0x40u8, 0, 8, 0][..]),
+            Err(GreError::ReservedBits)
+        );
+        assert_eq!(
+            GrePacket::new_checked(&[0x20u8, 0, 8, 0, 1][..]),
+            Err(GreError::Truncated)
+        );
+        assert_eq!(
+            GrePacket::new_checked(&[0u8, 0, 8][..]),
+            Err(GreError::Truncated)
+        );
         // Sequence numbers (RFC 2890) are accepted and skipped.
         let g = GrePacket::new_checked(&[0x10u8, 0, 8, 0, 0, 0, 0, 7, 0xaa][..]).unwrap();
         assert_eq!((g.seq(), g.payload()), (Some(7), &[0xaa][..]));

@@ -89,13 +89,19 @@ mod tests {
         VxlanPacket::new_unchecked(&mut b[..]).write_header(0x12_3456);
         assert_eq!(&b[..8], &[0x08, 0, 0, 0, 0x12, 0x34, 0x56, 0]);
         let v = VxlanPacket::new_checked(&b[..]).unwrap();
-        assert_eq!((v.flags(), v.vni(), v.payload()), (0x08, 0x12_3456, &[0xff; 4][..]));
+        assert_eq!(
+            (v.flags(), v.vni(), v.payload()),
+            (0x08, 0x12_3456, &[0xff; 4][..])
+        );
         // Reserved bits are ignored on receipt.
         b[0] = 0xff;
         b[7] = 0xff;
         assert_eq!(VxlanPacket::new_checked(&b[..]).unwrap().vni(), 0x12_3456);
         b[0] = 0x00;
         assert_eq!(VxlanPacket::new_checked(&b[..]), Err(VxlanError::NoVni));
-        assert_eq!(VxlanPacket::new_checked(&b[..7]), Err(VxlanError::Truncated));
+        assert_eq!(
+            VxlanPacket::new_checked(&b[..7]),
+            Err(VxlanError::Truncated)
+        );
     }
 }

@@ -157,8 +157,10 @@ fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> 
     let mac = |f: &str, v: &Option<String>| -> Result<Option<MacAddr>, SpecError> {
         v.as_ref()
             .map(|s| {
-                s.parse::<MacAddr>()
-                    .map_err(|_| ctx.config.error_at_path(f, format!("invalid MAC address `{s}`")))
+                s.parse::<MacAddr>().map_err(|_| {
+                    ctx.config
+                        .error_at_path(f, format!("invalid MAC address `{s}`"))
+                })
             })
             .transpose()
     };

@@ -11,7 +11,9 @@ use sluice_nf::BuildContext;
 use sluice_spec::SpecError;
 
 /// Outer-header keys every encapsulating NF accepts.
-pub(crate) const OUTER_KEYS: &[&str] = &["local", "remote", "src_mac", "dst_mac", "ttl", "dscp", "mtu"];
+pub(crate) const OUTER_KEYS: &[&str] = &[
+    "local", "remote", "src_mac", "dst_mac", "ttl", "dscp", "mtu",
+];
 
 /// Rejects config keys outside `allowed` (serde's `deny_unknown_fields`
 /// does not work with flattened structs), naming the key.

@@ -72,21 +72,34 @@ impl Outer {
                 .map_err(|_| at(f, format!("invalid IP address `{s}`")))
         };
         let mac = |f: &str, s: &str| {
-            s.parse::<MacAddr>()
-                .map_err(|_| at(f, format!("invalid MAC address `{s}` (expected aa:bb:cc:dd:ee:ff)")))
+            s.parse::<MacAddr>().map_err(|_| {
+                at(
+                    f,
+                    format!("invalid MAC address `{s}` (expected aa:bb:cc:dd:ee:ff)"),
+                )
+            })
         };
         let (src, dst) = (ip("local", &cfg.local)?, ip("remote", &cfg.remote)?);
         if src.is_ipv4() != dst.is_ipv4() {
-            return Err(at("remote", "`local` and `remote` must be the same IP family".into()));
+            return Err(at(
+                "remote",
+                "`local` and `remote` must be the same IP family".into(),
+            ));
         }
         if cfg.dscp > 63 {
-            return Err(at("dscp", format!("dscp {} is out of range 0-63", cfg.dscp)));
+            return Err(at(
+                "dscp",
+                format!("dscp {} is out of range 0-63", cfg.dscp),
+            ));
         }
         if cfg.ttl == 0 {
             return Err(at("ttl", "ttl must be 1-255".into()));
         }
         if cfg.mtu < 576 {
-            return Err(at("mtu", format!("mtu {} is below the 576-byte minimum", cfg.mtu)));
+            return Err(at(
+                "mtu",
+                format!("mtu {} is below the 576-byte minimum", cfg.mtu),
+            ));
         }
         Ok(Outer {
             src,

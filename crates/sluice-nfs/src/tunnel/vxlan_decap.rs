@@ -156,7 +156,13 @@ fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> 
 pub const TYPE: NfType = NfType {
     name: "vxlan_decap",
     summary: "strips VXLAN (RFC 7348) outer headers and passes the inner frame on",
-    drop_reasons: &["not_vxlan", "truncated", "no_vni", "vni_mismatch", "inner_truncated"],
+    drop_reasons: &[
+        "not_vxlan",
+        "truncated",
+        "no_vni",
+        "vni_mismatch",
+        "inner_truncated",
+    ],
     counters: &["decapsulated", "not_vxlan", "invalid"],
     build,
 };

@@ -82,7 +82,8 @@ impl VxlanEncap {
         udp[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
         udp[6..8].copy_from_slice(&[0, 0]);
         VxlanPacket::new_unchecked(&mut udp[8..16]).write_header(self.vni);
-        if let (std::net::IpAddr::V6(s), std::net::IpAddr::V6(d)) = (self.outer.src, self.outer.dst) {
+        if let (std::net::IpAddr::V6(s), std::net::IpAddr::V6(d)) = (self.outer.src, self.outer.dst)
+        {
             // IPv6 needs the UDP checksum; ≈ 0.1 ns/byte of inner frame.
             let pseudo = checksum::pseudo_header_v6(&s, &d, 17, udp_len as u32);
             let c = match checksum::checksum_with(pseudo, &pkt[o..]) {
@@ -121,7 +122,10 @@ impl NetworkFunction for VxlanEncap {
 }
 
 fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> {
-    super::deny_unknown(ctx, &[super::OUTER_KEYS, &["vni", "dst_port", "src_port_range"]])?;
+    super::deny_unknown(
+        ctx,
+        &[super::OUTER_KEYS, &["vni", "dst_port", "src_port_range"]],
+    )?;
     let cfg: Config = ctx.config.deserialize()?;
     if cfg.vni > MAX_VNI {
         return Err(ctx
