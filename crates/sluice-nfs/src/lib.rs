@@ -4,6 +4,7 @@
 
 pub mod acl;
 pub mod chaos;
+pub mod elements;
 pub mod flow_monitor;
 pub mod forwarder;
 pub mod monitor;
@@ -22,4 +23,5 @@ pub static REGISTRY: &[NfType] = &[
     tunnel::vxlan_decap::TYPE,
     tunnel::gre_encap::TYPE,
     tunnel::gre_decap::TYPE,
+    elements::classifier::TYPE,
 ];
