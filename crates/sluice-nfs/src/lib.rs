@@ -24,4 +24,12 @@ pub static REGISTRY: &[NfType] = &[
     tunnel::gre_encap::TYPE,
     tunnel::gre_decap::TYPE,
     elements::classifier::TYPE,
+    elements::mirror::TYPE,
+    elements::sampler::TYPE,
+    elements::mac_swap::TYPE,
+    elements::rewrite::TYPE,
+    elements::ttl::TYPE,
+    elements::checksum_fix::TYPE,
+    elements::latency_probe::TYPE,
+    elements::cycle_burner::TYPE,
 ];
