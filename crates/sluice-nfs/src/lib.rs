@@ -4,10 +4,12 @@
 
 pub mod acl;
 pub mod chaos;
+pub mod delay;
 pub mod elements;
 pub mod flow_monitor;
 pub mod forwarder;
 pub mod monitor;
+pub mod tee;
 pub mod tunnel;
 
 use sluice_nf::NfType;
@@ -17,6 +19,8 @@ pub static REGISTRY: &[NfType] = &[
     forwarder::TYPE,
     monitor::TYPE,
     acl::TYPE,
+    tee::TYPE,
+    delay::TYPE,
     chaos::TYPE,
     flow_monitor::TYPE,
     tunnel::vxlan_encap::TYPE,
