@@ -440,3 +440,24 @@ fn agrees_with_tcpdump() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn per_rule_hits_are_extended_counters() {
+    let mut nf = build(
+        "classifier",
+        json!({ "rules": [{ "match": "udp", "to": "next" }, { "match": "tcp", "to": "drop" }] }),
+    );
+    let mut h = Harness::new();
+    h.run(
+        nf.as_mut(),
+        &[
+            udp("10.0.0.1", 1, "10.0.0.2", 2),
+            tcp("10.0.0.1", 1, "10.0.0.2", 2),
+            tcp("10.0.0.1", 3, "10.0.0.2", 2),
+        ],
+    );
+    assert_eq!(
+        (h.ext_counter(0), h.ext_counter(1), h.ext_counter(2)),
+        (1, 2, 0)
+    );
+}

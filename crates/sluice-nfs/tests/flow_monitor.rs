@@ -639,3 +639,56 @@ fn tshark_decodes_the_messages_as_ipfix() {
         assert!(text.contains(needle), "missing `{needle}` in:\n{text}");
     }
 }
+
+/// The SDK hooks: `tick` runs the timeouts and sends, `stop` ends every
+/// flow and sends; counters are published from both.
+#[test]
+fn tick_and_stop_hooks_export_through_the_sdk() {
+    use sluice_nf::NetworkFunction;
+    let mut col = Collector::new();
+    let mut nf = monitor(&col, 1500);
+    assert_eq!(nf.tick_interval_ns(), Some(S));
+    let mut h = Harness::new();
+    h.run(
+        &mut nf,
+        &[
+            udp("10.0.0.1", 1, "10.0.0.2", 2),
+            udp("10.0.0.3", 1, "10.0.0.2", 2),
+        ],
+    );
+    h.set_now_ns(T0 + 20 * S);
+    h.run(&mut nf, &[udp("10.0.0.3", 1, "10.0.0.2", 2)]);
+    h.tick(&mut nf); // the first flow is idle for 20 s > 15 s
+    let recs: Vec<Rec> = col
+        .messages()
+        .iter()
+        .flat_map(|m| m.records.iter().map(|r| rec(&r.1)))
+        .collect();
+    assert_eq!(recs.len(), 1);
+    assert_eq!((recs[0].src, recs[0].reason), (ip("10.0.0.1"), 1));
+    assert_eq!(ctr(&h, "flows_active"), 1);
+    assert_eq!(ctr(&h, "records_exported"), 1);
+    h.stop(&mut nf);
+    let recs: Vec<Rec> = col
+        .messages()
+        .iter()
+        .flat_map(|m| m.records.iter().map(|r| rec(&r.1)))
+        .collect();
+    assert_eq!(recs.len(), 1);
+    assert_eq!(
+        (recs[0].src, recs[0].packets, recs[0].reason),
+        (ip("10.0.0.3"), 2, 4)
+    );
+    assert_eq!(
+        (
+            ctr(&h, "flows_active"),
+            ctr(&h, "records_exported"),
+            ctr(&h, "messages_sent")
+        ),
+        (0, 2, 2)
+    );
+    assert!(
+        h.take_emitted().is_empty(),
+        "flow_monitor never emits packets"
+    );
+}

@@ -55,6 +55,9 @@ pub struct Classifier {
     rules: Vec<(Expr, Verdict)>,
     default: Verdict,
     hits: Vec<u64>,
+    /// Per-rule matches of the current batch, published as extended
+    /// counters (rule index) at the end of the batch.
+    batch_hits: Vec<u64>,
 }
 
 impl Classifier {
@@ -62,6 +65,7 @@ impl Classifier {
     pub fn new(rules: Vec<(Expr, Verdict)>, default: Verdict) -> Self {
         Classifier {
             hits: vec![0; rules.len()],
+            batch_hits: vec![0; rules.len()],
             rules,
             default,
         }
@@ -84,7 +88,7 @@ impl Classifier {
 impl NetworkFunction for Classifier {
     fn process(&mut self, batch: &mut Batch<'_>, ctx: &mut Context<'_>) {
         let (mut matched, mut defaulted, mut filtered) = (0u64, 0u64, 0u64);
-        let hits = &mut self.hits;
+        let hits = &mut self.batch_hits;
         let rules = &self.rules;
         let default = self.default;
         batch.for_each(|p| {
@@ -115,6 +119,13 @@ impl NetworkFunction for Classifier {
         ctx.count(C_MATCHED, matched);
         ctx.count(C_DEFAULTED, defaulted);
         ctx.count(C_FILTERED, filtered);
+        for (i, n) in self.batch_hits.iter_mut().enumerate() {
+            if *n > 0 {
+                self.hits[i] += *n;
+                ctx.count_ext(i, *n);
+                *n = 0;
+            }
+        }
     }
 }
 

@@ -4,8 +4,9 @@
 //! The file (classic pcap, nanosecond timestamps, link type Ethernet) is
 //! created at build time. Records go through a buffer allocated at build
 //! time; a `write` syscall happens only when it is full (one per
-//! `buffer_bytes` of capture, not per packet) and when the NF stops or is
-//! dropped, so the packet path neither allocates nor blocks per packet.
+//! `buffer_bytes` of capture, not per packet), once a second (`tick`, so
+//! the file can be read during a run) and when the NF stops or is dropped,
+//! so the packet path neither allocates nor blocks per packet.
 //! Timestamps are the packets' ingress times in Unix time. A write error
 //! is counted and capture stops (the packets still pass).
 //!
@@ -115,6 +116,27 @@ impl NetworkFunction for Mirror {
             };
             self.write(p.data(), ts);
         });
+        self.publish(ctx);
+    }
+
+    fn tick_interval_ns(&self) -> Option<u64> {
+        Some(1_000_000_000)
+    }
+
+    /// Once a second the buffer goes to the file, so it can be read live.
+    fn tick(&mut self, ctx: &mut Context<'_>) {
+        self.flush();
+        self.publish(ctx);
+    }
+
+    fn stop(&mut self, ctx: &mut Context<'_>) {
+        self.flush();
+        self.publish(ctx);
+    }
+}
+
+impl Mirror {
+    fn publish(&self, ctx: &mut Context<'_>) {
         ctx.set_gauge(0, self.captured);
         ctx.set_gauge(1, self.bytes);
         ctx.set_gauge(2, self.errors);

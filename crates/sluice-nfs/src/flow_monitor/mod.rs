@@ -231,6 +231,20 @@ impl NetworkFunction for FlowMonitor {
         self.publish(ctx);
     }
 
+    fn tick_interval_ns(&self) -> Option<u64> {
+        Some(self.settings.scan_interval_ns)
+    }
+
+    fn tick(&mut self, ctx: &mut Context<'_>) {
+        self.on_tick(ctx.now_ns());
+        self.publish(ctx);
+    }
+
+    fn stop(&mut self, ctx: &mut Context<'_>) {
+        self.on_stop(ctx.now_ns());
+        self.publish(ctx);
+    }
+
     fn reset(&mut self) {
         self.table.clear();
     }
