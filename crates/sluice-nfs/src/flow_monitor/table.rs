@@ -246,6 +246,12 @@ mod tests {
     }
 
     #[test]
+    fn a_slot_is_two_cache_lines() {
+        // docs/nfs/flow_monitor.md quotes this size.
+        assert_eq!(std::mem::size_of::<Slot>(), 128);
+    }
+
+    #[test]
     fn a_reused_id_ends_the_old_flow_first() {
         let mut t = FlowTable::new(4, 0);
         let mut out = vec![];

@@ -84,7 +84,8 @@ impl VxlanEncap {
         VxlanPacket::new_unchecked(&mut udp[8..16]).write_header(self.vni);
         if let (std::net::IpAddr::V6(s), std::net::IpAddr::V6(d)) = (self.outer.src, self.outer.dst)
         {
-            // IPv6 needs the UDP checksum; ≈ 0.1 ns/byte of inner frame.
+            // IPv6 needs the UDP checksum: one sum over the inner frame (not
+            // benchmarked; vxlan/encap measures the IPv4 outer).
             let pseudo = checksum::pseudo_header_v6(&s, &d, 17, udp_len as u32);
             let c = match checksum::checksum_with(pseudo, &pkt[o..]) {
                 0 => 0xffff,
