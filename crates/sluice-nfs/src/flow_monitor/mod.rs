@@ -151,7 +151,8 @@ impl FlowMonitor {
     }
 
     /// Timer work at `now_ns`: timeouts, template refresh, sending.
-    /// ≈ 4 ns per active flow per scan (bench: flowmon/scan).
+    /// ≤ 290 ns per active flow per scan at 100 k random flows, under
+    /// heavy load (bench: flowmon/scan_100k).
     pub fn on_tick(&mut self, now_ns: u64) {
         let ex = &mut self.exporter;
         self.table
@@ -215,7 +216,8 @@ impl NetworkFunction for FlowMonitor {
                 now_ns: if ts == 0 { now } else { ts },
             };
             packets += 1;
-            // Only a reused flow id exports here (a rare forced end).
+            // ≤ 423 ns/packet at 100 k flows under heavy load (bench:
+            // flowmon/observe_100k). Only a reused flow id exports here.
             if !table.observe(p.flow_id(), &o, &mut |r| ex.push(&r, now)) {
                 untracked += 1;
             }
