@@ -8,6 +8,7 @@ pub mod delay;
 pub mod elements;
 pub mod flow_monitor;
 pub mod forwarder;
+pub mod graph;
 pub mod monitor;
 pub mod tee;
 pub mod tunnel;
@@ -21,6 +22,7 @@ pub static REGISTRY: &[NfType] = &[
     acl::TYPE,
     tee::TYPE,
     delay::TYPE,
+    graph::TYPE,
     chaos::TYPE,
     flow_monitor::TYPE,
     tunnel::vxlan_encap::TYPE,
