@@ -78,6 +78,11 @@ impl Router {
         &self.neigh
     }
 
+    /// The name (port) of interface `i`.
+    pub fn iface_name(&self, i: usize) -> &str {
+        self.ifaces.get(i).map_or("", |f| f.name.as_str())
+    }
+
     /// Interface index of port `port`, if it is a router interface.
     #[inline]
     pub(super) fn iface_of_port(&self, port: u16) -> Option<usize> {
