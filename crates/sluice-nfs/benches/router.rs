@@ -106,6 +106,28 @@ fn lpm(c: &mut Criterion) {
             black_box(acc)
         })
     });
+    let mut out = [0u32; 1024];
+    g.bench_function("lpm_v6_lookup_batch_1M", |b| {
+        b.iter(|| {
+            let s = k & 0xfc00;
+            t6.lookup_batch(&addrs6[s..s + 1024], &mut out);
+            k = k.wrapping_add(1024);
+            black_box(out[0])
+        })
+    });
+    // The floor: one random 4-byte read from a 64 MiB array (what a
+    // DIR-24-8 lookup of a /24-or-shorter route is).
+    let big = vec![1u32; 1 << 24];
+    g.bench_function("random_read_64MiB", |b| {
+        b.iter(|| {
+            let mut acc = 0u32;
+            for i in 0..1024 {
+                acc = acc.wrapping_add(big[(addrs4[(k + i) & 0xffff] >> 8) as usize]);
+            }
+            k = k.wrapping_add(1024);
+            black_box(acc)
+        })
+    });
     g.finish();
 }
 
@@ -115,7 +137,10 @@ impl Resolver for Ports {
         None
     }
     fn port(&self, name: &str) -> Option<PortId> {
-        ["in", "out"].iter().position(|n| *n == name).map(|i| PortId(i as u16))
+        ["in", "out"]
+            .iter()
+            .position(|n| *n == name)
+            .map(|i| PortId(i as u16))
     }
 }
 
@@ -171,12 +196,20 @@ fn nf(c: &mut Criterion) {
     let mut router = compile(&ctx).unwrap();
     std::fs::remove_file(&path).unwrap();
     let v4: Vec<Vec<u8>> = (0..256)
-        .map(|_| frame(Ipv4Addr::from(rng.next() as u32 | 0x0100_0000).into(), "10.0.0.9"))
+        .map(|_| {
+            frame(
+                Ipv4Addr::from(rng.next() as u32 % 0x7e00_0000 + 0x0100_0000).into(),
+                "10.0.0.9",
+            )
+        })
         .collect();
     let v6: Vec<Vec<u8>> = (0..256)
         .map(|_| {
             let top = (0x2000u128 << 112) | ((rng.next() as u128 & 0xfff) << 96);
-            frame(Ipv6Addr::from(top | rng.next() as u128).into(), "2001:db8::9")
+            frame(
+                Ipv6Addr::from(top | rng.next() as u128).into(),
+                "2001:db8::9",
+            )
         })
         .collect();
     let mut g = c.benchmark_group("router");

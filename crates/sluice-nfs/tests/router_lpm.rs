@@ -115,8 +115,12 @@ proptest! {
             addrs.extend([mask6(*p, *l), mask6(*p, *l) | host, mask6(*p, *l) | (off & host)]);
             addrs.push((mask6(*p, *l) | host).wrapping_add(1));
         }
-        for a in addrs {
-            prop_assert_eq!(t.lookup(a), naive6(&routes, a), "address {}", Ipv6Addr::from(a));
+        let mut batch = vec![0; addrs.len()];
+        t.lookup_batch(&addrs, &mut batch);
+        for (a, b) in addrs.into_iter().zip(batch) {
+            let want = naive6(&routes, a);
+            prop_assert_eq!(t.lookup(a), want, "address {}", Ipv6Addr::from(a));
+            prop_assert_eq!(b, want, "batch lookup of {}", Ipv6Addr::from(a));
         }
     }
 }
