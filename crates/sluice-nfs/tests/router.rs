@@ -407,7 +407,7 @@ fn unresolved_next_hop_becomes_an_arp_request_then_resolves() {
     assert_eq!(c(&h, "arp_requests"), 1);
     // After the retransmit time, another request.
     h.set_now_ns(3_000_000_000);
-    let out = h.run(nf.as_mut(), &[pkt.clone()]);
+    let out = h.run(nf.as_mut(), std::slice::from_ref(&pkt));
     assert_eq!(out[0].frame[12..14], [0x08, 0x06]);
     // The reply resolves it (and is consumed).
     let gw = [0x02, 0, 0, 0, 0, 0x12];

@@ -30,19 +30,23 @@ pub fn solicited_node(a: u128) -> u128 {
     (0xff02u128 << 112) | (1u128 << 32) | (0xffu128 << 24) | (a & 0xff_ffff)
 }
 
+/// ND options that break RFC 4861 §4.6 (the message must be discarded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadOptions;
+
 /// The link-layer address option of type `want` in ND options `opts`
 /// (1: source, 2: target); `Err` if an option is malformed (RFC 4861
 /// §4.6: zero length, or running past the end).
-pub fn nd_lla(opts: &[u8], want: u8) -> Result<Option<[u8; 6]>, ()> {
+pub fn nd_lla(opts: &[u8], want: u8) -> Result<Option<[u8; 6]>, BadOptions> {
     let mut i = 0;
     let mut found = None;
     while i < opts.len() {
         if opts.len() - i < 2 {
-            return Err(());
+            return Err(BadOptions);
         }
         let l = opts[i + 1] as usize * 8;
         if l == 0 || i + l > opts.len() {
-            return Err(());
+            return Err(BadOptions);
         }
         if opts[i] == want {
             found = opts[i + 2..i + 8].try_into().ok();
@@ -281,9 +285,9 @@ mod tests {
         assert_eq!(nd_lla(&opts, 1), Ok(Some([1, 2, 3, 4, 5, 6])));
         assert_eq!(nd_lla(&opts, 2), Ok(Some([9; 6])));
         assert_eq!(nd_lla(&opts, 3), Ok(None));
-        assert_eq!(nd_lla(&[1, 0, 0, 0, 0, 0, 0, 0], 1), Err(()));
-        assert_eq!(nd_lla(&[1, 2, 0, 0, 0, 0, 0, 0], 1), Err(()));
-        assert_eq!(nd_lla(&[1], 1), Err(()));
+        assert_eq!(nd_lla(&[1, 0, 0, 0, 0, 0, 0, 0], 1), Err(BadOptions));
+        assert_eq!(nd_lla(&[1, 2, 0, 0, 0, 0, 0, 0], 1), Err(BadOptions));
+        assert_eq!(nd_lla(&[1], 1), Err(BadOptions));
         let a: u128 = "2001:db8::12:3456".parse::<Ipv6Addr>().unwrap().into();
         assert_eq!(
             Ipv6Addr::from(solicited_node(a)).to_string(),
