@@ -21,7 +21,12 @@ fn router_example_forwards_every_packet() {
     // 2 inline + 2 from router-routes.txt + 2 connected.
     assert_eq!(c["routes"], 6, "{r:#}");
     assert_eq!(c["neighbours"], 2, "{r:#}");
-    for k in ["no_route", "ttl_expired", "neighbour_unresolved", "icmp_sent"] {
+    for k in [
+        "no_route",
+        "ttl_expired",
+        "neighbour_unresolved",
+        "icmp_sent",
+    ] {
         assert_eq!(c[k], 0, "{k}: {r:#}");
     }
 }
