@@ -10,6 +10,13 @@ echo "== cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"
 cargo test --workspace
+if pkg-config --exists libdpdk 2>/dev/null; then
+  echo "== DPDK port (sluice-nic --features dpdk)"
+  cargo clippy -p sluice-nic --all-targets --features dpdk -- -D warnings
+  cargo test -p sluice-nic --features dpdk
+else
+  echo "note: libdpdk-dev is not installed; skipping the DPDK port's tests (.ci/run installs it)"
+fi
 if [ -x scripts/loom.sh ]; then
   echo "== loom model checks"
   scripts/loom.sh
