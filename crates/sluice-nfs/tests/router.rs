@@ -111,7 +111,7 @@ fn checks(frame: &[u8]) {
 #[test]
 fn descriptor() {
     let t = nf_type("router");
-    assert_eq!(t.counters.len(), 13);
+    assert_eq!(t.counters.len(), 14);
     assert!(t.counters.len() <= 16);
     assert_eq!(t.counters[counter::ROUTES], "routes");
     assert_eq!(t.counters[counter::ICMP_RATE_LIMITED], "icmp_rate_limited");
@@ -146,11 +146,15 @@ fn forwards_ipv4_with_mac_rewrite_and_ttl_decrement() {
 #[test]
 fn longest_prefix_decides_the_port() {
     // 10.1/16 is via 192.168.1.2 on `out`, which is unresolved: the
-    // frame becomes an ARP request there instead of going to `dump`.
+    // frame is lost and an ARP request goes out there, not to `dump`.
     let mut nf = build("router", config());
-    let out = Harness::new().run(nf.as_mut(), &[udp_ttl("192.168.1.50", "10.1.3.4", 64)]);
-    assert_eq!(out[0].verdict, Verdict::ToPort(OUT));
-    assert_eq!(out[0].frame[12..14], [0x08, 0x06]);
+    let mut h = Harness::new();
+    let out = h.run(nf.as_mut(), &[udp_ttl("192.168.1.50", "10.1.3.4", 64)]);
+    assert_eq!(out[0].verdict, reason("neighbour_unresolved"));
+    let sent = h.take_emitted();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].verdict, Verdict::ToPort(OUT));
+    assert_eq!(sent[0].frame[12..14], [0x08, 0x06]);
 }
 
 #[test]
@@ -381,7 +385,12 @@ fn answers_arp_for_its_addresses_and_learns_the_asker() {
     assert_eq!(out[0].frame[6..12], MAC_OUT);
     // ... but the host asking for someone else was not learned.
     let out = h.run(nf.as_mut(), &[udp_ttl("192.168.2.9", "192.168.1.78", 9)]);
-    assert_eq!(out[0].frame[12..14], [0x08, 0x06], "an ARP request instead");
+    assert_eq!(out[0].verdict, reason("neighbour_unresolved"));
+    assert_eq!(
+        h.take_emitted()[0].frame[12..14],
+        [0x08, 0x06],
+        "an ARP request"
+    );
 }
 
 #[test]
@@ -390,25 +399,30 @@ fn unresolved_next_hop_becomes_an_arp_request_then_resolves() {
     let mut h = Harness::new();
     let pkt = udp_ttl("192.168.2.9", "10.1.3.4", 64);
     let out = h.run(nf.as_mut(), &[pkt.clone(), pkt.clone()]);
-    assert_eq!(out[0].verdict, Verdict::ToPort(OUT));
-    assert_eq!(
-        out[0].frame,
-        arp_frame(
-            1,
-            MAC_OUT,
-            [192, 168, 1, 1],
-            [0; 6],
-            [192, 168, 1, 2],
-            [0xff; 6]
-        )
-    );
+    // Both packets are lost; one request goes out in a fresh buffer.
+    assert_eq!(out[0].verdict, reason("neighbour_unresolved"));
     assert_eq!(out[1].verdict, reason("neighbour_unresolved"));
+    let sent = h.take_emitted();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].verdict, Verdict::ToPort(OUT));
+    let req = arp_frame(
+        1,
+        MAC_OUT,
+        [192, 168, 1, 1],
+        [0; 6],
+        [192, 168, 1, 2],
+        [0xff; 6],
+    );
+    assert_eq!(sent[0].frame, req);
     assert_eq!(c(&h, "neighbour_unresolved"), 2);
     assert_eq!(c(&h, "arp_requests"), 1);
-    // After the retransmit time, another request.
+    // Not again within the retransmit time; again after it.
+    h.run(nf.as_mut(), std::slice::from_ref(&pkt));
+    assert!(h.take_emitted().is_empty());
     h.set_now_ns(3_000_000_000);
-    let out = h.run(nf.as_mut(), std::slice::from_ref(&pkt));
-    assert_eq!(out[0].frame[12..14], [0x08, 0x06]);
+    h.run(nf.as_mut(), std::slice::from_ref(&pkt));
+    assert_eq!(h.take_emitted()[0].frame, req);
+    assert_eq!(c(&h, "arp_requests"), 2);
     // The reply resolves it (and is consumed).
     let gw = [0x02, 0, 0, 0, 0, 0x12];
     let reply = arp_frame(2, gw, [192, 168, 1, 2], MAC_OUT, [192, 168, 1, 1], MAC_OUT);
@@ -503,8 +517,11 @@ fn unresolved_ipv6_next_hop_becomes_a_neighbor_solicitation() {
         nf.as_mut(),
         &[udp_ttl("2001:db8:2::9", "2001:db8:200::1", 9)],
     );
-    assert_eq!(out[0].verdict, Verdict::ToPort(OUT));
-    let f = &out[0].frame;
+    assert_eq!(out[0].verdict, reason("neighbour_unresolved"));
+    let sent = h.take_emitted();
+    assert_eq!(sent[0].verdict, Verdict::ToPort(OUT));
+    let f = &sent[0].frame;
+    assert_eq!(f.len(), 86);
     checks(f);
     assert_eq!(f[0..6], [0x33, 0x33, 0xff, 0, 0, 2]);
     assert_eq!(f[38..54], ip6("ff02::1:ff00:2"));
@@ -539,6 +556,26 @@ fn unresolved_ipv6_next_hop_becomes_a_neighbor_solicitation() {
     assert_eq!(out[0].verdict, reason("arp_nd_consumed"));
     assert_eq!(out[1].verdict, Verdict::ToPort(OUT));
     assert_eq!(out[1].frame[0..6], gw);
+}
+
+#[test]
+fn requests_beyond_the_reserve_are_counted_not_sent() {
+    // 40 unresolved neighbours in one batch: the NF queues 32 requests per
+    // call (its buffer reserve); the others ask with their next packet.
+    let mut nf = build("router", config());
+    let mut h = Harness::new();
+    let frames: Vec<Vec<u8>> = (0..40)
+        .map(|i| udp_ttl("192.168.2.9", &format!("192.168.1.{}", 100 + i), 9))
+        .collect();
+    let out = h.run(nf.as_mut(), &frames);
+    assert!(out
+        .iter()
+        .all(|o| o.verdict == reason("neighbour_unresolved")));
+    assert_eq!(h.take_emitted().len(), 32);
+    assert_eq!(c(&h, "arp_requests"), 32);
+    assert_eq!(c(&h, "neighbour_unresolved"), 40);
+    h.run(nf.as_mut(), &frames);
+    assert_eq!(h.take_emitted().len(), 8);
 }
 
 #[test]
@@ -771,6 +808,11 @@ fn reset_forgets_learned_neighbours_but_not_static_ones() {
             udp_ttl("192.168.1.9", "10.2.0.1", 9),
         ],
     );
-    assert_eq!(out[0].frame[12..14], [0x08, 0x06], "learned entry gone");
+    assert_eq!(
+        out[0].verdict,
+        reason("neighbour_unresolved"),
+        "learned entry gone"
+    );
+    assert_eq!(h.take_emitted()[0].frame[12..14], [0x08, 0x06]);
     assert_eq!(out[1].frame[0..6], GW2, "static entry kept");
 }

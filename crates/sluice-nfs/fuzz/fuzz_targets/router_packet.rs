@@ -72,5 +72,11 @@ fuzz_target!(|data: &[u8]| {
         if let Verdict::ToPort(_) = v {
             sluice_packet::parse(&buf[..n]).expect("what the router sends parses");
         }
+        while let Some((iface, key)) = r.take_solicit() {
+            let mut req = [0u8; 128];
+            if let Some((_, n, _)) = r.write_solicit(iface, key, &mut req) {
+                sluice_packet::parse(&req[..n]).expect("requests parse");
+            }
+        }
     }
 });

@@ -14,6 +14,10 @@ use super::neighbour::{v4_key, Neighbours};
 use super::table::RouteTable;
 use super::{arp_nd, drop_reason as dr};
 
+/// Most neighbour requests queued by one call (one per unresolved
+/// neighbour; the NF reserves this many buffers).
+pub const SOLICITS_PER_CALL: usize = 32;
+
 /// Marks a port that is not a router interface.
 pub(super) const NO_IFACE: u16 = u16::MAX;
 
@@ -42,6 +46,8 @@ pub struct Stats {
     pub neighbour_solicitations: u64,
     /// Neighbours learned (new entries).
     pub neighbours_learned: u64,
+    /// Neighbour requests that could not be sent (no buffer).
+    pub requests_unsent: u64,
 }
 
 /// The router's state: interfaces, routes, neighbours, ICMP limiter.
@@ -57,6 +63,8 @@ pub struct Router {
     pub(super) icmp: TokenBucket,
     pub(super) icmp_errors: bool,
     pub(super) retrans_ns: u64,
+    /// Neighbour requests to send after this call (bounded).
+    pub(super) solicits: Vec<(u16, u128)>,
 }
 
 /// The outcome of one frame: its verdict and its (possibly new) length.
@@ -191,7 +199,7 @@ impl Router {
         let port = out.port;
         let key = nh.gateway.unwrap_or(v4_key(dst));
         let Some(mac) = self.neigh.mac(key, port.0) else {
-            return self.unresolved(buf, len, iface, key, now_ns, st);
+            return self.unresolved(len, iface, key, now_ns, st);
         };
         // RFC 1624 incremental update of the TTL/protocol word.
         let old = u16::from_be_bytes([ttl, buf[l3 + 9]]);
@@ -265,7 +273,7 @@ impl Router {
         let port = out.port;
         let key = nh.gateway.unwrap_or(dst);
         let Some(mac) = self.neigh.mac(key, port.0) else {
-            return self.unresolved(buf, len, iface, key, now_ns, st);
+            return self.unresolved(len, iface, key, now_ns, st);
         };
         buf[l3 + 7] = hl - 1;
         buf[0..6].copy_from_slice(&mac);
@@ -378,12 +386,12 @@ impl Router {
         }
     }
 
-    /// The next hop `key` on interface `iface` has no MAC: turn this frame
-    /// into an ARP request / Neighbor Solicitation for it (at most one per
-    /// neighbour per retransmit interval), else drop it.
+    /// The next hop `key` on interface `iface` has no MAC: the packet is
+    /// dropped, and an ARP request / Neighbor Solicitation for the
+    /// neighbour is queued (at most one per neighbour per retransmit
+    /// interval) for the caller to send ([`Self::take_solicit`]).
     fn unresolved(
         &mut self,
-        buf: &mut [u8],
         len: usize,
         iface: usize,
         key: u128,
@@ -391,32 +399,39 @@ impl Router {
         st: &mut Stats,
     ) -> Outcome {
         st.neighbour_unresolved += 1;
-        let out = &self.ifaces[iface];
-        let port = out.port;
-        if !self
-            .neigh
-            .should_solicit(key, port.0, now_ns, self.retrans_ns)
+        let port = self.ifaces[iface].port;
+        if self.solicits.len() < SOLICITS_PER_CALL
+            && self
+                .neigh
+                .should_solicit(key, port.0, now_ns, self.retrans_ns)
         {
-            return drop(dr::NEIGHBOUR_UNRESOLVED, len);
+            self.solicits.push((iface as u16, key));
         }
+        drop(dr::NEIGHBOUR_UNRESOLVED, len)
+    }
+
+    /// The next queued neighbour request: `(interface, neighbour key)`.
+    pub fn take_solicit(&mut self) -> Option<(u16, u128)> {
+        self.solicits.pop()
+    }
+
+    /// Writes the ARP request (IPv4-mapped key) or Neighbor Solicitation
+    /// for neighbour `key` of interface `iface` at the start of `buf`.
+    /// Returns the port to send it out of, its length, and whether it is
+    /// an ARP request; `None` if the interface has no address to ask from.
+    pub fn write_solicit(
+        &self,
+        iface: u16,
+        key: u128,
+        buf: &mut [u8],
+    ) -> Option<(PortId, usize, bool)> {
+        let out = self.ifaces.get(iface as usize)?;
         let v4 = key >> 32 == 0xffff;
         let n = if v4 {
-            out.v4_addr()
-                .and_then(|sip| arp_nd::write_arp_request(buf, out.mac, sip, key as u32))
+            arp_nd::write_arp_request(buf, out.mac, out.v4_addr()?, key as u32)?
         } else {
-            out.v6_source_for(key)
-                .and_then(|src| arp_nd::write_ns(buf, out.mac, src, key))
+            arp_nd::write_ns(buf, out.mac, out.v6_source_for(key)?, key)?
         };
-        match n {
-            Some(n) => {
-                if v4 {
-                    st.arp_requests += 1;
-                } else {
-                    st.neighbour_solicitations += 1;
-                }
-                (Verdict::ToPort(port), n)
-            }
-            None => drop(dr::NEIGHBOUR_UNRESOLVED, len),
-        }
+        Some((out.port, n, v4))
     }
 }

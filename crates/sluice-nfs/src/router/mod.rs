@@ -12,9 +12,9 @@
 //! out, ICMP destination unreachable (net unreachable / no route) when no
 //! route matches — both rate-limited by a token bucket like Linux's
 //! `icmp_msgs_per_sec` — ARP replies and Neighbor Advertisements for the
-//! router's addresses. A packet whose next hop has no MAC yet becomes the
-//! ARP request / Neighbor Solicitation for it (one per neighbour per
-//! `retrans_ms`; the packet itself is lost and counted).
+//! router's addresses. A packet whose next hop has no MAC yet is dropped
+//! (`neighbour_unresolved`) and an ARP request / Neighbor Solicitation for
+//! it goes out in a fresh buffer (one per neighbour per `retrans_ms`).
 //!
 //! | config key | type | default | meaning |
 //! |---|---|---|---|
@@ -50,11 +50,11 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use sluice_nf::{Batch, BuildContext, Context, NetworkFunction, NfType};
+use sluice_nf::{Batch, BuildContext, Context, NetworkFunction, NfType, Verdict};
 use sluice_packet::MacAddr;
 use sluice_spec::{IpNet, SpecError};
 
-use forward::{Router, Stats, NO_IFACE};
+use forward::{Router, Stats, NO_IFACE, SOLICITS_PER_CALL};
 use icmp_error::TokenBucket;
 use iface::{link_local, Iface};
 use neighbour::Neighbours;
@@ -108,6 +108,8 @@ pub mod counter {
     pub const NEIGHBOUR_SOLICITATIONS: usize = 11;
     /// Neighbours learned.
     pub const NEIGHBOURS_LEARNED: usize = 12;
+    /// Neighbour requests not sent for want of a buffer.
+    pub const REQUESTS_UNSENT: usize = 13;
 }
 
 #[derive(Debug, Deserialize)]
@@ -365,6 +367,7 @@ pub fn compile(ctx: &BuildContext<'_>) -> Result<Router, SpecError> {
         icmp: TokenBucket::new(cfg.icmp_rate_pps, cfg.icmp_burst),
         icmp_errors: cfg.icmp_errors,
         retrans_ns: cfg.retrans_ms.saturating_mul(1_000_000),
+        solicits: Vec::with_capacity(SOLICITS_PER_CALL),
     })
 }
 
@@ -396,6 +399,34 @@ impl NetworkFunction for RouterNf {
             }
             p.set_verdict(v);
         });
+        // Neighbour requests go out in fresh buffers (the packets that
+        // needed them were dropped as `neighbour_unresolved`).
+        while let Some((iface, key)) = r.take_solicit() {
+            let Some(mut owned) = ctx.alloc() else {
+                st.requests_unsent += 1;
+                continue;
+            };
+            let written = {
+                let mut view = ctx.view(&mut owned);
+                let raw = view.raw();
+                let w = r.write_solicit(iface, key, raw.room_mut());
+                if let Some((_, n, _)) = w {
+                    raw.set_len(n);
+                }
+                w
+            };
+            match written {
+                Some((port, _, v4)) => match ctx.emit(owned, Verdict::ToPort(port)) {
+                    Ok(()) if v4 => st.arp_requests += 1,
+                    Ok(()) => st.neighbour_solicitations += 1,
+                    Err(p) => {
+                        ctx.discard(p);
+                        st.requests_unsent += 1;
+                    }
+                },
+                None => ctx.discard(owned),
+            }
+        }
         use counter::*;
         for (i, v) in [
             (FORWARDED, st.forwarded),
@@ -409,6 +440,7 @@ impl NetworkFunction for RouterNf {
             (ARP_REQUESTS, st.arp_requests),
             (NEIGHBOUR_SOLICITATIONS, st.neighbour_solicitations),
             (NEIGHBOURS_LEARNED, st.neighbours_learned),
+            (REQUESTS_UNSENT, st.requests_unsent),
         ] {
             if v != 0 {
                 ctx.count(i, v);
@@ -416,6 +448,10 @@ impl NetworkFunction for RouterNf {
         }
         ctx.set_gauge(ROUTES, r.table().routes());
         ctx.set_gauge(NEIGHBOURS, r.neighbours().len() as u64);
+    }
+
+    fn alloc_reserve(&self) -> u32 {
+        SOLICITS_PER_CALL as u32
     }
 
     fn reset(&mut self) {
@@ -457,6 +493,7 @@ pub const TYPE: NfType = NfType {
         "arp_requests",
         "neighbour_solicitations",
         "neighbours_learned",
+        "requests_unsent",
     ],
     build,
 };
