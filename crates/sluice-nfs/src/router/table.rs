@@ -113,6 +113,18 @@ impl RouteTable {
         self.hops.get((g.start + k) as usize)
     }
 
+    /// The LPM values (0: no route) of many IPv6 destinations at once,
+    /// their trie walks interleaved (see [`LpmV6::lookup_batch`]).
+    pub fn v6_values(&self, dsts: &[u128], out: &mut [u32]) {
+        self.v6.lookup_batch(dsts, out);
+    }
+
+    /// The next hop for an LPM value from [`Self::v6_values`].
+    #[inline]
+    pub fn pick_value(&self, value: u32, hash: u32) -> Option<&NextHop> {
+        self.pick(value, hash)
+    }
+
     /// The next hop for IPv4 `dst`; `hash` picks among ECMP next hops.
     #[inline]
     pub fn lookup_v4(&self, dst: u32, hash: u32) -> Option<&NextHop> {
