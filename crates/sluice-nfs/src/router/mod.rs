@@ -395,12 +395,12 @@ impl NetworkFunction for RouterNf {
         let mut val6 = [0u32; MAX_BATCH];
         let mut slot6 = [u16::MAX; MAX_BATCH];
         let mut m = 0;
-        for i in 0..batch.len().min(MAX_BATCH) {
+        for (i, slot) in slot6.iter_mut().enumerate().take(batch.len()) {
             if let Some(p) = batch.get(i) {
                 let d = p.data();
                 if d.len() >= 54 && d[12..14] == [0x86, 0xdd] {
                     dst6[m] = u128::from_be_bytes(d[38..54].try_into().unwrap_or([0; 16]));
-                    slot6[i] = m as u16;
+                    *slot = m as u16;
                     m += 1;
                 }
             }
