@@ -114,10 +114,11 @@ impl Router {
         self.process_frame_hinted(buf, len, port_in, hash, now_ns, None, st)
     }
 
-    /// [`Self::process_frame`] with the IPv6 LPM value of the frame's
-    /// destination already looked up (for an untagged IPv6 frame: the
-    /// destination at bytes 38..54), as the NF does for a whole batch with
-    /// [`RouteTable::v6_values`].
+    /// [`Self::process_frame`] with the LPM value of the frame's
+    /// destination already looked up (for untagged frames only: the IPv4
+    /// destination at bytes 30..34, the IPv6 one at 38..54), as the NF does
+    /// for a whole batch first ([`RouteTable::v4_value`],
+    /// [`RouteTable::v6_values`]).
     #[allow(clippy::too_many_arguments)]
     pub fn process_frame_hinted(
         &mut self,
@@ -126,7 +127,7 @@ impl Router {
         port_in: u16,
         hash: u32,
         now_ns: u64,
-        v6_value: Option<u32>,
+        lpm_value: Option<u32>,
         st: &mut Stats,
     ) -> Outcome {
         let len = len.min(buf.len());
@@ -136,8 +137,9 @@ impl Router {
             Err(e) => return drop(DropReason::malformed(e), len),
         };
         let l3 = h.l3_offset as usize;
+        let value = if l3 == 14 { lpm_value } else { None };
         match h.ethertype.0 {
-            0x0800 => self.ipv4(buf, len, l3, port_in, hash, now_ns, st),
+            0x0800 => self.ipv4(buf, len, l3, port_in, hash, value, now_ns, st),
             0x86dd => {
                 let icmp_type = (h.l4_protocol.0 == 58 && !h.fragment)
                     .then(|| buf.get(h.l4_offset as usize).copied())
@@ -145,7 +147,6 @@ impl Router {
                 if let Some(t @ 133..=137) = icmp_type {
                     return self.ndp(buf, len, &h, t, port_in, now_ns, st);
                 }
-                let value = if l3 == 14 { v6_value } else { None };
                 self.ipv6(buf, len, l3, icmp_type, port_in, hash, value, now_ns, st)
             }
             0x0806 => self.arp(buf, len, l3, port_in, now_ns, st),
@@ -162,6 +163,7 @@ impl Router {
         l3: usize,
         port_in: u16,
         hash: u32,
+        value: Option<u32>,
         now_ns: u64,
         st: &mut Stats,
     ) -> Outcome {
@@ -181,7 +183,11 @@ impl Router {
             // destinations are never forwarded (RFC 1812 §5.3.7).
             return drop(dr::NOT_ROUTABLE, len);
         }
-        let Some(&nh) = self.table.lookup_v4(dst, hash) else {
+        let nh = match value {
+            Some(v) => self.table.pick_value(v, hash),
+            None => self.table.lookup_v4(dst, hash),
+        };
+        let Some(&nh) = nh else {
             st.no_route += 1;
             // RFC 1812 §5.2.7.1: net unreachable (code 0).
             return self.icmp_v4(

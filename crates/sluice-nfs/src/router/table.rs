@@ -119,7 +119,14 @@ impl RouteTable {
         self.v6.lookup_batch(dsts, out);
     }
 
-    /// The next hop for an LPM value from [`Self::v6_values`].
+    /// The LPM value (0: no route) of IPv4 `dst`.
+    #[inline]
+    pub fn v4_value(&self, dst: u32) -> u32 {
+        self.v4.lookup(dst)
+    }
+
+    /// The next hop for an LPM value from [`Self::v6_values`] or
+    /// [`Self::v4_value`].
     #[inline]
     pub fn pick_value(&self, value: u32, hash: u32) -> Option<&NextHop> {
         self.pick(value, hash)
