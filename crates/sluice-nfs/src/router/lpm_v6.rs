@@ -170,8 +170,9 @@ impl LpmV6 {
     }
 
     /// The value of the longest prefix containing `addr`, or [`NONE`].
-    // ≈ 25 ns random lookup at 1 M /20–/64 routes, cache-cold
-    // (bench: router/lpm_v6_lookup).
+    // ≈ 270 ns per random lookup at 1 M /32–/64 routes, cache-cold: three
+    // or four dependent DRAM misses below the cached top of the trie
+    // (bench: router/lpm_v6_lookup_1M; use `lookup_batch` for many).
     #[inline]
     pub fn lookup(&self, addr: u128) -> u32 {
         let e = self.direct[(addr >> 112) as usize];
@@ -204,8 +205,8 @@ impl LpmV6 {
     /// at a time, level by level: the eight walks are independent, so the
     /// CPU overlaps their cache misses instead of serialising each walk's
     /// chain of node loads.
-    // ≈ 3× faster than one `lookup` after another on a cache-cold table
-    // (bench: router/lpm_v6_lookup_batch_1M vs router/lpm_v6_lookup_1M).
+    // ≈ 165 ns per address vs ≈ 270 ns one after another on a cache-cold
+    // 1 M-route table (bench: router/lpm_v6_lookup_batch_1M).
     pub fn lookup_batch(&self, addrs: &[u128], out: &mut [u32]) {
         const W: usize = 8;
         for (a, o) in addrs.chunks(W).zip(out.chunks_mut(W)) {

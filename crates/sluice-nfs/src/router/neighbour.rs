@@ -103,7 +103,7 @@ impl Neighbours {
     }
 
     /// The MAC of a resolved neighbour.
-    // ≈ 4 ns, one cache line (bench: router/nf_forward_v4).
+    // One hash and usually one cache line; part of router/nf_forward_*.
     #[inline]
     pub fn mac(&self, key: u128, port: u16) -> Option<[u8; 6]> {
         let s = &self.slots[self.probe(key, port)];
