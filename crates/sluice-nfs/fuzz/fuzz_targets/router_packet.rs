@@ -19,7 +19,10 @@ impl Resolver for Ports {
         None
     }
     fn port(&self, name: &str) -> Option<PortId> {
-        ["a", "b", "c"].iter().position(|n| *n == name).map(|i| PortId(i as u16))
+        ["a", "b", "c"]
+            .iter()
+            .position(|n| *n == name)
+            .map(|i| PortId(i as u16))
     }
 }
 
