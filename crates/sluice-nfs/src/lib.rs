@@ -10,6 +10,7 @@ pub mod flow_monitor;
 pub mod forwarder;
 pub mod graph;
 pub mod monitor;
+pub mod router;
 pub mod tee;
 pub mod tunnel;
 
@@ -38,4 +39,5 @@ pub static REGISTRY: &[NfType] = &[
     elements::checksum_fix::TYPE,
     elements::latency_probe::TYPE,
     elements::cycle_burner::TYPE,
+    router::TYPE,
 ];
