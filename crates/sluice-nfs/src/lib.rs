@@ -4,10 +4,18 @@
 
 pub mod acl;
 pub mod chaos;
+pub mod conntrack;
+pub mod firewall;
 pub mod forwarder;
 pub mod monitor;
 
 use sluice_nf::NfType;
 
 /// Every NF type, by spec name.
-pub static REGISTRY: &[NfType] = &[forwarder::TYPE, monitor::TYPE, acl::TYPE, chaos::TYPE];
+pub static REGISTRY: &[NfType] = &[
+    forwarder::TYPE,
+    monitor::TYPE,
+    acl::TYPE,
+    chaos::TYPE,
+    firewall::TYPE,
+];
