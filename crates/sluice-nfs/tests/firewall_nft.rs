@@ -180,6 +180,7 @@ fn same_fate_as_linux_nftables() {
         .filter(|(_, (a, b))| **a != b.as_str())
         .map(|(i, (a, b))| format!("packet {i}: firewall {a}, Linux {b}"))
         .collect();
+    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(linux.len(), ours.len());
     assert!(diffs.is_empty(), "{}", diffs.join("\n"));
 }

@@ -330,6 +330,28 @@ impl Conntrack {
         self.table.is_empty()
     }
 
+    /// Warms the cache lines that classifying packets with these flow ids
+    /// will read: every flow-cache slot first, then every entry they point
+    /// at, as independent loads the CPU overlaps. For a batch of packets of
+    /// connections spread over a large table this turns two serial memory
+    /// misses per packet into about two per batch (bench:
+    /// firewall/hit_cached vs hit_cached_warm).
+    pub fn warm(&self, flow_ids: &[u32]) {
+        let mut acc = 0u64;
+        for &id in flow_ids {
+            acc = acc.wrapping_add(u64::from(
+                self.flow_cache.get(id as usize).copied().unwrap_or(0),
+            ));
+        }
+        for &id in flow_ids {
+            let slot = self.flow_cache.get(id as usize).copied().unwrap_or(0);
+            if let Some(e) = slot.checked_sub(1).and_then(|i| self.table.get(i)) {
+                acc = acc.wrapping_add(e.expires_ns);
+            }
+        }
+        std::hint::black_box(acc);
+    }
+
     /// The platform ended flow `flow_id`: its cache slot may be reused.
     pub fn flow_end(&mut self, flow_id: u32) {
         if let Some(c) = self.flow_cache.get_mut(flow_id as usize) {
