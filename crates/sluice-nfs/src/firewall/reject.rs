@@ -68,23 +68,16 @@ pub fn may_answer(frame: &[u8], h: &Headers, reply: Reply) -> bool {
     let Some(l4b) = frame.get(l4..) else {
         return false;
     };
-    match (h.l4_protocol, h.ip_version) {
-        (IpProtocol::TCP, _) => {
-            if l4b.get(13).is_none_or(|f| f & TCP_RST != 0) {
-                return false;
-            }
-        }
-        (IpProtocol::ICMP, 4) => {
-            if matches!(l4b.first(), Some(3 | 4 | 5 | 11 | 12) | None) {
-                return false;
-            }
-        }
-        (IpProtocol::ICMPV6, 6) => {
-            if l4b.first().is_none_or(|t| *t < 128) {
-                return false;
-            }
-        }
-        _ => {}
+    let never = match (h.l4_protocol, h.ip_version) {
+        // No answer to a RST (RFC 9293 §3.10.7.1).
+        (IpProtocol::TCP, _) => l4b.get(13).is_none_or(|f| f & TCP_RST != 0),
+        // No ICMP error about an ICMP error (RFC 1122 §3.2.2, RFC 4443 §2.4 e.1).
+        (IpProtocol::ICMP, 4) => matches!(l4b.first(), Some(3 | 4 | 5 | 11 | 12) | None),
+        (IpProtocol::ICMPV6, 6) => l4b.first().is_none_or(|t| *t < 128),
+        _ => false,
+    };
+    if never {
+        return false;
     }
     if reply == Reply::TcpReset && h.l4_protocol != IpProtocol::TCP {
         return false;

@@ -30,6 +30,7 @@ pub fn firewall(config: Value) -> Firewall {
 }
 
 /// A TCP segment with flags, seq, ack and payload.
+#[allow(clippy::too_many_arguments)] // reads like the segment it builds
 pub fn tcp_seg(
     src: &str,
     sport: u16,
