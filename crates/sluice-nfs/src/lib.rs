@@ -5,9 +5,12 @@
 pub mod acl;
 pub mod chaos;
 pub mod conntrack;
+pub mod delay;
 pub mod firewall;
 pub mod forwarder;
+pub mod graph;
 pub mod monitor;
+pub mod tee;
 
 use sluice_nf::NfType;
 
@@ -16,6 +19,9 @@ pub static REGISTRY: &[NfType] = &[
     forwarder::TYPE,
     monitor::TYPE,
     acl::TYPE,
+    tee::TYPE,
+    delay::TYPE,
+    graph::TYPE,
     chaos::TYPE,
     firewall::TYPE,
 ];

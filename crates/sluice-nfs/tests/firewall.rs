@@ -96,6 +96,23 @@ fn tcp_handshake_data_close_follows_linux_states() {
     assert_eq!(h.counter(k::ACCEPTED), 9);
     assert_eq!(h.counter(k::ENTRIES), 1);
     assert_eq!(fw.rule_hits(), [1]);
+    assert_eq!(h.ext_counter(0), 1, "rule 0's hits as extended counter 0");
+}
+
+#[test]
+fn tick_expires_connections_without_traffic() {
+    let mut fw = firewall(json!({ "default": "accept", "timeouts": { "udp": 5 } }));
+    let mut h = Harness::new();
+    h.set_now_ns(S);
+    run(&mut h, &mut fw, &[udp(C, 1, SV, 2), udp(C, 3, SV, 4)]);
+    assert_eq!(fw.tick_interval_ns(), Some(100_000_000));
+    h.set_now_ns(5 * S);
+    h.tick(&mut fw);
+    assert_eq!(h.counter(k::ENTRIES), 2);
+    h.set_now_ns(6 * S);
+    h.tick(&mut fw);
+    assert_eq!(h.counter(k::ENTRIES), 0);
+    assert_eq!(fw.conntrack().len(), 0);
 }
 
 #[test]

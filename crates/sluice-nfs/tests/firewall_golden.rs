@@ -96,6 +96,10 @@ fn golden_capture_through_the_firewall() {
     for (i, (g, e)) in got_frames.iter().zip(&expected).enumerate() {
         assert_eq!(g, e, "output frame {i}");
     }
+    // Per-rule hits (extended counters): rule 0 accepted the web
+    // connection, 1 and 2 rejected, 3 accepted the ping.
+    let hits: Vec<u64> = (0..5).map(|i| h.ext_counter(i)).collect();
+    assert_eq!(hits, [1, 1, 1, 1, 0]);
     let t = nf_type("firewall");
     for (i, name) in t.counters.iter().enumerate() {
         assert_eq!(

@@ -91,6 +91,9 @@ pub mod counters {
 /// on lookup catches the rest).
 const SWEEP_PER_BATCH: usize = 64;
 
+/// Tick period: 100 ms.
+const TICK_NS: u64 = 100_000_000;
+
 /// Largest batch the platform hands an NF.
 const MAX_BATCH: usize = 256;
 
@@ -139,7 +142,8 @@ pub struct Firewall {
     /// Zone per ingress port index (sized to the largest port configured).
     zones: Vec<u16>,
     ct: Conntrack,
-    /// Hits per rule (NEW connections and untracked packets).
+    /// Hits per rule (NEW connections and untracked packets); also
+    /// published as extended counters.
     rule_hits: Vec<u64>,
 }
 
@@ -292,13 +296,28 @@ impl Firewall {
         }
     }
 
-    fn apply(&mut self, p: &mut sluice_nf::Packet<'_>, now_ns: u64, c: &mut Counts) {
+    fn apply(
+        &mut self,
+        p: &mut sluice_nf::Packet<'_>,
+        now_ns: u64,
+        c: &mut Counts,
+        ctx: &mut Context<'_>,
+    ) {
         use counters as k;
         let h = match p.headers() {
             Ok(h) => h,
             Err(e) => return p.drop_malformed(e),
         };
         let d = self.decide(p.data(), &h, p.port_in(), p.flow_id(), now_ns);
+        if let Decision::New { rule: Some(r) }
+        | Decision::Untracked { rule: Some(r) }
+        | Decision::Drop { rule: Some(r), .. }
+        | Decision::Reject { rule: Some(r), .. } = d
+        {
+            // Per-rule hits: extended counter i = rule i (NEW and untracked
+            // packets only, so off the established fast path).
+            ctx.count_ext(r, 1);
+        }
         let slot = match d {
             Decision::Established => k::ESTABLISHED,
             Decision::Related => k::RELATED,
@@ -353,7 +372,7 @@ impl NetworkFunction for Firewall {
         });
         std::hint::black_box(touch);
         self.ct.warm(&ids[..n]);
-        batch.for_each(|p| self.apply(p, now, &mut c));
+        batch.for_each(|p| self.apply(p, now, &mut c, ctx));
         self.ct.sweep(now, SWEEP_PER_BATCH);
         for (i, v) in c.0.iter().enumerate() {
             if *v != 0 && i != counters::ENTRIES {
@@ -365,6 +384,18 @@ impl NetworkFunction for Firewall {
 
     fn flow_end(&mut self, flow_id: u32, _ctx: &mut Context<'_>) {
         self.ct.flow_end(flow_id);
+    }
+
+    fn tick_interval_ns(&self) -> Option<u64> {
+        Some(TICK_NS)
+    }
+
+    /// Expiry without traffic: sweeps a slice of the table so a full pass
+    /// takes about 10 s, and refreshes the `entries` gauge.
+    fn tick(&mut self, ctx: &mut Context<'_>) {
+        let budget = (self.ct.table().capacity() / 100).max(1024);
+        self.ct.sweep(ctx.now_ns(), budget);
+        ctx.set_gauge(counters::ENTRIES, self.ct.len() as u64);
     }
 
     fn reset(&mut self) {
