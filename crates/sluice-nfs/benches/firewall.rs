@@ -2,6 +2,8 @@
 //!
 //! - `firewall/hit_cached`: a packet of an established connection whose
 //!   platform flow id points at its entry (the flow-id cache, no hashing);
+//! - `firewall/hit_cached_warm`: the same with the batch's conntrack lines
+//!   warmed first, as the NF's `process` does;
 //! - `firewall/hit_hashed`: the same without a flow id (hash + probe);
 //! - `firewall/new_denied_1k_rules`: a NEW connection scanning all 1 k
 //!   rules to the default drop.
@@ -9,6 +11,8 @@
 //! Each iteration decides a batch of 32 packets of random connections
 //! (parse + conntrack + verdict); time per packet = time / 32. Run with
 //! `cargo bench -p sluice-nfs --bench firewall -- --warm-up-time 1 --measurement-time 3`.
+//! On a busy machine use `FIREWALL_CPU_NS=1` (on-CPU time) or
+//! `FIREWALL_INSTR=<variant>` under callgrind (see docs/nfs/firewall.md).
 
 #![allow(missing_docs)] // criterion_group! generates an undocumented pub fn
 
@@ -106,6 +110,7 @@ fn order(n: usize, seed: u64) -> Vec<usize> {
 /// `process` does it: a first pass touching each frame's headers (the
 /// platform has just classified them, so they are hot) and, with `warm`,
 /// warming the conntrack lines; then parse + decide.
+#[inline(never)]
 fn hit_batch(
     fw: &mut Firewall,
     frames: &[Vec<u8>],
@@ -215,9 +220,29 @@ fn cpu_time_report() {
     );
 }
 
+/// `FIREWALL_INSTR=<variant>`: 10 000 batches of one hit variant and
+/// nothing else timed, for counting instructions with callgrind
+/// (`--toggle-collect='*hit_batch*'`), which machine load does not move.
+fn instr_run(variant: &str) {
+    let (mut fw, frames, seq) = setup();
+    let (cached, warm) = match variant {
+        "hit_cached" => (true, false),
+        "hit_cached_warm" => (true, true),
+        _ => (false, false),
+    };
+    let mut pos = 0;
+    for _ in 0..10_000 {
+        hit_batch(&mut fw, &frames, &seq, &mut pos, cached, warm, NOW);
+    }
+}
+
 fn bench(c: &mut Criterion) {
     if std::env::var_os("FIREWALL_CPU_NS").is_some() {
         cpu_time_report();
+        return;
+    }
+    if let Ok(v) = std::env::var("FIREWALL_INSTR") {
+        instr_run(&v);
         return;
     }
     let (mut fw, frames, seq) = setup();

@@ -139,18 +139,29 @@ pub fn packet_class(flags: u8) -> PacketClass {
 /// the packet invalid whatever the connection's state.
 #[inline]
 pub fn flags_valid(flags: u8) -> bool {
-    const VALID: [u8; 9] = [
-        SYN,
-        SYN | URG,
-        SYN | ACK,
-        RST,
-        RST | ACK,
-        FIN | ACK,
-        FIN | ACK | URG,
-        ACK,
-        ACK | URG,
-    ];
-    VALID.contains(&(flags & !(ECE | CWR | PSH)))
+    // A 64-bit set indexed by the five remaining flag bits (FIN..URG),
+    // built at compile time: one shift and mask per packet.
+    const VALID: u64 = {
+        let combos = [
+            SYN,
+            SYN | URG,
+            SYN | ACK,
+            RST,
+            RST | ACK,
+            FIN | ACK,
+            FIN | ACK | URG,
+            ACK,
+            ACK | URG,
+        ];
+        let mut m = 0u64;
+        let mut i = 0;
+        while i < combos.len() {
+            m |= 1 << combos[i];
+            i += 1;
+        }
+        m
+    };
+    VALID >> (flags & !(ECE | CWR | PSH)) & 1 == 1
 }
 
 // Shorthands for the table, as in the kernel source.
