@@ -4,9 +4,11 @@
 
 pub mod acl;
 pub mod chaos;
+pub mod conntrack;
 pub mod delay;
 pub mod elements;
 pub mod flow_monitor;
+pub mod firewall;
 pub mod forwarder;
 pub mod graph;
 pub mod monitor;
@@ -40,4 +42,5 @@ pub static REGISTRY: &[NfType] = &[
     elements::latency_probe::TYPE,
     elements::cycle_burner::TYPE,
     router::TYPE,
+    firewall::TYPE,
 ];
