@@ -17,7 +17,7 @@ pub mod tap;
 
 pub use af_packet::AfPacketPort;
 pub use options::{AfPacketOptions, TapOptions};
-pub use sys::has_net_caps;
+pub use sys::{has_net_caps, wait_readable};
 pub use tap::TapPort;
 
 /// Counters of one NIC port, comparable with the kernel's interface counters.

@@ -140,3 +140,27 @@ pub fn has_net_caps() -> bool {
         .unwrap_or(0);
     eff & (1 << CAP_NET_ADMIN) != 0 && eff & (1 << CAP_NET_RAW) != 0
 }
+
+/// Sleeps until one of `fds` is readable or `timeout` passes (ppoll(2),
+/// microsecond timeouts); at most 16 descriptors are watched;
+/// an interrupted or failed poll just returns early.
+pub fn wait_readable(fds: &[RawFd], timeout: std::time::Duration) {
+    const MAX: usize = 16;
+    let mut p = [libc::pollfd {
+        fd: -1,
+        events: 0,
+        revents: 0,
+    }; MAX];
+    let n = fds.len().min(MAX);
+    for (slot, &fd) in p.iter_mut().zip(&fds[..n]) {
+        slot.fd = fd;
+        slot.events = libc::POLLIN;
+    }
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(1) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `p[..n]` are initialised pollfd entries and `ts` a valid
+    // timespec, all living across the call; no signal mask is passed.
+    unsafe { libc::ppoll(p.as_mut_ptr(), n as libc::nfds_t, &ts, std::ptr::null()) };
+}

@@ -43,13 +43,13 @@ pub enum PortKind {
     PcapIn(PcapInSpec),
     /// Writes packets to a pcap file (`pcap_out`).
     PcapOut(PcapOutSpec),
-    /// AF_XDP socket on a NIC (`af_xdp`). Reserved: not yet run by the runtime.
+    /// AF_XDP socket on a NIC (`af_xdp`).
     AfXdp(NicSpec),
-    /// AF_PACKET socket on a NIC (`af_packet`). Reserved: not yet run by the runtime.
+    /// AF_PACKET socket on a NIC (`af_packet`).
     AfPacket(NicSpec),
-    /// TAP device (`tap`). Reserved: not yet run by the runtime.
+    /// TAP device sluice creates (`tap`).
     Tap(NicSpec),
-    /// DPDK port (`dpdk`). Reserved: not yet run by the runtime.
+    /// DPDK port (`dpdk`).
     Dpdk(NicSpec),
 }
 
@@ -307,7 +307,7 @@ pub struct PcapOutSpec {
 pub struct NicSpec {
     /// Network interface (`interface`), required and non-empty.
     pub interface: String,
-    /// Every other key of the port, kept as a located mapping for the
-    /// future runtime support to interpret.
+    /// Every other key of the port (kind-specific options such as
+    /// `queues`), kept as a located mapping that `sluice-nic` decodes.
     pub options: ConfigNode,
 }
