@@ -56,6 +56,33 @@ pub struct BenchArgs {
 pub enum BenchKind {
     /// N forwarder NFs in a chain between the generator and the sink.
     Chain(ChainArgs),
+    /// A bump in the wire between two network namespaces against plain
+    /// Linux forwarding of the same traffic (needs root).
+    Wire(WireArgs),
+}
+
+/// The port kind `sluice bench wire` bridges the namespaces with.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum WirePortArg {
+    /// AF_PACKET sockets (TPACKET_V3).
+    AfPacket,
+}
+
+/// `sluice bench wire`.
+#[derive(Debug, Args)]
+pub struct WireArgs {
+    /// Port kind on both sides of the bump.
+    #[arg(long, value_enum, default_value_t = WirePortArg::AfPacket)]
+    pub port: WirePortArg,
+    /// Seconds per measurement (UDP and TCP, sluice and Linux each).
+    #[arg(long, default_value_t = 3.0)]
+    pub duration: f64,
+    /// Isolation of the chain's ACL.
+    #[arg(long, value_enum, default_value_t = IsolationArg::Inline)]
+    pub isolation: IsolationArg,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Isolation for benchmark NFs.
