@@ -7,6 +7,8 @@
 //!   `sendmmsg` from the client namespace; the rate is what the server's
 //!   interface receives (kernel counter), after a 0.5 s warm-up.
 //! - **TCP**: one iperf3 stream (if iperf3 is installed).
+//! - **Latency**: round trips of single UDP datagrams echoed by the server
+//!   (no other traffic), p50 and p99.
 //!
 //! The chain is one ACL with one rule (drop TCP to port 8081), the bridge
 //! gets `tcp dport 8081 drop` in an nftables bridge forward chain.
@@ -19,7 +21,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::cli::{IsolationArg, WireArgs, WirePortArg};
+use crate::cli::{IsolationArg, RingArg, WireArgs, WirePortArg};
 use crate::wire_env::{
     in_netns, in_ns_cmd, ChildGuard, WireEnv, CLI_IP, SRV_IP, WIRE_CLI, WIRE_SRV,
 };
@@ -32,6 +34,7 @@ const WARMUP: Duration = Duration::from_millis(500);
 #[derive(Debug, Serialize)]
 struct WireResult {
     port: &'static str,
+    ring: &'static str,
     isolation: &'static str,
     packet_size: u16,
     duration_s: f64,
@@ -44,6 +47,9 @@ struct WireResult {
     sluice_tcp_gbps: Option<f64>,
     linux_tcp_gbps: Option<f64>,
     tcp_ratio: Option<f64>,
+    /// UDP echo round trip through the bump, µs (p50, p99).
+    sluice_rtt_us: [f64; 2],
+    linux_rtt_us: [f64; 2],
     sluice_leaked_buffers: u64,
     sluice_drops_total: u64,
 }
@@ -52,7 +58,12 @@ struct Measured {
     mpps: f64,
     offered_mpps: f64,
     tcp_gbps: Option<f64>,
+    rtt_us: [f64; 2],
 }
+
+/// Round trips per latency measurement.
+const PINGS: usize = 2000;
+const ECHO_PORT: u16 = 7;
 
 /// Runs `sluice bench wire`.
 pub fn run(a: WireArgs) -> ExitCode {
@@ -70,12 +81,13 @@ pub fn run(a: WireArgs) -> ExitCode {
             } else {
                 let tcp = |g: Option<f64>| g.map_or("n/a".to_string(), |g| format!("{g:.2}"));
                 crate::print_stdout(&format!(
-                    "bump in the wire, {} ports, ACL {}, 64 B UDP, {:.0} s each (offered {:.2} / {:.2} Mpps)\n\
-                     {:<8} {:>10} {:>12}\n\
-                     {:<8} {:>10.3} {:>12}\n\
-                     {:<8} {:>10.3} {:>12}\n\
+                    "bump in the wire, {} ports (ring {}), ACL {}, 64 B UDP, {:.0} s each (offered {:.2} / {:.2} Mpps)\n\
+                     {:<8} {:>10} {:>12} {:>22}\n\
+                     {:<8} {:>10.3} {:>12} {:>10.1} {:>11.1}\n\
+                     {:<8} {:>10.3} {:>12} {:>10.1} {:>11.1}\n\
                      {:<8} {:>10.2} {:>12}\n",
                     r.port,
+                    r.ring,
                     r.isolation,
                     r.duration_s,
                     r.sluice_offered_mpps,
@@ -83,12 +95,17 @@ pub fn run(a: WireArgs) -> ExitCode {
                     "",
                     "UDP Mpps",
                     "TCP Gbit/s",
+                    "RTT p50 / p99 µs",
                     "sluice",
                     r.sluice_mpps,
                     tcp(r.sluice_tcp_gbps),
+                    r.sluice_rtt_us[0],
+                    r.sluice_rtt_us[1],
                     "linux",
                     r.linux_mpps,
                     tcp(r.linux_tcp_gbps),
+                    r.linux_rtt_us[0],
+                    r.linux_rtt_us[1],
                     "ratio",
                     r.ratio,
                     r.tcp_ratio.map_or("n/a".to_string(), |t| format!("{t:.2}")),
@@ -112,6 +129,10 @@ fn bench(a: &WireArgs) -> Result<WireResult, String> {
     let (port, kind) = match a.port {
         WirePortArg::AfPacket => ("af_packet", "af_packet"),
     };
+    let ring = match a.ring {
+        RingArg::V3 => "v3",
+        RingArg::V2 => "v2",
+    };
     let isolation = match a.isolation {
         IsolationArg::Inline => "inline",
         IsolationArg::Process => "process",
@@ -126,7 +147,7 @@ fn bench(a: &WireArgs) -> Result<WireResult, String> {
     std::fs::write(
         &spec,
         format!(
-            "settings:\n  buffers: 16384\n  batch: 32\nports:\n  - {{ name: cli, kind: {kind}, interface: {WIRE_CLI} }}\n  - {{ name: srv, kind: {kind}, interface: {WIRE_SRV} }}\nnfs:\n  - name: acl\n    type: acl\n    isolation: {isolation}\n    config:\n      default: accept\n      rules:\n        - {{ action: drop, proto: tcp, dst_port: 8081 }}\nchains:\n  - {{ name: wire, from: cli, nfs: [acl], to: srv, bidirectional: true }}\n"
+            "settings:\n  buffers: 16384\n  batch: 32\nports:\n  - {{ name: cli, kind: {kind}, interface: {WIRE_CLI}, ring: {ring} }}\n  - {{ name: srv, kind: {kind}, interface: {WIRE_SRV}, ring: {ring} }}\nnfs:\n  - name: acl\n    type: acl\n    isolation: {isolation}\n    config:\n      default: accept\n      rules:\n        - {{ action: drop, proto: tcp, dst_port: 8081 }}\nchains:\n  - {{ name: wire, from: cli, nfs: [acl], to: srv, bidirectional: true }}\n"
         ),
     )
     .map_err(|e| format!("cannot write the spec: {e}"))?;
@@ -157,6 +178,7 @@ fn bench(a: &WireArgs) -> Result<WireResult, String> {
     let ratio = |s: f64, l: f64| if l > 0.0 { s / l } else { 0.0 };
     Ok(WireResult {
         port,
+        ring,
         isolation,
         packet_size: 64,
         duration_s: d.as_secs_f64(),
@@ -171,6 +193,8 @@ fn bench(a: &WireArgs) -> Result<WireResult, String> {
             .tcp_gbps
             .zip(linux.tcp_gbps)
             .map(|(s, l)| ratio(s, l)),
+        sluice_rtt_us: sluice.rtt_us,
+        linux_rtt_us: linux.rtt_us,
         sluice_leaked_buffers: report["leaked_buffers"].as_u64().unwrap_or(u64::MAX),
         sluice_drops_total: report["drops_total"].as_u64().unwrap_or(0),
     })
@@ -219,11 +243,63 @@ fn measure(env: &WireEnv, d: Duration) -> Result<Measured, String> {
         .map_err(|_| "the UDP sender panicked".to_string())???;
     // Let the queues drain before the TCP run.
     std::thread::sleep(Duration::from_millis(300));
+    let rtt_us = udp_rtt(env)?;
     Ok(Measured {
         mpps: (got1.rx_packets - got0.rx_packets) as f64 / secs / 1e6,
         offered_mpps: (sent1.tx_packets - sent0.tx_packets) as f64 / secs / 1e6,
         tcp_gbps: iperf3(env, d),
+        rtt_us,
     })
+}
+
+/// p50 and p99 of [`PINGS`] UDP echo round trips, in µs.
+fn udp_rtt(env: &WireEnv) -> Result<[f64; 2], String> {
+    let echo = in_netns(&env.srv, || UdpSocket::bind((SRV_IP, ECHO_PORT)))
+        .join()
+        .map_err(|_| "echo setup panicked".to_string())??
+        .map_err(|e| format!("cannot bind the echo server: {e}"))?;
+    echo.set_read_timeout(Some(Duration::from_millis(200)))
+        .map_err(|e| e.to_string())?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let server = std::thread::spawn(move || {
+        let mut buf = [0u8; 64];
+        while !stop2.load(Ordering::Relaxed) {
+            if let Ok((n, from)) = echo.recv_from(&mut buf) {
+                let _ = echo.send_to(&buf[..n], from);
+            }
+        }
+    });
+    let client = in_netns(&env.cli, || -> std::io::Result<Vec<f64>> {
+        let s = UdpSocket::bind((CLI_IP, 0))?;
+        s.connect((SRV_IP, ECHO_PORT))?;
+        s.set_read_timeout(Some(Duration::from_millis(100)))?;
+        let mut rtts = Vec::with_capacity(PINGS);
+        let mut buf = [0u8; 64];
+        for i in 0..PINGS as u32 + 50 {
+            let t = std::time::Instant::now();
+            s.send(&i.to_be_bytes())?;
+            // A lost datagram just times out and is not counted.
+            if let Ok(4) = s.recv(&mut buf) {
+                if buf[..4] == i.to_be_bytes() && i >= 50 {
+                    rtts.push(t.elapsed().as_secs_f64() * 1e6);
+                }
+            }
+        }
+        Ok(rtts)
+    })
+    .join();
+    stop.store(true, Ordering::Relaxed);
+    let _ = server.join();
+    let mut rtts = client
+        .map_err(|_| "the echo client panicked".to_string())??
+        .map_err(|e| format!("echo client: {e}"))?;
+    if rtts.is_empty() {
+        return Err("no UDP echo came back through the bump".into());
+    }
+    rtts.sort_by(f64::total_cmp);
+    let pct = |p: f64| rtts[((rtts.len() - 1) as f64 * p) as usize];
+    Ok([pct(0.5), pct(0.99)])
 }
 
 fn iperf3(env: &WireEnv, d: Duration) -> Option<f64> {

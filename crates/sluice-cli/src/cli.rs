@@ -80,9 +80,22 @@ pub struct WireArgs {
     /// Isolation of the chain's ACL.
     #[arg(long, value_enum, default_value_t = IsolationArg::Inline)]
     pub isolation: IsolationArg,
+    /// AF_PACKET receive ring layout (`v3`: per-block hand-over, `v2`:
+    /// per-frame).
+    #[arg(long, value_enum, default_value_t = RingArg::V3)]
+    pub ring: RingArg,
     /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+/// AF_PACKET ring layout for `sluice bench wire`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum RingArg {
+    /// TPACKET_V3.
+    V3,
+    /// TPACKET_V2.
+    V2,
 }
 
 /// Isolation for benchmark NFs.

@@ -21,6 +21,18 @@ pub enum FanoutMode {
     Cpu,
 }
 
+/// Which TPACKET ring layout an `af_packet` port receives with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum RingVersion {
+    /// TPACKET_V3: blocks of variable-size frames, handed over per block
+    /// (fewest wake-ups; a lone frame waits up to `block_timeout_ms`).
+    #[default]
+    V3,
+    /// TPACKET_V2: fixed 2 KiB slots handed over per frame (lowest latency).
+    V2,
+}
+
 /// Settings of an `af_packet` port.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -47,6 +59,8 @@ pub struct AfPacketOptions {
     /// Send without the interface's queueing discipline
     /// (`qdisc_bypass`, default false).
     pub qdisc_bypass: bool,
+    /// Receive ring layout (`ring`: v3 or v2, default v3).
+    pub ring: RingVersion,
 }
 
 impl Default for AfPacketOptions {
@@ -60,6 +74,7 @@ impl Default for AfPacketOptions {
             blocks: 16,
             block_timeout_ms: 1,
             qdisc_bypass: false,
+            ring: RingVersion::V3,
         }
     }
 }
@@ -157,13 +172,14 @@ mod tests {
     #[test]
     fn keys_decode() {
         let o = AfPacketOptions::from_node(&node(
-            r#"{"queues": 4, "fanout": "lb", "promiscuous": false, "block_timeout_ms": 5}"#,
+            r#"{"queues": 4, "fanout": "lb", "promiscuous": false, "block_timeout_ms": 5, "ring": "v2"}"#,
         ))
         .unwrap();
         assert_eq!(o.queues, 4);
         assert_eq!(o.fanout, FanoutMode::Lb);
         assert!(!o.promiscuous);
         assert_eq!(o.block_timeout_ms, 5);
+        assert_eq!(o.ring, RingVersion::V2);
     }
 
     #[test]

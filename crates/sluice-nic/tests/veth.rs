@@ -5,6 +5,7 @@
 use std::process::Command;
 
 use sluice_mem::{Arena, ArenaConfig, BufferPool, HandleBatch, PoolCache};
+use sluice_nic::options::RingVersion;
 use sluice_nic::{AfPacketOptions, AfPacketPort, NicPort, TapOptions, TapPort};
 
 fn privileged() -> bool {
@@ -111,14 +112,26 @@ fn receive(
 
 #[test]
 fn af_packet_moves_frames_across_a_veth_pair_and_ignores_its_own() {
+    moves_frames(RingVersion::V3, "p");
+}
+
+#[test]
+fn af_packet_v2_ring_moves_frames_too() {
+    moves_frames(RingVersion::V2, "q");
+}
+
+fn moves_frames(ring: RingVersion, tag: &str) {
     if !privileged() {
         return;
     }
-    let veth = Veth::new("p");
+    let veth = Veth::new(tag);
     let arena = arena();
     let pool = BufferPool::new(arena.buffers());
     let mut cache = PoolCache::new(&pool, 64);
-    let o = AfPacketOptions::default();
+    let o = AfPacketOptions {
+        ring,
+        ..AfPacketOptions::default()
+    };
     let mut a = AfPacketPort::open(&veth.0, &o).expect("open a");
     let mut b = AfPacketPort::open(&veth.1, &o).expect("open b");
     let frames: Vec<Vec<u8>> = (0..100u8).map(frame).collect();

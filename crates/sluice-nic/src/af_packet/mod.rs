@@ -1,5 +1,5 @@
-//! `af_packet` ports: an interface read through TPACKET_V3 receive rings
-//! and written with `sendmmsg`.
+//! `af_packet` ports: an interface read through TPACKET_V3 (or, with
+//! `ring: v2`, TPACKET_V2) receive rings and written with `sendmmsg`.
 //!
 //! Receive: each socket has a ring of blocks the kernel fills; a block is
 //! handed over when full or after `block_timeout_ms`, and every frame in it
@@ -24,11 +24,11 @@ use std::time::{Duration, Instant};
 
 use sluice_mem::{Arena, HandleBatch, PoolCache, DATA_ROOM};
 
-use crate::options::AfPacketOptions;
+use crate::options::{AfPacketOptions, RingVersion};
 use crate::sys::{self, ReadySet};
 use crate::{NicError, NicPort, NicStats};
 use ring::RxRing;
-use socket::{send_batch, PacketSocket, SendBufs, SendOutcome, SEND_BATCH};
+use socket::{send_batch, PacketSocket, SendBufs, SendOutcome, FRAME_SIZE, SEND_BATCH};
 
 struct Queue {
     ring: RxRing,
@@ -67,7 +67,8 @@ impl AfPacketPort {
         let mut queues = Vec::with_capacity(o.queues as usize);
         for _ in 0..o.queues {
             let sock = PacketSocket::open(interface, ifindex, o, fanout)?;
-            let ring = RxRing::map(sock.fd(), o.block_size as usize, o.blocks as usize)?;
+            let v2_slot = (o.ring == RingVersion::V2).then_some(FRAME_SIZE);
+            let ring = RxRing::map(sock.fd(), o.block_size as usize, o.blocks as usize, v2_slot)?;
             queues.push(Queue { ring, sock });
         }
         let ready = if queues.len() > 1 {

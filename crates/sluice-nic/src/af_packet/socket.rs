@@ -5,9 +5,14 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use crate::options::{AfPacketOptions, FanoutMode};
+use crate::options::{AfPacketOptions, FanoutMode, RingVersion};
 use crate::sys::{check, os_error};
 use crate::NicError;
+
+/// Bytes per frame slot: the V3 ring's frame accounting unit, and a V2
+/// slot (header plus up to ≈ 1.9 KiB of frame; longer frames are cut and
+/// counted as oversize).
+pub(crate) const FRAME_SIZE: usize = 2048;
 
 /// One configured, bound AF_PACKET socket (receive ring not yet mapped).
 pub(crate) struct PacketSocket {
@@ -52,21 +57,39 @@ impl PacketSocket {
         // SAFETY: `fd` is a fresh descriptor nobody else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let raw = fd.as_raw_fd();
-        let v3 = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
-        setsockopt(raw, libc::SOL_PACKET, libc::PACKET_VERSION, &v3)
-            .map_err(|e| os_error("cannot select TPACKET_V3", e))?;
-        let frame_size = 2048u32;
-        let req = libc::tpacket_req3 {
-            tp_block_size: o.block_size,
-            tp_block_nr: o.blocks,
-            tp_frame_size: frame_size,
-            tp_frame_nr: o.block_size / frame_size * o.blocks,
-            tp_retire_blk_tov: o.block_timeout_ms,
-            tp_sizeof_priv: 0,
-            tp_feature_req_word: 0,
-        };
-        setsockopt(raw, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)
-            .map_err(|e| os_error("cannot set up the AF_PACKET receive ring", e))?;
+        let frame_size = FRAME_SIZE as u32;
+        let frames = o.block_size / frame_size * o.blocks;
+        match o.ring {
+            RingVersion::V3 => {
+                let v = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
+                setsockopt(raw, libc::SOL_PACKET, libc::PACKET_VERSION, &v)
+                    .map_err(|e| os_error("cannot select TPACKET_V3", e))?;
+                let req = libc::tpacket_req3 {
+                    tp_block_size: o.block_size,
+                    tp_block_nr: o.blocks,
+                    tp_frame_size: frame_size,
+                    tp_frame_nr: frames,
+                    tp_retire_blk_tov: o.block_timeout_ms,
+                    tp_sizeof_priv: 0,
+                    tp_feature_req_word: 0,
+                };
+                setsockopt(raw, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)
+                    .map_err(|e| os_error("cannot set up the AF_PACKET receive ring", e))?;
+            }
+            RingVersion::V2 => {
+                let v = libc::tpacket_versions::TPACKET_V2 as libc::c_int;
+                setsockopt(raw, libc::SOL_PACKET, libc::PACKET_VERSION, &v)
+                    .map_err(|e| os_error("cannot select TPACKET_V2", e))?;
+                let req = libc::tpacket_req {
+                    tp_block_size: o.block_size,
+                    tp_block_nr: o.blocks,
+                    tp_frame_size: frame_size,
+                    tp_frame_nr: frames,
+                };
+                setsockopt(raw, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)
+                    .map_err(|e| os_error("cannot set up the AF_PACKET receive ring", e))?;
+            }
+        }
         let one: libc::c_int = 1;
         // A bump in the wire sends on the interfaces it reads: without this
         // every transmitted frame would come back as input. Linux ≥ 4.20.
