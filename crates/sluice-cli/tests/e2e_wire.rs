@@ -569,3 +569,14 @@ fn missing_privileges_are_a_setup_error_that_says_what_to_do() {
         assert!(err.contains("CAP_NET_RAW and CAP_NET_ADMIN"), "{err}");
     }
 }
+
+#[test]
+fn the_bump_in_the_wire_example_validates() {
+    let out = common::sluice()
+        .args(["validate"])
+        .arg(common::root().join("examples/bump-in-the-wire.yaml"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("(2 ports, 2 NFs, 2 chains)"));
+}
