@@ -162,7 +162,7 @@ impl PortRt {
                 },
                 Ok(None) => {
                     return Err(err(format!(
-                        "port kind `{}` is not supported by this build yet (supported: generator, sink, pcap_in, pcap_out, af_packet, tap)",
+                        "port kind `{}` is not supported by this build (supported: generator, sink, pcap_in, pcap_out, af_packet, tap, af_xdp; dpdk needs a build with `--features dpdk`)",
                         other.kind_name()
                     )))
                 }

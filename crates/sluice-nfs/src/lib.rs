@@ -4,10 +4,21 @@
 
 pub mod acl;
 pub mod chaos;
+pub mod delay;
 pub mod forwarder;
+pub mod graph;
 pub mod monitor;
+pub mod tee;
 
 use sluice_nf::NfType;
 
 /// Every NF type, by spec name.
-pub static REGISTRY: &[NfType] = &[forwarder::TYPE, monitor::TYPE, acl::TYPE, chaos::TYPE];
+pub static REGISTRY: &[NfType] = &[
+    forwarder::TYPE,
+    monitor::TYPE,
+    acl::TYPE,
+    tee::TYPE,
+    delay::TYPE,
+    graph::TYPE,
+    chaos::TYPE,
+];

@@ -5,6 +5,10 @@
 //! given on receive and consumes buffers it was handed on transmit, so
 //! buffer accounting stays with the platform's pool.
 
+pub mod af_xdp;
+#[cfg(feature = "dpdk")]
+pub mod dpdk;
+
 use std::os::fd::RawFd;
 
 use sluice_mem::{Arena, HandleBatch, PoolCache};
@@ -94,11 +98,15 @@ pub fn check_options(kind: &PortKind) -> Result<(), SpecError> {
     match kind {
         PortKind::AfPacket(n) => AfPacketOptions::from_node(&n.options).map(|_| ()),
         PortKind::Tap(n) => TapOptions::from_node(&n.options).map(|_| ()),
+        PortKind::AfXdp(n) => af_xdp::AfXdpConfig::from_spec(n).map(|_| ()),
+        #[cfg(feature = "dpdk")]
+        PortKind::Dpdk(n) => dpdk::DpdkConfig::from_spec(n).map(|_| ()),
         _ => Ok(()),
     }
 }
 
-/// Opens a NIC port of a kind this crate runs; `Ok(None)` for other kinds.
+/// Opens a NIC port of a kind this crate runs; `Ok(None)` for other kinds
+/// (and for `dpdk` when built without the `dpdk` feature).
 pub fn open(kind: &PortKind) -> Result<Option<Box<dyn NicPort>>, NicError> {
     let bad = |e: SpecError| NicError(e.to_string());
     Ok(Some(match kind {
@@ -109,6 +117,15 @@ pub fn open(kind: &PortKind) -> Result<Option<Box<dyn NicPort>>, NicError> {
         PortKind::Tap(n) => {
             let o = TapOptions::from_node(&n.options).map_err(bad)?;
             Box::new(TapPort::open(&n.interface, &o)?)
+        }
+        PortKind::AfXdp(n) => {
+            let cfg = af_xdp::AfXdpConfig::from_spec(n).map_err(bad)?;
+            Box::new(af_xdp::AfXdpPort::open(&cfg)?)
+        }
+        #[cfg(feature = "dpdk")]
+        PortKind::Dpdk(n) => {
+            let cfg = dpdk::DpdkConfig::from_spec(n).map_err(bad)?;
+            Box::new(dpdk::DpdkPort::open(&cfg)?)
         }
         _ => return Ok(None),
     }))
