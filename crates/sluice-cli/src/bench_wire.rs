@@ -126,12 +126,18 @@ pub fn run(a: WireArgs) -> ExitCode {
 fn bench(a: &WireArgs) -> Result<WireResult, String> {
     let d = Duration::from_secs_f64(a.duration.max(0.5));
     let env = WireEnv::new("b")?;
-    let (port, kind) = match a.port {
-        WirePortArg::AfPacket => ("af_packet", "af_packet"),
-    };
     let ring = match a.ring {
         RingArg::V3 => "v3",
         RingArg::V2 => "v2",
+    };
+    let (port, opts) = match a.port {
+        WirePortArg::AfPacket => ("af_packet", format!(", ring: {ring}")),
+        WirePortArg::AfXdp => ("af_xdp", String::new()),
+    };
+    let ring = if a.port == WirePortArg::AfPacket {
+        ring
+    } else {
+        "-"
     };
     let isolation = match a.isolation {
         IsolationArg::Inline => "inline",
@@ -147,7 +153,7 @@ fn bench(a: &WireArgs) -> Result<WireResult, String> {
     std::fs::write(
         &spec,
         format!(
-            "settings:\n  buffers: 16384\n  batch: 32\nports:\n  - {{ name: cli, kind: {kind}, interface: {WIRE_CLI}, ring: {ring} }}\n  - {{ name: srv, kind: {kind}, interface: {WIRE_SRV}, ring: {ring} }}\nnfs:\n  - name: acl\n    type: acl\n    isolation: {isolation}\n    config:\n      default: accept\n      rules:\n        - {{ action: drop, proto: tcp, dst_port: 8081 }}\nchains:\n  - {{ name: wire, from: cli, nfs: [acl], to: srv, bidirectional: true }}\n"
+            "settings:\n  buffers: 16384\n  batch: 32\nports:\n  - {{ name: cli, kind: {port}, interface: {WIRE_CLI}{opts} }}\n  - {{ name: srv, kind: {port}, interface: {WIRE_SRV}{opts} }}\nnfs:\n  - name: acl\n    type: acl\n    isolation: {isolation}\n    config:\n      default: accept\n      rules:\n        - {{ action: drop, proto: tcp, dst_port: 8081 }}\nchains:\n  - {{ name: wire, from: cli, nfs: [acl], to: srv, bidirectional: true }}\n"
         ),
     )
     .map_err(|e| format!("cannot write the spec: {e}"))?;
@@ -160,7 +166,10 @@ fn bench(a: &WireArgs) -> Result<WireResult, String> {
         .spawn()
         .map_err(|e| format!("cannot start sluice: {e}"))?;
     let mut guard = ChildGuard(Some(child));
-    env.wait_packet_sockets(2, Duration::from_secs(20))?;
+    match a.port {
+        WirePortArg::AfPacket => env.wait_packet_sockets(2, Duration::from_secs(20))?,
+        WirePortArg::AfXdp => env.wait_xdp(&[WIRE_CLI, WIRE_SRV], Duration::from_secs(20))?,
+    }
     let sluice = measure(&env, d);
     let child = guard.take().ok_or("sluice vanished")?;
     let _ = std::process::Command::new("kill")

@@ -64,8 +64,12 @@ pub enum BenchKind {
 /// The port kind `sluice bench wire` bridges the namespaces with.
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum WirePortArg {
-    /// AF_PACKET sockets (TPACKET_V3).
+    /// AF_PACKET sockets.
+    #[value(name = "af_packet")]
     AfPacket,
+    /// AF_XDP sockets (sluice attaches its XDP program to both veths).
+    #[value(name = "af_xdp")]
+    AfXdp,
 }
 
 /// `sluice bench wire`.
@@ -81,7 +85,7 @@ pub struct WireArgs {
     #[arg(long, value_enum, default_value_t = IsolationArg::Inline)]
     pub isolation: IsolationArg,
     /// AF_PACKET receive ring layout (`v3`: per-block hand-over, `v2`:
-    /// per-frame).
+    /// per-frame); ignored for other ports.
     #[arg(long, value_enum, default_value_t = RingArg::V3)]
     pub ring: RingArg,
     /// Print one JSON object on stdout.

@@ -258,6 +258,31 @@ impl WireEnv {
     }
 }
 
+impl WireEnv {
+    /// Waits until every interface of `devs` in the wire namespace has an
+    /// XDP program attached (an `af_xdp` bump is ready), for up to `timeout`.
+    pub fn wait_xdp(&self, devs: &[&str], timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let ready = devs.iter().all(|d| {
+                Command::new("ip")
+                    .args(["-n", &self.wire, "link", "show", "dev", d])
+                    .output()
+                    .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("prog/xdp"))
+            });
+            if ready {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "sluice did not attach XDP to {devs:?} within {timeout:?}"
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
 /// Turns off the offloads a software bump cannot honour.
 pub fn offloads_off(ns: &str, dev: &str) -> Result<(), String> {
     let st = in_ns_cmd(ns, "ethtool")

@@ -577,6 +577,10 @@ fn the_bump_in_the_wire_example_validates() {
         .arg(common::root().join("examples/bump-in-the-wire.yaml"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("(2 ports, 2 NFs, 2 chains)"));
 }
