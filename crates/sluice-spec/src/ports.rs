@@ -90,13 +90,13 @@ impl PortKind {
         !matches!(self, PortKind::Generator(_) | PortKind::PcapIn(_))
     }
 
-    /// Whether this is a NIC kind reserved for later work (parsed and
-    /// validated, but not yet run).
+    /// Whether this is a NIC kind (`af_xdp`, `af_packet`, `tap`, `dpdk`;
+    /// the name predates their runtime support).
     pub fn is_reserved(&self) -> bool {
         self.nic().is_some()
     }
 
-    /// The NIC settings of the reserved NIC kinds.
+    /// The settings of the NIC kinds.
     pub fn nic(&self) -> Option<&NicSpec> {
         match self {
             PortKind::AfXdp(n) | PortKind::AfPacket(n) | PortKind::Tap(n) | PortKind::Dpdk(n) => {
@@ -302,7 +302,7 @@ pub struct PcapOutSpec {
     pub snaplen: u32,
 }
 
-/// Settings of the reserved NIC kinds (`af_xdp`, `af_packet`, `tap`, `dpdk`).
+/// Settings of the NIC kinds (`af_xdp`, `af_packet`, `tap`, `dpdk`).
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct NicSpec {
     /// Network interface (`interface`), required and non-empty.
