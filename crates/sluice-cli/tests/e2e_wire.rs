@@ -411,6 +411,22 @@ fn tcp_and_udp_cross_an_af_packet_bump_in_the_wire() {
         common::nf(&r, "acl")["counters"]["denied"],
         drops["acl:denied"]
     );
+    // Requests and replies of a connection are one flow (the table is
+    // symmetric and replies keep the flow id on the reverse chain): at most
+    // one flow per connection, not two. (Fewer when a client port is
+    // reused while the previous connection's flow is still open.)
+    let created = r["flows"]["created"].as_u64().unwrap();
+    assert!(
+        created > CONNECTIONS as u64 / 2 && created < CONNECTIONS as u64 + 50,
+        "flows created: {created}"
+    );
+    assert_eq!(
+        common::nf(&r, "mon")["counters"]["flows_ended"]
+            .as_u64()
+            .unwrap(),
+        created,
+        "every flow ended once at the monitor"
+    );
     drop(server);
 }
 
