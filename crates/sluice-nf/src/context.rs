@@ -137,10 +137,14 @@ impl<'a> Context<'a> {
     }
 
     /// Adds `v` to extended counter `index` (0..1024, e.g. hits per rule),
-    /// reported as `nfs[].ext_counters`; out-of-range indices are ignored.
+    /// reported as `nfs[].ext_counters`; out-of-range indices are ignored,
+    /// and so is every call from an element of a `graph` (whose extended
+    /// counters carry the elements' named counters).
     #[inline]
     pub fn count_ext(&mut self, index: usize, v: u64) {
-        if index < EXT_COUNTERS {
+        // Inside an element graph the extended counters hold the elements'
+        // own counters, so an element's extended counters are not kept.
+        if index < EXT_COUNTERS && self.ext_base.is_none() {
             NfStats::add(&self.control.ext.0[index], v);
         }
     }
