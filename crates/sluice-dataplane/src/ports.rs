@@ -337,6 +337,10 @@ impl PortRt {
     /// counters (kernel ring drops, oversize frames).
     pub fn flush(&mut self) -> Result<(), PortError> {
         if let PortIo::Nic { port, .. } = &self.io {
+            // A port may refresh slow kernel counters at most every
+            // millisecond (af_packet's ring drops): wait that out once so
+            // the final figures are exact.
+            std::thread::sleep(std::time::Duration::from_millis(2));
             let s = port.stats();
             self.stats.rx_dropped = s.rx_dropped;
             self.stats.rx_oversize = s.rx_oversize;
