@@ -6,8 +6,15 @@ pub mod acl;
 pub mod chaos;
 pub mod forwarder;
 pub mod monitor;
+pub mod nat;
 
 use sluice_nf::NfType;
 
 /// Every NF type, by spec name.
-pub static REGISTRY: &[NfType] = &[forwarder::TYPE, monitor::TYPE, acl::TYPE, chaos::TYPE];
+pub static REGISTRY: &[NfType] = &[
+    forwarder::TYPE,
+    monitor::TYPE,
+    acl::TYPE,
+    chaos::TYPE,
+    nat::TYPE,
+];
