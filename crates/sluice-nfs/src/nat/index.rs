@@ -139,7 +139,7 @@ mod tests {
             let mut model: HashMap<u32, u64> = HashMap::new();
             for (ins, slot, hsel) in ops {
                 // Few distinct hashes: long runs and wrap-around.
-                let h = (hsel * 0x7fff_ffff_0000_0000) | u64::from(slot);
+                let h = ((hsel * 63 + 120) << 32) | u64::from(slot);
                 if ins {
                     if let std::collections::hash_map::Entry::Vacant(v) = model.entry(slot) {
                         v.insert(h);
