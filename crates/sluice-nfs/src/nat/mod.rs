@@ -95,6 +95,11 @@ impl NatNf {
         &self.nat
     }
 
+    /// The translator, unwrapped (benches and tools drive it directly).
+    pub fn into_nat(self) -> Nat {
+        self.nat
+    }
+
     fn publish(&mut self, ctx: &mut Context<'_>) {
         let s = self.nat.stats();
         let t = self.nat.table_stats();

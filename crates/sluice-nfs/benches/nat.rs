@@ -1,0 +1,111 @@
+//! NAT44 cost per packet with 100 k live mappings (one session each), in
+//! a random order over all flows so the tables are touched as in real
+//! traffic:
+//!
+//! - `nat/outbound_100k`: outbound UDP, per-flow-id cache hit (the
+//!   platform's flow id known);
+//! - `nat/outbound_100k_lookup`: the same without a flow id (hash lookup);
+//! - `nat/inbound_100k`: replies, cache hit;
+//! - `nat/copy_only`: the per-packet frame restore the other cases include
+//!   (translation rewrites in place, so each packet starts from a pristine
+//!   copy); subtract it.
+//!
+//! `cargo bench -p sluice-nfs --bench nat`
+
+#![allow(missing_docs)] // criterion_group! generates undocumented items
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use sluice_nf::{BuildContext, NfId, PortId, Resolver};
+use sluice_nfs::nat::{build_nf, Action, Nat};
+use sluice_packet::builder::{write_frame, FrameSpec, L4Spec};
+use sluice_packet::MacAddr;
+use sluice_spec::ConfigNode;
+use std::net::Ipv4Addr;
+
+const FLOWS: u32 = 100_000;
+const BATCH: usize = 256;
+
+struct NoNames;
+impl Resolver for NoNames {
+    fn nf(&self, _: &str) -> Option<NfId> {
+        None
+    }
+    fn port(&self, _: &str) -> Option<PortId> {
+        None
+    }
+}
+
+fn frame(src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16) -> [u8; 64] {
+    let spec = FrameSpec {
+        src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+        dst_mac: MacAddr([2, 0, 0, 0, 0, 2]),
+        vlan: None,
+        src_ip: src.into(),
+        dst_ip: dst.into(),
+        ttl: 64,
+        l4: L4Spec::Udp { src_port: sport, dst_port: dport },
+    };
+    let mut buf = [0u8; 64];
+    write_frame(&mut buf, &spec, &[0u8; 22]).unwrap();
+    buf
+}
+
+fn nat() -> Nat {
+    let config = ConfigNode::from_json(serde_json::json!({
+        "inside": ["10.0.0.0/8"],
+        "pool": ["192.0.2.0/28"],
+        "capacity": 131072,
+    }));
+    let ctx = BuildContext { name: "nat", config: &config, resolver: &NoNames, flow_capacity: 262_144 };
+    build_nf(&ctx).unwrap().into_nat()
+}
+
+fn bench(c: &mut Criterion) {
+    let mut nat = nat();
+    let remote = Ipv4Addr::new(198, 51, 100, 1);
+    let out: Vec<[u8; 64]> = (0..FLOWS)
+        .map(|i| frame(Ipv4Addr::from(0x0a00_0000 + i), 10_000 + (i % 50_000) as u16, remote, 443))
+        .collect();
+    let now = 1_000_000_000u64;
+    let mut back = Vec::with_capacity(FLOWS as usize);
+    for (i, f) in out.iter().enumerate() {
+        let mut t = *f;
+        assert_eq!(nat.translate(&mut t, 0, i as u32, now), Action::Out);
+        // The reply to the translated packet.
+        let (s, d) = (&t[26..30], &t[30..34]);
+        let ext = Ipv4Addr::new(s[0], s[1], s[2], s[3]);
+        let rem = Ipv4Addr::new(d[0], d[1], d[2], d[3]);
+        let sp = u16::from_be_bytes([t[34], t[35]]);
+        back.push(frame(rem, 443, ext, sp));
+    }
+    assert_eq!(nat.mapping_count(), FLOWS as usize);
+    // A fixed pseudo-random walk over every flow.
+    let order: Vec<u32> = (0..FLOWS).map(|i| (i as u64 * 7919 % FLOWS as u64) as u32).collect();
+    let mut g = c.benchmark_group("nat");
+    g.throughput(Throughput::Elements(BATCH as u64));
+    let mut run = |name: &str, frames: &[[u8; 64]], flow_base: u32, with_id: bool, translate: bool| {
+        let mut k = 0usize;
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                for _ in 0..BATCH {
+                    let i = order[k] as usize;
+                    k = if k + 1 == order.len() { 0 } else { k + 1 };
+                    let mut f = frames[i];
+                    if translate {
+                        let id = if with_id { flow_base + i as u32 } else { u32::MAX };
+                        black_box(nat.translate(&mut f, 0, id, now));
+                    }
+                    black_box(&f);
+                }
+            })
+        });
+    };
+    run("outbound_100k", &out, 0, true, true);
+    run("outbound_100k_lookup", &out, 0, false, true);
+    run("inbound_100k", &back, 131_072, true, true);
+    run("copy_only", &out, 0, true, false);
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
