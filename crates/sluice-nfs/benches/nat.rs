@@ -43,7 +43,10 @@ fn frame(src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16) -> [u8; 64] {
         src_ip: src.into(),
         dst_ip: dst.into(),
         ttl: 64,
-        l4: L4Spec::Udp { src_port: sport, dst_port: dport },
+        l4: L4Spec::Udp {
+            src_port: sport,
+            dst_port: dport,
+        },
     };
     let mut buf = [0u8; 64];
     write_frame(&mut buf, &spec, &[0u8; 22]).unwrap();
@@ -56,7 +59,12 @@ fn nat() -> Nat {
         "pool": ["192.0.2.0/28"],
         "capacity": 131072,
     }));
-    let ctx = BuildContext { name: "nat", config: &config, resolver: &NoNames, flow_capacity: 262_144 };
+    let ctx = BuildContext {
+        name: "nat",
+        config: &config,
+        resolver: &NoNames,
+        flow_capacity: 262_144,
+    };
     build_nf(&ctx).unwrap().into_nat()
 }
 
@@ -64,7 +72,14 @@ fn bench(c: &mut Criterion) {
     let mut nat = nat();
     let remote = Ipv4Addr::new(198, 51, 100, 1);
     let out: Vec<[u8; 64]> = (0..FLOWS)
-        .map(|i| frame(Ipv4Addr::from(0x0a00_0000 + i), 10_000 + (i % 50_000) as u16, remote, 443))
+        .map(|i| {
+            frame(
+                Ipv4Addr::from(0x0a00_0000 + i),
+                10_000 + (i % 50_000) as u16,
+                remote,
+                443,
+            )
+        })
         .collect();
     let now = 1_000_000_000u64;
     let mut back = Vec::with_capacity(FLOWS as usize);
@@ -80,26 +95,33 @@ fn bench(c: &mut Criterion) {
     }
     assert_eq!(nat.mapping_count(), FLOWS as usize);
     // A fixed pseudo-random walk over every flow.
-    let order: Vec<u32> = (0..FLOWS).map(|i| (i as u64 * 7919 % FLOWS as u64) as u32).collect();
+    let order: Vec<u32> = (0..FLOWS)
+        .map(|i| (i as u64 * 7919 % FLOWS as u64) as u32)
+        .collect();
     let mut g = c.benchmark_group("nat");
     g.throughput(Throughput::Elements(BATCH as u64));
-    let mut run = |name: &str, frames: &[[u8; 64]], flow_base: u32, with_id: bool, translate: bool| {
-        let mut k = 0usize;
-        g.bench_function(name, |b| {
-            b.iter(|| {
-                for _ in 0..BATCH {
-                    let i = order[k] as usize;
-                    k = if k + 1 == order.len() { 0 } else { k + 1 };
-                    let mut f = frames[i];
-                    if translate {
-                        let id = if with_id { flow_base + i as u32 } else { u32::MAX };
-                        black_box(nat.translate(&mut f, 0, id, now));
+    let mut run =
+        |name: &str, frames: &[[u8; 64]], flow_base: u32, with_id: bool, translate: bool| {
+            let mut k = 0usize;
+            g.bench_function(name, |b| {
+                b.iter(|| {
+                    for _ in 0..BATCH {
+                        let i = order[k] as usize;
+                        k = if k + 1 == order.len() { 0 } else { k + 1 };
+                        let mut f = frames[i];
+                        if translate {
+                            let id = if with_id {
+                                flow_base + i as u32
+                            } else {
+                                u32::MAX
+                            };
+                            black_box(nat.translate(&mut f, 0, id, now));
+                        }
+                        black_box(&f);
                     }
-                    black_box(&f);
-                }
-            })
-        });
-    };
+                })
+            });
+        };
     run("outbound_100k", &out, 0, true, true);
     run("outbound_100k_lookup", &out, 0, false, true);
     run("inbound_100k", &back, 131_072, true, true);

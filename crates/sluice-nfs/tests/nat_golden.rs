@@ -15,7 +15,9 @@ use sluice_nf::harness::Harness;
 use sluice_nf::{DropReason, PortId, Verdict};
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nat").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/nat")
+        .join(name)
 }
 
 /// Every record of a classic little-endian microsecond pcap file:
@@ -23,14 +25,27 @@ fn fixture(name: &str) -> PathBuf {
 fn read_pcap(path: &Path) -> Vec<(u64, Vec<u8>)> {
     let b = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
-    assert_eq!(u32_at(0), 0xa1b2_c3d4, "{}: LE microsecond pcap", path.display());
+    assert_eq!(
+        u32_at(0),
+        0xa1b2_c3d4,
+        "{}: LE microsecond pcap",
+        path.display()
+    );
     assert_eq!(u32_at(20), 1, "{}: Ethernet", path.display());
     let mut out = Vec::new();
     let mut o = 24;
     while o < b.len() {
-        let (sec, usec, incl, orig) = (u32_at(o), u32_at(o + 4), u32_at(o + 8) as usize, u32_at(o + 12) as usize);
+        let (sec, usec, incl, orig) = (
+            u32_at(o),
+            u32_at(o + 4),
+            u32_at(o + 8) as usize,
+            u32_at(o + 12) as usize,
+        );
         assert_eq!(incl, orig, "whole frames");
-        out.push((u64::from(sec) * 1_000_000_000 + u64::from(usec) * 1000, b[o + 16..o + 16 + incl].to_vec()));
+        out.push((
+            u64::from(sec) * 1_000_000_000 + u64::from(usec) * 1000,
+            b[o + 16..o + 16 + incl].to_vec(),
+        ));
         o += 16 + incl;
     }
     out
@@ -40,7 +55,10 @@ fn verdict(name: &str) -> Verdict {
     match name {
         "next" => Verdict::Next,
         "port:0" => Verdict::ToPort(PortId(0)),
-        d => Verdict::Drop(DropReason::nf_local(reason_index("nat", d.strip_prefix("drop:").unwrap()))),
+        d => Verdict::Drop(DropReason::nf_local(reason_index(
+            "nat",
+            d.strip_prefix("drop:").unwrap(),
+        ))),
     }
 }
 
@@ -68,7 +86,10 @@ fn capture_through_nat_matches_the_golden_output() {
     let mut got = Vec::new();
     for (i, ((ts, frame), want)) in input.iter().zip(&verdicts).enumerate() {
         h.set_now_ns(*ts);
-        let o = h.run(nf.as_mut(), std::slice::from_ref(frame)).pop().unwrap();
+        let o = h
+            .run(nf.as_mut(), std::slice::from_ref(frame))
+            .pop()
+            .unwrap();
         assert_eq!(o.verdict, *want, "frame {}", i + 1);
         if !matches!(o.verdict, Verdict::Drop(_)) {
             got.push(o.frame);

@@ -14,7 +14,11 @@ use sluice_nf::{NetworkFunction, Verdict};
 use sluice_packet::{L4Spec, TcpFlags};
 use std::net::Ipv4Addr;
 
-const BEHAVIOURS: [&str; 3] = ["endpoint_independent", "address_dependent", "address_and_port_dependent"];
+const BEHAVIOURS: [&str; 3] = [
+    "endpoint_independent",
+    "address_dependent",
+    "address_and_port_dependent",
+];
 
 fn nat(mapping: usize, filtering: usize) -> Box<dyn NetworkFunction> {
     build(
@@ -41,9 +45,23 @@ struct Flow {
 
 fn l4(proto: u8, sport: u16, dport: u16, reply: bool) -> L4Spec {
     match proto {
-        TCP => L4Spec::Tcp { src_port: sport, dst_port: dport, seq: 1, ack: 2, flags: TcpFlags::ACK, window: 9 },
-        UDP => L4Spec::Udp { src_port: sport, dst_port: dport },
-        _ => L4Spec::IcmpEcho { id: if reply { dport } else { sport }, seq: 4, reply },
+        TCP => L4Spec::Tcp {
+            src_port: sport,
+            dst_port: dport,
+            seq: 1,
+            ack: 2,
+            flags: TcpFlags::ACK,
+            window: 9,
+        },
+        UDP => L4Spec::Udp {
+            src_port: sport,
+            dst_port: dport,
+        },
+        _ => L4Spec::IcmpEcho {
+            id: if reply { dport } else { sport },
+            seq: 4,
+            reply,
+        },
     }
 }
 
@@ -51,8 +69,18 @@ fn flow() -> impl Strategy<Value = Flow> {
     (
         prop_oneof![Just(TCP), Just(UDP), Just(ICMP)],
         0u16..8,
-        prop_oneof![Just(5000u16), Just(80), Just(1023), Just(65535), any::<u16>()],
-        prop_oneof![Just([198u8, 51, 100, 1]), Just([203, 0, 113, 9]), any::<[u8; 4]>()],
+        prop_oneof![
+            Just(5000u16),
+            Just(80),
+            Just(1023),
+            Just(65535),
+            any::<u16>()
+        ],
+        prop_oneof![
+            Just([198u8, 51, 100, 1]),
+            Just([203, 0, 113, 9]),
+            any::<[u8; 4]>()
+        ],
         any::<u16>(),
         proptest::collection::vec(any::<u8>(), 0..48),
     )
@@ -61,7 +89,11 @@ fn flow() -> impl Strategy<Value = Flow> {
             host: Ipv4Addr::new(10, 0, 0, 1 + h as u8),
             sport,
             // Never inside or in the pool (both would be other behaviours).
-            remote: if r[0] == 10 || r[..3] == [192, 0, 2] { Ipv4Addr::new(198, 51, 100, r[3]) } else { Ipv4Addr::from(r) },
+            remote: if r[0] == 10 || r[..3] == [192, 0, 2] {
+                Ipv4Addr::new(198, 51, 100, r[3])
+            } else {
+                Ipv4Addr::from(r)
+            },
             dport,
             payload,
         })
