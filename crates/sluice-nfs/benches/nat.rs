@@ -6,9 +6,11 @@
 //!   platform's flow id known);
 //! - `nat/outbound_100k_lookup`: the same without a flow id (hash lookup);
 //! - `nat/inbound_100k`: replies, cache hit;
-//! - `nat/copy_only`: the per-packet frame restore the other cases include
-//!   (translation rewrites in place, so each packet starts from a pristine
-//!   copy); subtract it.
+//! - `nat/copy_only_100k`: the per-packet frame restore the other cases
+//!   include (translation rewrites in place, so each packet starts from a
+//!   pristine copy, a cache miss of its own at 100 k frames); subtract it;
+//! - `nat/outbound_hot_1k` / `copy_only_hot_1k`: the same over 1 k flows,
+//!   whose state stays in cache: the compute cost alone.
 //!
 //! `cargo bench -p sluice-nfs --bench nat`
 //!
@@ -94,7 +96,7 @@ fn setup() -> (Nat, Vec<[u8; 64]>, Vec<[u8; 64]>, Vec<u32>) {
             )
         })
         .collect();
-    let now = 1_000_000_000u64;
+    let now = NOW;
     let mut back = Vec::with_capacity(FLOWS as usize);
     for (i, f) in out.iter().enumerate() {
         let mut t = *f;
@@ -111,41 +113,60 @@ fn setup() -> (Nat, Vec<[u8; 64]>, Vec<[u8; 64]>, Vec<u32>) {
     let order: Vec<u32> = (0..FLOWS)
         .map(|i| (i as u64 * 7919 % FLOWS as u64) as u32)
         .collect();
+    (nat, out, back, order)
+}
+
+const NOW: u64 = 1_000_000_000;
+
+fn bench(c: &mut Criterion) {
+    let (mut nat, out, back, order) = setup();
     let mut g = c.benchmark_group("nat");
     g.throughput(Throughput::Elements(BATCH as u64));
-    let mut run =
-        |name: &str, frames: &[[u8; 64]], flow_base: u32, with_id: bool, translate: bool| {
-            let mut k = 0usize;
-            g.bench_function(name, |b| {
-                b.iter(|| {
-                    for _ in 0..BATCH {
-                        let i = order[k] as usize;
-                        k = if k + 1 == order.len() { 0 } else { k + 1 };
-                        let mut f = frames[i];
-                        if translate {
-                            let id = if with_id {
-                                flow_base + i as u32
-                            } else {
-                                u32::MAX
-                            };
-                            black_box(nat.translate(&mut f, 0, id, now));
-                        }
-                        black_box(&f);
+    // `span` flows of the walk are visited: all 100 k (tables far larger
+    // than the caches), or 1 k (hot tables: the compute cost alone).
+    let mut run = |name: &str,
+                   frames: &[[u8; 64]],
+                   flow_base: u32,
+                   with_id: bool,
+                   translate: bool,
+                   span: usize| {
+        let mut k = 0usize;
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                for _ in 0..BATCH {
+                    let i = order[k] as usize;
+                    k = if k + 1 == span { 0 } else { k + 1 };
+                    let mut f = frames[i];
+                    if translate {
+                        let id = if with_id {
+                            flow_base + i as u32
+                        } else {
+                            u32::MAX
+                        };
+                        black_box(nat.translate(&mut f, 0, id, NOW));
                     }
-                })
-            });
-        };
-    run("outbound_100k", &out, 0, true, true);
-    run("outbound_100k_lookup", &out, 0, false, true);
-    run("inbound_100k", &back, 131_072, true, true);
-    run("copy_only", &out, 0, true, false);
+                    black_box(&f);
+                }
+            })
+        });
+    };
+    let all = order.len();
+    run("outbound_100k", &out, 0, true, true, all);
+    run("outbound_100k_lookup", &out, 0, false, true, all);
+    run("inbound_100k", &back, 131_072, true, true, all);
+    run("copy_only_100k", &out, 0, true, false, all);
+    run("outbound_hot_1k", &out, 0, true, true, 1000);
+    run("copy_only_hot_1k", &out, 0, true, false, 1000);
     g.finish();
 }
 
 criterion_group!(benches, bench);
 
 fn main() {
-    if let Some(n) = std::env::var("NAT_INSTR_PACKETS").ok().and_then(|v| v.parse::<usize>().ok()) {
+    if let Some(n) = std::env::var("NAT_INSTR_PACKETS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
         let (mut nat, out, _, order) = setup();
         for k in 0..n {
             let i = order[k % order.len()] as usize;

@@ -6,9 +6,9 @@
 //!
 //! Ports are tracked per external address and protocol class (TCP, UDP,
 //! ICMP) in a 65 536-bit bitmap (8 KiB). Allocation preserves the inside
-//! port when it is free (RFC 4787 REQ-3/-4, RFC 5382 REQ-1); otherwise it
+//! port when it is free (RFC 4787 §4.2.1, RFC 5382 §4.1); otherwise it
 //! takes the next free port upwards, wrapping within the range: ports below
-//! 1024 map into 1–1023 (RFC 4787 REQ-3's "similar range"), the rest into
+//! 1024 map into 1–1023 (RFC 4787 §4.2.1: a "similar range"), the rest into
 //! the configured range; ICMP query ids use the whole id space. Deterministic allocation keeps behaviour
 //! reproducible and predictable for hole punching.
 

@@ -4,7 +4,7 @@
 //! so a lying header can never make the NAT panic; callers only pass
 //! offsets that `sluice_packet::parse` (or the ICMP error walk) validated.
 
-use sluice_packet::checksum::{update_bytes, update_u16, update_u32};
+use sluice_packet::checksum::{fold, update_bytes, update_u16, update_u32};
 
 use super::table::Endpoint;
 
@@ -57,37 +57,91 @@ pub(crate) fn port_offset(proto: u8, side: Side) -> usize {
     }
 }
 
+/// RFC 1624 eqn. 3 for an address (32 bits) and a port (16 bits) changed
+/// at once: one fold instead of two; bit-for-bit what `update_u32` then
+/// `update_u16` give.
+#[inline(always)]
+fn replace(c: u16, old_a: u32, new_a: u32, old_p: u16, new_p: u16) -> u16 {
+    let s = u64::from(!c)
+        + u64::from(!((old_a >> 16) as u16))
+        + u64::from(!(old_a as u16))
+        + u64::from((new_a >> 16) as u16)
+        + u64::from(new_a as u16)
+        + u64::from(!old_p)
+        + u64::from(new_p);
+    !fold(s)
+}
+
+#[inline(always)]
+fn get16<const N: usize>(b: &[u8; N], o: usize) -> u16 {
+    match b.get(o..o + 2) {
+        Some(&[x, y]) => u16::from_be_bytes([x, y]),
+        _ => 0,
+    }
+}
+
+#[inline(always)]
+fn put16<const N: usize>(b: &mut [u8; N], o: usize, v: u16) {
+    if let Some(d) = b.get_mut(o..o + 2) {
+        d.copy_from_slice(&v.to_be_bytes());
+    }
+}
+
 /// Rewrites the address and port of `side` of an IPv4 TCP/UDP/ICMP-query
 /// packet whose IP header is at `l3` and transport header at `l4`, fixing
 /// the IP header checksum and the transport checksum (TCP/UDP: the
-/// pseudo-header covers the address; ICMP: only the id).
-/// ≈ 6 ns (bench nat/outbound, part of the per-packet figure).
+/// pseudo-header covers the address; ICMP: only the id). The headers are
+/// taken as fixed-size arrays once, so the field accesses need no further
+/// bounds checks. ≈ 40 instructions (callgrind, bench nat NAT_INSTR_PACKETS).
 #[inline]
 pub(crate) fn rewrite(f: &mut [u8], l3: usize, l4: usize, proto: u8, side: Side, new: Endpoint) {
-    let ao = l3 + if side == Side::Src { 12 } else { 16 };
-    let po = l4 + port_offset(proto, side);
-    let (old_a, old_p) = (rd32(f, ao), rd16(f, po));
-    wr32(f, ao, new.addr);
-    wr16(f, l3 + 10, update_u32(rd16(f, l3 + 10), old_a, new.addr));
-    wr16(f, po, new.port);
+    if l4 > f.len() {
+        return;
+    }
+    let (head, tail) = f.split_at_mut(l4);
+    let Some(ip) = head.get_mut(l3..).and_then(|h| h.first_chunk_mut::<20>()) else {
+        return;
+    };
+    let ao = if side == Side::Src { 12 } else { 16 };
+    let old_a = u32::from(get16(ip, ao)) << 16 | u32::from(get16(ip, ao + 2));
+    put16(ip, ao, (new.addr >> 16) as u16);
+    put16(ip, ao + 2, new.addr as u16);
+    put16(ip, 10, replace(get16(ip, 10), old_a, new.addr, 0, 0));
+    let po = port_offset(proto, side);
     match proto {
         6 => {
-            let c = update_u16(
-                update_u32(rd16(f, l4 + 16), old_a, new.addr),
-                old_p,
-                new.port,
+            let Some(t) = tail.first_chunk_mut::<18>() else {
+                return;
+            };
+            let old_p = get16(t, po);
+            put16(t, po, new.port);
+            put16(
+                t,
+                16,
+                replace(get16(t, 16), old_a, new.addr, old_p, new.port),
             );
-            wr16(f, l4 + 16, c);
         }
         17 => {
-            let c = rd16(f, l4 + 6);
+            let Some(u) = tail.first_chunk_mut::<8>() else {
+                return;
+            };
+            let old_p = get16(u, po);
+            put16(u, po, new.port);
+            let c = get16(u, 6);
             if c != 0 {
                 // 0 means "no checksum" in UDP: a computed 0 is sent as 0xffff.
-                let c = update_u16(update_u32(c, old_a, new.addr), old_p, new.port);
-                wr16(f, l4 + 6, if c == 0 { 0xffff } else { c });
+                let c = replace(c, old_a, new.addr, old_p, new.port);
+                put16(u, 6, if c == 0 { 0xffff } else { c });
             }
         }
-        _ => wr16(f, l4 + 2, update_u16(rd16(f, l4 + 2), old_p, new.port)),
+        _ => {
+            let Some(i) = tail.first_chunk_mut::<8>() else {
+                return;
+            };
+            let old_p = get16(i, po);
+            put16(i, po, new.port);
+            put16(i, 2, update_u16(get16(i, 2), old_p, new.port));
+        }
     }
 }
 
@@ -122,7 +176,7 @@ const QUOTE_SPAN: usize = 80;
 /// Rewrites `side` of the quoted packet of an ICMP error to `new`: the
 /// quoted IP header checksum, the quoted transport checksum when the quote
 /// holds it (UDP unless 0, TCP if ≥ 18 bytes are quoted, ICMP), and the
-/// error's own ICMP checksum over everything that changed (RFC 5508 §7).
+/// error's own ICMP checksum over everything that changed (RFC 5508 §4).
 pub(crate) fn rewrite_quoted(f: &mut [u8], q: &Quoted, side: Side, new: Endpoint) {
     let span_end = (q.l4 + 20).min(q.end).min(q.l3 + QUOTE_SPAN);
     let mut old = [0u8; QUOTE_SPAN];

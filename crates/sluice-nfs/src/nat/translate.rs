@@ -363,7 +363,7 @@ impl Nat {
         }
     }
 
-    /// Translates an ICMP error and the packet it quotes (RFC 5508 §7):
+    /// Translates an ICMP error and the packet it quotes (RFC 5508 §4):
     /// the quote is the reverse of a known session's traffic, so outbound
     /// errors get the quoted destination and the outer source mapped to
     /// the external endpoint, and inbound errors get the quoted source and
