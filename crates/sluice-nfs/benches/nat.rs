@@ -81,9 +81,12 @@ fn nat() -> Nat {
     build_nf(&ctx).unwrap().into_nat()
 }
 
+/// One 64-byte frame per flow.
+type Frames = Vec<[u8; 64]>;
+
 /// The NAT with 100 k mappings, the outbound frames, their replies and a
 /// pseudo-random walk over all flows.
-fn setup() -> (Nat, Vec<[u8; 64]>, Vec<[u8; 64]>, Vec<u32>) {
+fn setup() -> (Nat, Frames, Frames, Vec<u32>) {
     let mut nat = nat();
     let remote = Ipv4Addr::new(198, 51, 100, 1);
     let out: Vec<[u8; 64]> = (0..FLOWS)
