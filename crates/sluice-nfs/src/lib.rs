@@ -4,9 +4,15 @@
 
 pub mod acl;
 pub mod chaos;
+pub mod delay;
+pub mod elements;
+pub mod flow_monitor;
 pub mod forwarder;
+pub mod graph;
 pub mod monitor;
 pub mod nat;
+pub mod tee;
+pub mod tunnel;
 
 use sluice_nf::NfType;
 
@@ -15,6 +21,23 @@ pub static REGISTRY: &[NfType] = &[
     forwarder::TYPE,
     monitor::TYPE,
     acl::TYPE,
+    tee::TYPE,
+    delay::TYPE,
+    graph::TYPE,
     chaos::TYPE,
+    flow_monitor::TYPE,
+    tunnel::vxlan_encap::TYPE,
+    tunnel::vxlan_decap::TYPE,
+    tunnel::gre_encap::TYPE,
+    tunnel::gre_decap::TYPE,
+    elements::classifier::TYPE,
+    elements::mirror::TYPE,
+    elements::sampler::TYPE,
+    elements::mac_swap::TYPE,
+    elements::rewrite::TYPE,
+    elements::ttl::TYPE,
+    elements::checksum_fix::TYPE,
+    elements::latency_probe::TYPE,
+    elements::cycle_burner::TYPE,
     nat::TYPE,
 ];

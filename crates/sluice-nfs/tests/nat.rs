@@ -805,3 +805,22 @@ fn config_errors_name_the_field() {
         assert!(e.message.contains(msg), "{config}: {e}");
     }
 }
+
+#[test]
+fn tick_expires_idle_mappings_without_traffic() {
+    let mut n = Nat::new(json!({}));
+    assert_eq!(n.nf.tick_interval_ns(), Some(100_000_000));
+    n.pass(udp4("10.0.0.1", 5000, "198.51.100.7", 53));
+    n.at(299);
+    n.h.tick(n.nf.as_mut());
+    assert_eq!((n.c("mappings"), n.c("sessions")), (1, 1));
+    // Past the timeout, four ticks sweep the whole default 64 k table.
+    n.at(301);
+    for _ in 0..4 {
+        n.h.tick(n.nf.as_mut());
+    }
+    assert_eq!(
+        (n.c("mappings"), n.c("sessions"), n.c("mapping_expired")),
+        (0, 0, 1)
+    );
+}

@@ -82,6 +82,12 @@ pub mod counters {
     pub const UNTRANSLATED: usize = 10;
 }
 
+/// How often `tick` runs.
+pub const TICK_NS: u64 = 100_000_000;
+/// Session slots checked per tick: the default 64 k table every 0.4 s, the
+/// largest (4 M) every 26 s; ≈ 1 ns per slot.
+pub const SWEEP_PER_TICK: usize = 16_384;
+
 /// The `nat` NF: a [`Nat`] plus counter publishing.
 pub struct NatNf {
     nat: Nat,
@@ -147,6 +153,17 @@ impl NetworkFunction for NatNf {
 
     fn flow_end(&mut self, flow_id: u32, _ctx: &mut Context<'_>) {
         self.nat.flow_end(flow_id);
+    }
+
+    fn tick_interval_ns(&self) -> Option<u64> {
+        Some(TICK_NS)
+    }
+
+    /// Sweeps for expired sessions even when no packets come, so idle
+    /// mappings release their ports and the gauges stay true.
+    fn tick(&mut self, ctx: &mut Context<'_>) {
+        self.nat.expire(ctx.now_ns(), SWEEP_PER_TICK);
+        self.publish(ctx);
     }
 
     fn reset(&mut self) {

@@ -106,7 +106,7 @@ pub struct Nat {
 }
 
 /// Session slots checked for expiry per batch (a full sweep of 128 k
-/// sessions every ≈ 2 k batches; `tick` sweeps faster when idle).
+/// sessions every ≈ 2 k batches; `tick` sweeps more, traffic or not).
 pub const SWEEP_PER_BATCH: usize = 64;
 
 impl Nat {
