@@ -13,6 +13,7 @@ pub mod forwarder;
 pub mod graph;
 pub mod monitor;
 pub mod router;
+pub mod nat;
 pub mod tee;
 pub mod tunnel;
 
@@ -43,4 +44,5 @@ pub static REGISTRY: &[NfType] = &[
     elements::cycle_burner::TYPE,
     router::TYPE,
     firewall::TYPE,
+    nat::TYPE,
 ];
