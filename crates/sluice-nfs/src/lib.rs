@@ -3,11 +3,22 @@
 //! [`REGISTRY`] lists every type a spec can name.
 
 pub mod acl;
+pub mod bridge;
 pub mod chaos;
 pub mod forwarder;
+pub mod load_balancer;
 pub mod monitor;
+pub mod policer;
 
 use sluice_nf::NfType;
 
 /// Every NF type, by spec name.
-pub static REGISTRY: &[NfType] = &[forwarder::TYPE, monitor::TYPE, acl::TYPE, chaos::TYPE];
+pub static REGISTRY: &[NfType] = &[
+    forwarder::TYPE,
+    monitor::TYPE,
+    acl::TYPE,
+    chaos::TYPE,
+    policer::TYPE,
+    load_balancer::TYPE,
+    bridge::TYPE,
+];
