@@ -184,7 +184,10 @@ fn meter(
             }
         }
     };
-    Meter::new(k).map_err(|m| ctx.config.error_at_path(prefix.trim_end_matches('.'), m))
+    Meter::new(k).map_err(|m| {
+        let field = if m.starts_with("pir") { "pir" } else { "cbs" };
+        at(field, m)
+    })
 }
 
 fn check_dscp(ctx: &BuildContext<'_>, path: &str, v: &[u8]) -> Result<(), SpecError> {

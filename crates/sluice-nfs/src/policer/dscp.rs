@@ -78,7 +78,7 @@ mod tests {
             let mut f = frame(v6);
             let h = parse(&f).unwrap();
             let l3 = h.l3_offset as usize;
-            f[l3 + usize::from(v6)] |= if v6 { 0x10 } else { 0x01 }; // ECN = 1
+            f[l3 + 1] |= if v6 { 0x10 } else { 0x01 }; // ECN = 1
             if !v6 {
                 // Keep the header checksum valid after setting ECN.
                 let c = sluice_packet::checksum::checksum(&{

@@ -191,8 +191,13 @@ mod tests {
         };
         assert_eq!(s.release(S + 99_999_999, &mut send), 0);
         assert_eq!(s.release(S + 100_000_000, &mut send), 1);
-        assert_eq!(s.release(S + 350_000_000, &mut send), 2);
-        assert_eq!(s.release(S + 10 * S, &mut send), 2);
+        // The bucket holds at most `burst` (100 B): idle time does not
+        // bank more than one packet.
+        assert_eq!(s.release(S + 350_000_000, &mut send), 1);
+        assert_eq!(s.release(S + 10 * S, &mut send), 1);
+        assert_eq!(s.release(S + 10 * S + 99_000_000, &mut send), 0);
+        assert_eq!(s.release(S + 10 * S + 200_000_000, &mut send), 1);
+        assert_eq!(s.release(S + 10 * S + 300_000_000, &mut send), 1);
         assert_eq!(out, [0, 1, 2, 3, 4]);
     }
 
