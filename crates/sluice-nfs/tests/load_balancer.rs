@@ -298,7 +298,7 @@ fn nat_round_trip(vip: &str, backend: &str, client: &str, is_tcp: bool) {
         }
     };
     let req = frame(client, vip, l4(40_000, 80), b"request body");
-    let out = h.run(nf.as_mut(), &[req.clone()]);
+    let out = h.run(nf.as_mut(), std::slice::from_ref(&req));
     assert_eq!(out[0].verdict, Verdict::Next);
     let f = &out[0].frame;
     verify_checksums(f, &parse(f).unwrap()).unwrap();
@@ -317,7 +317,7 @@ fn nat_round_trip(vip: &str, backend: &str, client: &str, is_tcp: bool) {
     assert_eq!(c(&h, "replies"), 1);
     // A packet from the backend's address on another port is no reply.
     let stray = frame(backend, client, l4(8081, 40_000), b"x");
-    let out = h.run(nf.as_mut(), &[stray.clone()]);
+    let out = h.run(nf.as_mut(), std::slice::from_ref(&stray));
     assert_eq!(out[0].frame, stray);
     assert_eq!(c(&h, "other"), 1);
 }
@@ -340,7 +340,7 @@ fn dsr_rewrites_only_the_destination_mac() {
     let mut nf = build("load_balancer", cfg);
     let mut h = Harness::new();
     let req = udp("192.168.1.1", 5000, "10.0.0.100", 53);
-    let out = h.run(nf.as_mut(), &[req.clone()]);
+    let out = h.run(nf.as_mut(), std::slice::from_ref(&req));
     let f = &out[0].frame;
     assert_eq!(&f[6..], &req[6..]);
     assert!(

@@ -222,7 +222,7 @@ mod tests {
         assert_eq!(s.admit(100, 0, S), Admit::Pass);
         s.push(7, 50).unwrap();
         s.push(8, 50).unwrap();
-        assert_eq!(s.release(S + 100_000_000, |x| Err(x)), 0);
+        assert_eq!(s.release(S + 100_000_000, Err), 0);
         let mut out = Vec::new();
         assert_eq!(
             s.release(S + 100_000_000, |x| {
