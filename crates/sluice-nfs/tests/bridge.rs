@@ -313,6 +313,12 @@ fn the_nf_drops_frames_from_ports_outside_the_bridge() {
     // The harness delivers on port 0, which is not x or y.
     let out = Harness::new().run(&mut nf, &[eth(BCAST, A, None)]);
     assert_eq!(out[0].verdict, reason("not_member"));
+    // With a default ingress they are bridged as if they came in on it.
+    let node = sluice_spec::ConfigNode::from_json(json!({ "ports": ["x", "y"], "default_ingress": "x" }));
+    let ctx = sluice_nf::BuildContext { name: "br", config: &node, resolver: &FarPorts, flow_capacity: 16 };
+    let mut nf = sluice_nfs::bridge::BridgeNf::new(sluice_nfs::bridge::config::compile(&ctx).unwrap());
+    let out = Harness::new().run(&mut nf, &[eth(BCAST, A, None)]);
+    assert_eq!(out[0].verdict, Verdict::ToPort(PortId(6)));
 }
 
 #[test]

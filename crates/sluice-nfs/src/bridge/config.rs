@@ -19,6 +19,7 @@ struct Config {
     ageing_time_s: u64,
     #[serde(default = "entries")]
     max_entries: u32,
+    default_ingress: Option<String>,
 }
 
 fn ageing() -> u64 {
@@ -48,6 +49,9 @@ pub struct Compiled {
     pub max_entries: usize,
     /// Ageing time.
     pub ageing_ns: u64,
+    /// Bridge port taken as the ingress of frames from ports outside the
+    /// bridge (input-only port kinds such as `generator` and `pcap_in`).
+    pub default_ingress: Option<usize>,
 }
 
 fn vid(node: &ConfigNode, path: &str, v: u16) -> Result<u16, SpecError> {
@@ -171,7 +175,17 @@ pub fn compile(ctx: &BuildContext<'_>) -> Result<Compiled, SpecError> {
             .config
             .error_at_path("ageing_time_s", "must be at least 1 second"));
     }
+    let default_ingress = match &cfg.default_ingress {
+        None => None,
+        Some(n) => Some(names.iter().position(|x| x == n).ok_or_else(|| {
+            ctx.config.error_at_path(
+                "default_ingress",
+                format!("`{n}` is not one of the bridge's ports"),
+            )
+        })?),
+    };
     Ok(Compiled {
+        default_ingress,
         ids,
         vlans,
         max_entries: cfg.max_entries as usize,

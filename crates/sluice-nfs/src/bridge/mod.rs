@@ -21,6 +21,7 @@
 //! | `ports[]` | port name, or `{name, vlan}` / `{name, trunk: [vids], native?}` | required, 2–64 | bridge ports; a bare name is an access port of VLAN 1 |
 //! | `max_entries` | integer | 4096 | MAC table size (pre-allocated) |
 //! | `ageing_time_s` | integer | 300 | idle time after which a station is forgotten |
+//! | `default_ingress` | a bridge port's name | none | frames from ports outside the bridge (input-only kinds: `generator`, `pcap_in`) are taken as arriving on this port; without it they are dropped as `not_member` |
 //!
 //! Verdicts: `ToPort(p)` for every forwarded or flooded frame (copies of a
 //! flooded frame are emitted with `ctx.emit`). Drop reasons: `same_port`,
@@ -92,6 +93,7 @@ pub struct BridgeNf {
     ids: Vec<PortId>,
     /// Platform port id → bridge port index (`u8::MAX`: not a member).
     index_of: Vec<u8>,
+    default_ingress: Option<usize>,
 }
 
 impl BridgeNf {
@@ -106,6 +108,7 @@ impl BridgeNf {
             core: Bridge::new(&cfg.vlans, cfg.max_entries, cfg.ageing_ns),
             ids: cfg.ids,
             index_of,
+            default_ingress: cfg.default_ingress,
         }
     }
 
@@ -125,10 +128,13 @@ impl NetworkFunction for BridgeNf {
         batch.for_each(|p| {
             let port = match self.index_of.get(usize::from(p.port_in())) {
                 Some(&i) if i != u8::MAX => usize::from(i),
-                _ => {
-                    p.drop_with(NOT_MEMBER);
-                    return;
-                }
+                _ => match self.default_ingress {
+                    Some(i) => i,
+                    None => {
+                        p.drop_with(NOT_MEMBER);
+                        return;
+                    }
+                },
             };
             let (d, ing) = self.core.decide(p.data(), port, now);
             let out = match d {
