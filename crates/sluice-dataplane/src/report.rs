@@ -65,6 +65,11 @@ pub struct NfReport {
     pub wakeups: u64,
     /// Ring entries it returned that were not buffers it owned (rejected).
     pub invalid_handles: u64,
+    /// Packets the NF created (reject replies, flood copies, …).
+    pub originated: u64,
+    /// Extended counters (e.g. hits per rule), up to the last non-zero one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ext_counters: Vec<u64>,
 }
 
 /// One port's summary.
@@ -129,6 +134,8 @@ pub struct RunReport {
     pub duration_s: f64,
     /// Packets received by input ports.
     pub packets_in: u64,
+    /// Packets created by NFs (reject replies, flood copies, …).
+    pub packets_originated: u64,
     /// Packets transmitted by output ports.
     pub packets_out: u64,
     /// Bytes transmitted (L2 frames, no FCS).
@@ -137,7 +144,8 @@ pub struct RunReport {
     pub drops: BTreeMap<String, u64>,
     /// All drops.
     pub drops_total: u64,
-    /// `packets_in - packets_out - drops_total`: must be 0 (no silent loss).
+    /// `packets_in + packets_originated - packets_out - drops_total`: must
+    /// be 0 (no silent loss).
     pub unaccounted: i64,
     /// Output rate, million packets per second.
     pub mpps: f64,
@@ -200,6 +208,18 @@ fn nf_report(nf: &NfRt<'_>, drop_names: &[&str], counter_names: &[&str]) -> NfRe
         yields: nf.retired.yields + s.yields.load(Ordering::Relaxed),
         wakeups: nf.wakeups,
         invalid_handles: nf.invalid_handles,
+        originated: nf.originated,
+        ext_counters: {
+            let ext: Vec<u64> = nf
+                .control
+                .ext
+                .0
+                .iter()
+                .map(|c| c.load(Ordering::Relaxed))
+                .collect();
+            let used = ext.iter().rposition(|&v| v > 0).map_or(0, |i| i + 1);
+            ext[..used].to_vec()
+        },
     }
 }
 
@@ -210,6 +230,7 @@ impl RunReport {
         let duration_s = duration_ns as f64 / 1e9;
         let packets_in: u64 = w.ports.iter().map(|p| p.stats.rx_packets).sum();
         let packets_out: u64 = w.ports.iter().map(|p| p.stats.tx_packets).sum();
+        let packets_originated: u64 = w.nfs.iter().map(|n| n.originated).sum();
         let bytes_out: u64 = w.ports.iter().map(|p| p.stats.tx_bytes).sum();
         let mut drops = w.drops.named();
         for (i, nf) in w.nfs.iter().enumerate() {
@@ -248,11 +269,14 @@ impl RunReport {
             spec: spec.to_string(),
             duration_s,
             packets_in,
+            packets_originated,
             packets_out,
             bytes_out,
             drops,
             drops_total,
-            unaccounted: packets_in as i64 - packets_out as i64 - drops_total as i64,
+            unaccounted: (packets_in + packets_originated) as i64
+                - packets_out as i64
+                - drops_total as i64,
             mpps: packets_out as f64 / duration_s / 1e6,
             gbps: bytes_out as f64 * 8.0 / duration_s / 1e9,
             latency_ns,

@@ -160,6 +160,12 @@ pub fn run(
                 pending_events: Default::default(),
             }),
         };
+        let tick = match &exec {
+            Exec::Inline(f) => f
+                .tick_interval_ns()
+                .map(|every| (every.max(1), sluice_sys::monotonic_ns() + every)),
+            Exec::Process(_) => None,
+        };
         nfs.push(NfRt {
             name: n.name.clone(),
             type_name: n.nf_type.name,
@@ -173,6 +179,8 @@ pub fn run(
             wakeups: 0,
             invalid_handles: 0,
             retired: Retired::default(),
+            originated: 0,
+            tick,
         });
     }
     let pool = BufferPool::new(arena.buffers());

@@ -5,10 +5,12 @@
 pub mod acl;
 pub mod bridge;
 pub mod chaos;
+pub mod delay;
 pub mod forwarder;
 pub mod load_balancer;
 pub mod monitor;
 pub mod policer;
+pub mod tee;
 
 use sluice_nf::NfType;
 
@@ -17,6 +19,8 @@ pub static REGISTRY: &[NfType] = &[
     forwarder::TYPE,
     monitor::TYPE,
     acl::TYPE,
+    tee::TYPE,
+    delay::TYPE,
     chaos::TYPE,
     policer::TYPE,
     load_balancer::TYPE,
