@@ -56,5 +56,8 @@ fn policer_example_colours_and_drops_red() {
         counter(&r, "police", "red"),
         "{r:#}"
     );
-    assert_eq!(counter(&r, "police", "marked"), counter(&r, "police", "yellow"));
+    assert_eq!(
+        counter(&r, "police", "marked"),
+        counter(&r, "police", "yellow")
+    );
 }

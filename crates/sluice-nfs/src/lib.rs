@@ -23,6 +23,7 @@ pub static REGISTRY: &[NfType] = &[
     delay::TYPE,
     chaos::TYPE,
     policer::TYPE,
+    policer::shaper::TYPE,
     load_balancer::TYPE,
     bridge::TYPE,
 ];

@@ -314,9 +314,16 @@ fn the_nf_drops_frames_from_ports_outside_the_bridge() {
     let out = Harness::new().run(&mut nf, &[eth(BCAST, A, None)]);
     assert_eq!(out[0].verdict, reason("not_member"));
     // With a default ingress they are bridged as if they came in on it.
-    let node = sluice_spec::ConfigNode::from_json(json!({ "ports": ["x", "y"], "default_ingress": "x" }));
-    let ctx = sluice_nf::BuildContext { name: "br", config: &node, resolver: &FarPorts, flow_capacity: 16 };
-    let mut nf = sluice_nfs::bridge::BridgeNf::new(sluice_nfs::bridge::config::compile(&ctx).unwrap());
+    let node =
+        sluice_spec::ConfigNode::from_json(json!({ "ports": ["x", "y"], "default_ingress": "x" }));
+    let ctx = sluice_nf::BuildContext {
+        name: "br",
+        config: &node,
+        resolver: &FarPorts,
+        flow_capacity: 16,
+    };
+    let mut nf =
+        sluice_nfs::bridge::BridgeNf::new(sluice_nfs::bridge::config::compile(&ctx).unwrap());
     let out = Harness::new().run(&mut nf, &[eth(BCAST, A, None)]);
     assert_eq!(out[0].verdict, Verdict::ToPort(PortId(6)));
 }
@@ -367,4 +374,68 @@ fn config_errors_name_the_field() {
         let e = build_err("bridge", cfg.clone()).to_string();
         assert!(e.contains(field) && e.contains(msg), "{cfg}: {e}");
     }
+}
+
+/// Knows ports `x`, `y`, `z` as port ids 5, 6, 7.
+struct ThreePorts;
+
+impl sluice_nf::Resolver for ThreePorts {
+    fn nf(&self, _: &str) -> Option<sluice_nf::NfId> {
+        None
+    }
+    fn port(&self, name: &str) -> Option<PortId> {
+        ["x", "y", "z"]
+            .iter()
+            .position(|n| *n == name)
+            .map(|i| PortId(5 + i as u16))
+    }
+}
+
+#[test]
+fn floods_copy_the_frame_to_every_other_port_with_its_tagging() {
+    // Frames arrive (harness port 0) as if on x (access 10); y is access
+    // 10, z a trunk carrying 10, w (id 8) is in VLAN 20 only.
+    struct FourPorts;
+    impl sluice_nf::Resolver for FourPorts {
+        fn nf(&self, _: &str) -> Option<sluice_nf::NfId> {
+            None
+        }
+        fn port(&self, name: &str) -> Option<PortId> {
+            ThreePorts.port(name).or((name == "w").then_some(PortId(8)))
+        }
+    }
+    let node = sluice_spec::ConfigNode::from_json(json!({
+        "default_ingress": "x",
+        "ports": [{ "name": "x", "vlan": 10 }, { "name": "y", "vlan": 10 }, { "name": "z", "trunk": [10, 20] }, { "name": "w", "vlan": 20 }],
+    }));
+    let ctx = sluice_nf::BuildContext {
+        name: "br",
+        config: &node,
+        resolver: &FourPorts,
+        flow_capacity: 16,
+    };
+    let mut nf =
+        sluice_nfs::bridge::BridgeNf::new(sluice_nfs::bridge::config::compile(&ctx).unwrap());
+    let mut h = Harness::new();
+    let out = h.run(&mut nf, &[eth(BCAST, A, None)]);
+    // The original to y (untagged), one copy to z (tagged 10), none to w
+    // (other VLAN) and none back to x.
+    assert_eq!(out[0].verdict, Verdict::ToPort(PortId(6)));
+    assert_eq!(out[0].frame, eth(BCAST, A, None));
+    let copies = h.take_emitted();
+    assert_eq!(copies.len(), 1);
+    assert_eq!(copies[0].verdict, Verdict::ToPort(PortId(7)));
+    assert_eq!(copies[0].frame, eth(BCAST, A, Some(10)));
+    assert_eq!(h.counter(counter_index("bridge", "flood_copies")), 1);
+    // B also sits behind x, so a frame from B to A (learned on x) is a
+    // same-port drop; a frame to an unknown station floods again.
+    let out = h.run(&mut nf, &[eth(A, B, None), eth(C, B, None)]);
+    assert_eq!(out[0].verdict, reason("same_port"));
+    assert_eq!(out[1].verdict, Verdict::ToPort(PortId(6)));
+    assert_eq!(h.take_emitted().len(), 1);
+    // Idle ageing runs from the timer: 301 s later the tick empties the table.
+    h.set_now_ns(1_000_000_000 + 301 * S);
+    h.tick(&mut nf);
+    assert_eq!(h.counter(counter_index("bridge", "entries")), 0);
+    assert_eq!(h.counter(counter_index("bridge", "aged")), 2);
 }

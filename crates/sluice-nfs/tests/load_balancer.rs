@@ -192,11 +192,9 @@ fn c(h: &Harness, name: &str) -> u64 {
 
 #[test]
 fn connections_keep_their_backend_when_another_goes_down() {
-    let mut nf = LoadBalancer {
-        lb: balancer(
-            json!({ "vip": "10.0.0.100", "ports": [80], "backends": backends_json(4), "max_connections": 4096 }),
-        ),
-    };
+    let mut nf = LoadBalancer::new(balancer(
+        json!({ "vip": "10.0.0.100", "ports": [80], "backends": backends_json(4), "max_connections": 4096 }),
+    ));
     let mut h = Harness::new();
     let clients: Vec<Vec<u8>> = (0..1000)
         .map(|i| {
@@ -217,6 +215,12 @@ fn connections_keep_their_backend_when_another_goes_down() {
     assert_eq!(c(&h, "new_connections"), 1000);
     let used: HashSet<IpAddr> = first.iter().copied().collect();
     assert_eq!(used.len(), 4);
+    // Extended counter i = requests sent to backend i.
+    for i in 0..4 {
+        let addr: IpAddr = format!("10.0.1.{}", i + 1).parse().unwrap();
+        let n = first.iter().filter(|b| **b == addr).count() as u64;
+        assert_eq!(h.ext_counter(i), n, "backend {i}");
+    }
 
     // Backend 2 (10.0.1.3) goes down. What Maglev alone would now say for
     // each key: some connections of the other backends would move too.

@@ -111,20 +111,20 @@ impl BridgeNf {
             default_ingress: cfg.default_ingress,
         }
     }
+}
 
-    /// The TCI a frame of `ing` leaves port `out` with, or `None` untagged.
-    fn egress_tci(&self, out: usize, ing: &Ingress) -> Option<u16> {
-        self.core
-            .egress_tagged(out, ing.vlan)
-            .then_some(u16::from(ing.pcp) << 13 | ing.vlan)
-    }
+/// The TCI a frame of `ing` leaves port `out` with, or `None` untagged.
+#[inline]
+fn egress_tci(core: &Bridge, out: usize, ing: &Ingress) -> Option<u16> {
+    core.egress_tagged(out, ing.vlan)
+        .then_some(u16::from(ing.pcp) << 13 | ing.vlan)
 }
 
 impl NetworkFunction for BridgeNf {
     fn process(&mut self, batch: &mut Batch<'_>, ctx: &mut Context<'_>) {
         let now = ctx.now_ns();
         self.core.sweep(now);
-        let (mut copies, copy_failed) = (0u64, 0u64);
+        let (mut copies, mut copy_failed) = (0u64, 0u64);
         batch.for_each(|p| {
             let port = match self.index_of.get(usize::from(p.port_in())) {
                 Some(&i) if i != u8::MAX => usize::from(i),
@@ -144,20 +144,71 @@ impl NetworkFunction for BridgeNf {
                 }
                 Decision::Forward(o) => o,
                 Decision::Flood(mask) => {
-                    // The original goes to the lowest port of the mask;
-                    // the other ports get copies.
+                    // The original goes to the lowest port of the mask; every
+                    // other port gets a copy, made before the original is
+                    // retagged. A copy that cannot be made (no spare buffer,
+                    // or this call's emit budget is spent) is counted, not
+                    // retried: flooding is best effort, as in any switch.
                     let first = mask.trailing_zeros() as usize;
-                    copies += u64::from((mask & !(1 << first)).count_ones());
+                    let mut rest = mask & !(1u64 << first);
+                    while rest != 0 {
+                        let o = rest.trailing_zeros() as usize;
+                        rest &= rest - 1;
+                        let Some(mut c) = ctx.alloc_copy(p) else {
+                            copy_failed += 1;
+                            continue;
+                        };
+                        let tci = egress_tci(&self.core, o, &ing);
+                        if !vlan::retag(ctx.view(&mut c).raw(), ing.tagged, tci) {
+                            ctx.discard(c);
+                            copy_failed += 1;
+                            continue;
+                        }
+                        match ctx.emit(c, Verdict::ToPort(self.ids[o])) {
+                            Ok(()) => copies += 1,
+                            Err(c) => {
+                                ctx.discard(c);
+                                copy_failed += 1;
+                            }
+                        }
+                    }
                     first
                 }
             };
-            let tci = self.egress_tci(out, &ing);
+            let tci = egress_tci(&self.core, out, &ing);
             if vlan::retag(p.raw(), ing.tagged, tci) {
                 p.set_verdict(Verdict::ToPort(self.ids[out]));
             } else {
                 p.drop_with(NO_HEADROOM);
             }
         });
+        self.publish(ctx, copies, copy_failed);
+    }
+
+    fn alloc_reserve(&self) -> u32 {
+        // One full batch of flood copies.
+        sluice_nf::MAX_BATCH as u32
+    }
+
+    fn tick_interval_ns(&self) -> Option<u64> {
+        Some(1_000_000_000)
+    }
+
+    fn tick(&mut self, ctx: &mut Context<'_>) {
+        // Idle ageing: the per-batch sweep only runs when frames arrive.
+        // Once a second, up to 64 k slots (the whole default table; ≈ 1 ns
+        // per slot).
+        self.core.sweep_n(ctx.now_ns(), 65_536);
+        self.publish(ctx, 0, 0);
+    }
+
+    fn reset(&mut self) {
+        self.core.flush();
+    }
+}
+
+impl BridgeNf {
+    fn publish(&mut self, ctx: &mut Context<'_>, copies: u64, copy_failed: u64) {
         let s = self.core.take_stats();
         ctx.count(C_FORWARDED, s.forwarded);
         ctx.count(C_FLOODED, s.flooded);
@@ -168,10 +219,6 @@ impl NetworkFunction for BridgeNf {
         ctx.count(C_FLOOD_COPIES, copies);
         ctx.count(C_COPY_FAILED, copy_failed);
         ctx.set_gauge(C_ENTRIES, self.core.entries() as u64);
-    }
-
-    fn reset(&mut self) {
-        self.core.flush();
     }
 }
 

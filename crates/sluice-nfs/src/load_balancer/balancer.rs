@@ -136,8 +136,6 @@ pub struct Balancer {
     sweep_pos: usize,
     /// Counters since the last [`Balancer::take_stats`].
     pub stats: Stats,
-    /// Request packets per backend since the last [`Balancer::take_stats`].
-    pub per_backend: Vec<u64>,
 }
 
 impl Balancer {
@@ -172,7 +170,6 @@ impl Balancer {
             svc,
             mode,
             up: vec![true; backends.len()],
-            per_backend: vec![0; backends.len()],
             backends,
             maglev,
             seed: 0x6c62_5f73_6565_6431,
@@ -383,7 +380,6 @@ impl Balancer {
             if b == NONE {
                 return Action::NoBackend;
             }
-            self.per_backend[usize::from(b)] += 1;
             let be = &self.backends[usize::from(b)];
             match self.mode {
                 Mode::Nat => {
@@ -456,7 +452,6 @@ impl Balancer {
         }
         self.cache.fill(EMPTY);
         self.stats = Stats::default();
-        self.per_backend.fill(0);
     }
 
     /// Returns and clears the counters.

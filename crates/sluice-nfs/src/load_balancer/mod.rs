@@ -69,22 +69,50 @@ const C_CONNECTIONS: usize = 7;
 pub struct LoadBalancer {
     /// The core (public so tests can mark backends down).
     pub lb: Balancer,
+    /// Requests per backend in this batch, and which backends have any:
+    /// one extended-counter update per backend used, not per packet.
+    per_backend: Vec<u32>,
+    touched: Vec<u16>,
+}
+
+impl LoadBalancer {
+    /// Wraps a balancer.
+    pub fn new(lb: Balancer) -> LoadBalancer {
+        LoadBalancer {
+            per_backend: vec![0; lb.backends().len()],
+            touched: Vec::with_capacity(lb.backends().len()),
+            lb,
+        }
+    }
 }
 
 impl NetworkFunction for LoadBalancer {
     fn process(&mut self, batch: &mut Batch<'_>, ctx: &mut Context<'_>) {
         let now = ctx.now_ns();
         let lb = &mut self.lb;
+        let (per_backend, touched) = (&mut self.per_backend, &mut self.touched);
         lb.sweep(now);
         batch.for_each(|p| {
             let flow_id = p.flow_id();
             match lb.handle(p.data_mut(), flow_id, now) {
-                Action::ToBackend(_) | Action::Reply | Action::Other => {}
+                Action::ToBackend(b) => {
+                    if let Some(n) = per_backend.get_mut(usize::from(b)) {
+                        if *n == 0 {
+                            touched.push(b);
+                        }
+                        *n += 1;
+                    }
+                }
+                Action::Reply | Action::Other => {}
                 Action::NoBackend => p.drop_with(NO_BACKEND),
                 Action::Fragment => p.drop_with(FRAGMENT),
                 Action::Malformed(e) => p.drop_malformed(e),
             }
         });
+        for b in touched.drain(..) {
+            let n = std::mem::take(&mut per_backend[usize::from(b)]);
+            ctx.count_ext(usize::from(b), u64::from(n));
+        }
         let s = lb.take_stats();
         ctx.count(C_NEW, s.new_connections);
         ctx.count(C_TRACKED, s.tracked);
@@ -107,9 +135,7 @@ impl NetworkFunction for LoadBalancer {
 }
 
 fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> {
-    Ok(Box::new(LoadBalancer {
-        lb: config::compile(ctx)?,
-    }))
+    Ok(Box::new(LoadBalancer::new(config::compile(ctx)?)))
 }
 
 /// Type descriptor.

@@ -8,10 +8,35 @@
 //! a packet arriving at a full queue is dropped as `queue_full`. `stop`
 //! releases everything still queued.
 //!
-//! This module holds the shaping logic over any queued item type, so it is
-//! tested without buffers; the NF wrapper queues owned packets.
+//! | config key | type | default | meaning |
+//! |---|---|---|---|
+//! | `rate` | rate | required | token rate (bytes/s, or tc units: `10mbit`) |
+//! | `burst` | size | required | bucket size (bytes, or `16kb`) |
+//! | `queue` | 1–65536 | 1024 | queue limit, packets |
+//! | `tick_us` | 10–1000000 | 100 | release timer when no batch arrives |
+//!
+//! Counters: `passed`, `queued`, `released`, `backlog` (gauge),
+//! `passed_bytes`, `released_bytes`. Drop reasons: `queue_full`, `too_big`.
+//!
+//! ```yaml
+//! - name: shape
+//!   type: shaper
+//!   config: { rate: 10mbit, burst: 16kb, queue: 512 }
+//! ```
+//!
+//! [`Shaper`] holds the shaping logic over any queued item type, so it is
+//! tested without buffers; [`ShaperNf`] queues owned packets.
 
 use std::collections::VecDeque;
+
+use serde::Deserialize;
+use sluice_nf::{
+    Batch, BuildContext, Context, DropReason, NetworkFunction, NfType, OwnedPacket, Verdict,
+    MAX_BATCH,
+};
+use sluice_spec::SpecError;
+
+use super::rate::Quantity;
 
 const SCALE: u64 = 1_000_000_000;
 
@@ -137,8 +162,17 @@ impl<T> Shaper<T> {
     /// Releases queued items in order while tokens allow; `send` may refuse
     /// an item (it is put back at the head, its tokens refunded, and
     /// release stops). Returns how many were sent.
-    pub fn release(&mut self, now_ns: u64, mut send: impl FnMut(T) -> Result<(), T>) -> usize {
-        let mut sent = 0;
+    pub fn release(&mut self, now_ns: u64, send: impl FnMut(T) -> Result<(), T>) -> usize {
+        self.release_bytes(now_ns, send).0
+    }
+
+    /// [`Self::release`], also returning the bytes sent.
+    pub fn release_bytes(
+        &mut self,
+        now_ns: u64,
+        mut send: impl FnMut(T) -> Result<(), T>,
+    ) -> (usize, u64) {
+        let (mut sent, mut bytes) = (0, 0);
         while let Some((_, len)) = self.queue.front() {
             let len = u64::from(*len);
             if !self.bucket.try_take(len, now_ns) {
@@ -153,8 +187,14 @@ impl<T> Shaper<T> {
                 break;
             }
             sent += 1;
+            bytes += len;
         }
-        sent
+        (sent, bytes)
+    }
+
+    /// Takes the head item regardless of tokens (shutdown).
+    pub fn pop(&mut self) -> Option<(T, u32)> {
+        self.queue.pop_front()
     }
 
     /// Removes every queued item regardless of tokens, in order.
@@ -167,6 +207,183 @@ impl<T> Shaper<T> {
         self.queue.push_front((item, len));
     }
 }
+
+const QUEUE_FULL: DropReason = DropReason::nf_local(0);
+const TOO_BIG: DropReason = DropReason::nf_local(1);
+
+const C_PASSED: usize = 0;
+const C_QUEUED: usize = 1;
+const C_RELEASED: usize = 2;
+const C_BACKLOG: usize = 3;
+const C_PASSED_BYTES: usize = 4;
+const C_RELEASED_BYTES: usize = 5;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    rate: Quantity,
+    burst: Quantity,
+    #[serde(default = "default_queue")]
+    queue: usize,
+    #[serde(default = "default_tick")]
+    tick_us: u64,
+}
+
+fn default_queue() -> usize {
+    1024
+}
+fn default_tick() -> u64 {
+    100
+}
+
+/// The shaper NF.
+pub struct ShaperNf {
+    core: Shaper<OwnedPacket>,
+    tick_ns: u64,
+    /// This batch's newly queued packets and their lengths, staged because
+    /// `take_if`'s decision and its hand-over are two closures. Both
+    /// hold at most one batch and are reserved at build.
+    staged: Vec<OwnedPacket>,
+    lens: Vec<u32>,
+}
+
+impl ShaperNf {
+    fn release(&mut self, now: u64, ctx: &mut Context<'_>) {
+        let (n, bytes) = self.core.release_bytes(now, |p| ctx.emit(p, Verdict::Next));
+        ctx.count(C_RELEASED, n as u64);
+        ctx.count(C_RELEASED_BYTES, bytes);
+        ctx.set_gauge(C_BACKLOG, self.core.queued() as u64);
+    }
+}
+
+impl NetworkFunction for ShaperNf {
+    fn process(&mut self, batch: &mut Batch<'_>, ctx: &mut Context<'_>) {
+        let now = ctx.now_ns();
+        // Queued packets go first, so arrivals cannot overtake them.
+        self.release(now, ctx);
+        let (core, staged, lens) = (&mut self.core, &mut self.staged, &mut self.lens);
+        let (mut passed, mut passed_bytes) = (0u64, 0u64);
+        batch.take_if(
+            |p| {
+                let len = p.data().len() as u32;
+                match core.admit(len, lens.len(), now) {
+                    Admit::Pass => {
+                        passed += 1;
+                        passed_bytes += u64::from(len);
+                        false
+                    }
+                    Admit::Queue => {
+                        lens.push(len);
+                        true
+                    }
+                    Admit::QueueFull => {
+                        p.drop_with(QUEUE_FULL);
+                        false
+                    }
+                    Admit::TooBig => {
+                        p.drop_with(TOO_BIG);
+                        false
+                    }
+                }
+            },
+            |p| staged.push(p),
+        );
+        let queued = staged.len() as u64;
+        for (p, len) in staged.drain(..).zip(lens.drain(..)) {
+            // `admit` left room for every staged packet, so this cannot
+            // fail; if it did, the loss is still counted.
+            if let Err(p) = core.push(p, len) {
+                if let Err(p) = ctx.emit(p, Verdict::Drop(QUEUE_FULL)) {
+                    ctx.discard(p);
+                }
+            }
+        }
+        ctx.count(C_PASSED, passed);
+        ctx.count(C_PASSED_BYTES, passed_bytes);
+        ctx.count(C_QUEUED, queued);
+        ctx.set_gauge(C_BACKLOG, self.core.queued() as u64);
+    }
+
+    fn tick_interval_ns(&self) -> Option<u64> {
+        Some(self.tick_ns)
+    }
+
+    fn tick(&mut self, ctx: &mut Context<'_>) {
+        self.release(ctx.now_ns(), ctx);
+    }
+
+    fn stop(&mut self, ctx: &mut Context<'_>) {
+        let (mut n, mut bytes) = (0u64, 0u64);
+        while let Some((p, len)) = self.core.pop() {
+            if let Err(p) = ctx.emit(p, Verdict::Next) {
+                // This call's emit budget is spent: the platform reclaims
+                // the rest as `shutdown` drops.
+                self.core.requeue_front(p, len);
+                break;
+            }
+            n += 1;
+            bytes += u64::from(len);
+        }
+        ctx.count(C_RELEASED, n);
+        ctx.count(C_RELEASED_BYTES, bytes);
+        ctx.set_gauge(C_BACKLOG, self.core.queued() as u64);
+    }
+}
+
+fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> {
+    if ctx.config.is_null() {
+        return Err(ctx
+            .config
+            .error("shaper needs a config with `rate` and `burst`"));
+    }
+    let cfg: Config = ctx.config.deserialize()?;
+    let rate = cfg
+        .rate
+        .rate()
+        .map_err(|m| ctx.config.error_at_path("rate", m))?;
+    let burst = cfg
+        .burst
+        .size()
+        .map_err(|m| ctx.config.error_at_path("burst", m))?;
+    if burst < 64 {
+        return Err(ctx.config.error_at_path(
+            "burst",
+            format!("{burst} bytes is smaller than any Ethernet frame"),
+        ));
+    }
+    if cfg.queue == 0 || cfg.queue > 65_536 {
+        return Err(ctx
+            .config
+            .error_at_path("queue", "must be between 1 and 65536 packets"));
+    }
+    if !(10..=1_000_000).contains(&cfg.tick_us) {
+        return Err(ctx
+            .config
+            .error_at_path("tick_us", "must be between 10 and 1000000"));
+    }
+    Ok(Box::new(ShaperNf {
+        core: Shaper::new(rate, burst, cfg.queue, 0),
+        tick_ns: cfg.tick_us * 1_000,
+        staged: Vec::with_capacity(MAX_BATCH),
+        lens: Vec::with_capacity(MAX_BATCH),
+    }))
+}
+
+/// Type descriptor.
+pub const TYPE: NfType = NfType {
+    name: "shaper",
+    summary: "token-bucket shaper with a bounded FIFO queue: delays traffic above the rate",
+    drop_reasons: &["queue_full", "too_big"],
+    counters: &[
+        "passed",
+        "queued",
+        "released",
+        "backlog",
+        "passed_bytes",
+        "released_bytes",
+    ],
+    build,
+};
 
 #[cfg(test)]
 mod tests {
