@@ -43,6 +43,19 @@ fn load_balancer_example_tracks_every_connection() {
     assert_eq!(counter(&r, "lb", "other"), 0, "{r:#}");
     assert_eq!(counter(&r, "lb", "untracked"), 0, "{r:#}");
     assert_eq!(r["drops_total"], 0, "{r:#}");
+    // Requests per backend (extended counters, by backend index): every
+    // request is counted once, and web3 (weight 2) gets about twice the
+    // share of web1 and web2.
+    let ext: Vec<u64> = nf(&r, "lb")["ext_counters"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no ext_counters: {r:#}"))
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(ext.iter().sum::<u64>(), n, "{r:#}");
+    assert_eq!(ext.len(), 3, "{r:#}");
+    let w3 = ext[2] as f64 / n as f64;
+    assert!((0.35..0.65).contains(&w3), "web3 share {w3}: {r:#}");
 }
 
 #[test]
