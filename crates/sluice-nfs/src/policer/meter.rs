@@ -153,7 +153,8 @@ impl Meter {
     /// `pre` is the colour a previous marker gave it (colour-aware mode) or
     /// `None` (colour-blind mode).
     ///
-    /// ≈ 4 ns/packet (bench: l2lb/policer).
+    /// Parse + DSCP read + colouring: ≈ 68 ns/packet at load 18, ≈ 15 ns
+    /// quiet by the flow-table calibration (bench: l2lb/policer).
     #[inline]
     pub fn color(&self, b: &mut Buckets, now_ns: u64, bytes: u64, pre: Option<Color>) -> Color {
         self.refill(b, now_ns);
