@@ -1,6 +1,6 @@
-//! Arbitrary JSON configs for `bridge`, `load_balancer`, `policer` (and
-//! `shaper` once registered): building must return Ok or a located
-//! SpecError, never panic. The first byte picks the type.
+//! Arbitrary JSON configs for `bridge`, `load_balancer`, `policer` and
+//! `shaper`: building must return Ok or a located SpecError, never panic.
+//! The first byte picks the type.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
