@@ -74,3 +74,72 @@ fn policer_example_colours_and_drops_red() {
         counter(&r, "police", "yellow")
     );
 }
+
+/// The bridge's golden capture (`crates/sluice-nfs/tests/fixtures/bridge/`)
+/// through the real binary with three bridge ports, inline and as a
+/// process: flooded frames leave on `p1` (the original, untagged) and as
+/// copies made with `alloc_copy` on the trunk `p2` (tagged), which must be
+/// exactly the fixture's expected capture.
+#[test]
+fn bridge_floods_copies_through_the_platform() {
+    use sluice_ports::PcapReader;
+    let fixtures = root().join("crates/sluice-nfs/tests/fixtures/bridge");
+    let read = |p: &std::path::Path| {
+        let mut r = PcapReader::open(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let mut v = Vec::new();
+        while let Some(pk) = r.next_packet().unwrap() {
+            v.push(pk.data.to_vec());
+        }
+        v
+    };
+    let expected_trunk = read(&fixtures.join("expected.pcap"));
+    // On the access port the same frames leave untagged.
+    let expected_access: Vec<Vec<u8>> = expected_trunk
+        .iter()
+        .map(|f| [&f[..12], &f[16..]].concat())
+        .collect();
+    for iso in ["inline", "process"] {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = format!(
+            r#"ports:
+  - {{ name: trace, kind: pcap_in, path: "{input}" }}
+  - {{ name: lan, kind: pcap_out, path: "{d}/lan.pcap" }}
+  - {{ name: p1, kind: pcap_out, path: "{d}/p1.pcap" }}
+  - {{ name: p2, kind: pcap_out, path: "{d}/p2.pcap" }}
+nfs:
+  - name: br0
+    type: bridge
+    isolation: {iso}
+    config:
+      default_ingress: lan
+      ports:
+        - {{ name: lan, vlan: 10 }}
+        - {{ name: p1, vlan: 10 }}
+        - {{ name: p2, trunk: [10, 20] }}
+chains:
+  - {{ name: main, from: trace, nfs: [br0], to: lan }}
+"#,
+            input = fixtures.join("in.pcap").display(),
+            d = dir.path().display(),
+        );
+        let path = dir.path().join("spec.yaml");
+        std::fs::write(&path, spec).unwrap();
+        let (out, r) = run_json(&path, 30.0);
+        assert!(
+            out.status.success(),
+            "{iso}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_accounted(&r);
+        assert_eq!(r["packets_in"], 9, "{iso}: {r:#}");
+        assert_eq!(r["packets_originated"], 5, "{iso}: {r:#}");
+        assert_eq!(r["packets_out"], 10, "{iso}: {r:#}");
+        for reason in ["vlan_not_allowed", "same_port", "link_local", "bad_src_mac"] {
+            assert_eq!(r["drops"][format!("br0:{reason}")], 1, "{iso}: {r:#}");
+        }
+        assert_eq!(counter(&r, "br0", "flood_copies"), 5, "{iso}: {r:#}");
+        assert_eq!(read(&dir.path().join("p2.pcap")), expected_trunk, "{iso}");
+        assert_eq!(read(&dir.path().join("p1.pcap")), expected_access, "{iso}");
+        assert!(read(&dir.path().join("lan.pcap")).is_empty(), "{iso}");
+    }
+}
