@@ -143,3 +143,65 @@ chains:
         assert!(read(&dir.path().join("lan.pcap")).is_empty(), "{iso}");
     }
 }
+
+/// The load balancer's golden capture (`crates/sluice-nfs/tests/fixtures/
+/// load_balancer/`, backends computed by an independent Python Maglev)
+/// through the real binary, inline and as a process: the output capture
+/// must equal the expected one frame for frame.
+#[test]
+fn load_balancer_golden_capture_through_the_binary() {
+    use sluice_ports::PcapReader;
+    let fixtures = root().join("crates/sluice-nfs/tests/fixtures/load_balancer");
+    let read = |p: &std::path::Path| {
+        let mut r = PcapReader::open(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let mut v = Vec::new();
+        while let Some(pk) = r.next_packet().unwrap() {
+            v.push(pk.data.to_vec());
+        }
+        v
+    };
+    let expected = read(&fixtures.join("expected.pcap"));
+    for iso in ["inline", "process"] {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = format!(
+            r#"ports:
+  - {{ name: trace, kind: pcap_in, path: "{input}" }}
+  - {{ name: out, kind: pcap_out, path: "{d}/out.pcap" }}
+nfs:
+  - name: lb
+    type: load_balancer
+    isolation: {iso}
+    config:
+      vip: 10.0.0.100
+      ports: [80]
+      table_size: 65537
+      backends:
+        - {{ name: b0, addr: 10.0.1.1, port: 8080 }}
+        - {{ name: b1, addr: 10.0.1.2, port: 8080 }}
+        - {{ name: b2, addr: 10.0.1.3, port: 8080 }}
+chains:
+  - {{ name: main, from: trace, nfs: [lb], to: out }}
+"#,
+            input = fixtures.join("in.pcap").display(),
+            d = dir.path().display(),
+        );
+        let path = dir.path().join("spec.yaml");
+        std::fs::write(&path, spec).unwrap();
+        let (out, r) = run_json(&path, 30.0);
+        assert!(
+            out.status.success(),
+            "{iso}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_accounted(&r);
+        assert_eq!(r["packets_in"], 58, "{iso}: {r:#}");
+        assert_eq!(r["packets_out"], 58, "{iso}: {r:#}");
+        assert_eq!(counter(&r, "lb", "new_connections"), 12, "{iso}: {r:#}");
+        assert_eq!(counter(&r, "lb", "replies"), 24, "{iso}: {r:#}");
+        let got = read(&dir.path().join("out.pcap"));
+        assert_eq!(got.len(), expected.len(), "{iso}");
+        for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
+            assert_eq!(g, e, "{iso}: frame {i}");
+        }
+    }
+}
