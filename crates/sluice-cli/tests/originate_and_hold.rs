@@ -93,3 +93,37 @@ fn held_packets_are_released_at_shutdown() {
         assert_eq!(nf(&r, "wire")["counters"]["delayed"], 500, "{isolation}");
     }
 }
+
+#[test]
+fn a_graph_nf_reports_per_element_drops_and_counters_as_a_process() {
+    let spec = r#"
+settings: { buffers: 8192, ring_size: 512, batch: 32 }
+ports:
+  - { name: gen, kind: generator, flows: 64, protocol: udp, size: 64, rate_pps: 50000, count: 5000, dst_ports: 50-57 }
+  - { name: out, kind: sink }
+nfs:
+  - name: edge
+    type: graph
+    isolation: process
+    config:
+      elements:
+        - { name: guard, type: acl, config: { rules: [{ action: drop, proto: udp, dst_port: 53 }] } }
+        - { name: count, type: monitor }
+chains:
+  - { name: main, from: gen, nfs: [edge], to: out }
+"#;
+    let (_d, path) = spec_file(spec);
+    let (out, r) = run_json(&path, 5.0);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_accounted(&r);
+    let denied = r["drops"]["edge:guard.denied"].as_u64().unwrap_or(0);
+    assert!(denied > 0, "DNS is dropped by the guard element: {r:#}");
+    let e = nf(&r, "edge");
+    assert_eq!(e["counters"]["guard.denied"], denied);
+    assert_eq!(e["counters"]["count.packets"], 5000 - denied, "{r:#}");
+    assert_eq!(r["packets_out"], 5000 - denied);
+}

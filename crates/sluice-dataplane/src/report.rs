@@ -1,5 +1,6 @@
 //! The end-of-run summary (`sluice run --json` prints it).
 
+use sluice_mem::NF_COUNTERS;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
@@ -171,7 +172,7 @@ pub struct RunReport {
     pub arena_backing: String,
 }
 
-fn nf_report(nf: &NfRt<'_>, drop_names: &[&str], counter_names: &[&str]) -> NfReport {
+fn nf_report(nf: &NfRt<'_>, drop_names: &[String], counter_names: &[(usize, String)]) -> NfReport {
     let packets = nf.packets();
     let cpu_ns = nf.busy_ns();
     let s = &nf.control.stats;
@@ -201,8 +202,13 @@ fn nf_report(nf: &NfRt<'_>, drop_names: &[&str], counter_names: &[&str]) -> NfRe
             .collect(),
         counters: counter_names
             .iter()
-            .zip(nf.control.counters.iter())
-            .map(|(name, c)| (name.to_string(), c.load(Ordering::Relaxed)))
+            .filter_map(|(i, name)| {
+                let c = match i.checked_sub(NF_COUNTERS) {
+                    None => nf.control.counters.get(*i),
+                    Some(e) => nf.control.ext.0.get(e),
+                }?;
+                Some((name.clone(), c.load(Ordering::Relaxed)))
+            })
             .collect(),
         sleeps: nf.retired.sleeps + s.sleeps.load(Ordering::Relaxed),
         yields: nf.retired.yields + s.yields.load(Ordering::Relaxed),
@@ -234,7 +240,7 @@ impl RunReport {
         let bytes_out: u64 = w.ports.iter().map(|p| p.stats.tx_bytes).sum();
         let mut drops = w.drops.named();
         for (i, nf) in w.nfs.iter().enumerate() {
-            let names = w.plan.nfs[i].nf_type.drop_reasons;
+            let names = &w.plan.nfs[i].drop_reasons;
             for (name, &n) in names.iter().zip(&nf.local_drops) {
                 if n > 0 {
                     *drops.entry(format!("{}:{name}", nf.name)).or_default() += n;
@@ -284,13 +290,7 @@ impl RunReport {
                 .nfs
                 .iter()
                 .enumerate()
-                .map(|(i, nf)| {
-                    nf_report(
-                        nf,
-                        w.plan.nfs[i].nf_type.drop_reasons,
-                        w.plan.nfs[i].nf_type.counters,
-                    )
-                })
+                .map(|(i, nf)| nf_report(nf, &w.plan.nfs[i].drop_reasons, &w.plan.nfs[i].counters))
                 .collect(),
             ports: w
                 .ports

@@ -101,7 +101,7 @@ pub fn after_nf(plan: &Plan, pkt: &mut Pkt<'_>, from: u16) -> Dest {
                 let declared = plan
                     .nfs
                     .get(from as usize)
-                    .map_or(0, |n| n.nf_type.drop_reasons.len());
+                    .map_or(0, |n| n.drop_reasons.len());
                 if (idx as usize) < declared {
                     Dest::DropLocal(from, idx)
                 } else {

@@ -172,7 +172,7 @@ pub fn run(
             isolation: n.isolation,
             control,
             exec,
-            local_drops: vec![0; n.nf_type.drop_reasons.len()],
+            local_drops: vec![0; n.drop_reasons.len()],
             restarts: 0,
             last_exit: None,
             startup_us: Vec::new(),

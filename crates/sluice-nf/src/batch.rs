@@ -70,6 +70,11 @@ impl<'a> Batch<'a> {
         );
     }
 
+    /// The arena and handles (for the element-graph runner).
+    pub(crate) fn parts(&mut self) -> (&'a Arena, &mut HandleBatch) {
+        (self.arena, self.handles)
+    }
+
     /// Sets every packet's verdict to `Next` (done by the runtime before
     /// each call so a verdict never leaks from a previous hop).
     pub fn reset_verdicts(&mut self) {

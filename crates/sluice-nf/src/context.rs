@@ -22,6 +22,9 @@ pub struct Context<'a> {
     now_ns: u64,
     raw_output: Option<RawOutput<'a>>,
     io: Option<&'a mut dyn PacketIo>,
+    /// Inside an element graph: the element's counters live in the
+    /// extended counters from this index.
+    ext_base: Option<usize>,
 }
 
 impl<'a> Context<'a> {
@@ -34,6 +37,24 @@ impl<'a> Context<'a> {
             now_ns,
             raw_output: None,
             io: None,
+            ext_base: None,
+        }
+    }
+
+    /// A context for an element of an element graph: the same services,
+    /// with the element's counters `i` mapped to extended counters
+    /// `ext_base + i` (so elements do not share counters).
+    pub fn for_element(&mut self, ext_base: usize) -> Context<'_> {
+        Context {
+            control: self.control,
+            arena: self.arena,
+            now_ns: self.now_ns,
+            raw_output: None,
+            io: match &mut self.io {
+                Some(io) => Some(&mut **io),
+                None => None,
+            },
+            ext_base: Some(ext_base),
         }
     }
 
@@ -116,10 +137,14 @@ impl<'a> Context<'a> {
     }
 
     /// Adds `v` to extended counter `index` (0..1024, e.g. hits per rule),
-    /// reported as `nfs[].ext_counters`; out-of-range indices are ignored.
+    /// reported as `nfs[].ext_counters`; out-of-range indices are ignored,
+    /// and so is every call from an element of a `graph` (whose extended
+    /// counters carry the elements' named counters).
     #[inline]
     pub fn count_ext(&mut self, index: usize, v: u64) {
-        if index < EXT_COUNTERS {
+        // Inside an element graph the extended counters hold the elements'
+        // own counters, so an element's extended counters are not kept.
+        if index < EXT_COUNTERS && self.ext_base.is_none() {
             NfStats::add(&self.control.ext.0[index], v);
         }
     }
@@ -146,7 +171,11 @@ impl<'a> Context<'a> {
     /// `counters`); out-of-range indices are ignored.
     #[inline]
     pub fn count(&mut self, index: usize, v: u64) {
-        if let Some(c) = self.control.counters.get(index) {
+        if let Some(base) = self.ext_base {
+            if index < NF_COUNTERS {
+                self.count_ext(base + index, v);
+            }
+        } else if let Some(c) = self.control.counters.get(index) {
             NfStats::add(c, v);
         }
     }
@@ -154,8 +183,15 @@ impl<'a> Context<'a> {
     /// Sets NF-specific counter `index` to `v` (a gauge).
     #[inline]
     pub fn set_gauge(&mut self, index: usize, v: u64) {
-        if index < NF_COUNTERS {
-            self.control.counters[index].store(v, std::sync::atomic::Ordering::Relaxed);
+        if index >= NF_COUNTERS {
+            return;
+        }
+        let c = match self.ext_base {
+            Some(base) => self.control.ext.0.get(base + index),
+            None => self.control.counters.get(index),
+        };
+        if let Some(c) = c {
+            c.store(v, std::sync::atomic::Ordering::Relaxed);
         }
     }
 }

@@ -10,6 +10,7 @@
 pub mod batch;
 pub mod context;
 pub mod drop_reason;
+pub mod graph;
 pub mod harness;
 pub mod nf;
 pub mod owned;

@@ -25,6 +25,19 @@ pub trait NetworkFunction: Send {
     /// all state must return to its just-built condition.
     fn reset(&mut self) {}
 
+    /// Names of this instance's local drop reasons, when they depend on its
+    /// config (an element graph); `None` means the type's `drop_reasons`.
+    fn drop_reason_names(&self) -> Option<Vec<String>> {
+        None
+    }
+
+    /// Names of this instance's counters as `(index, name)`, when they
+    /// depend on its config; indices from [`sluice_mem::NF_COUNTERS`] on
+    /// name extended counters. `None` means the type's `counters`.
+    fn counter_names(&self) -> Option<Vec<(usize, String)>> {
+        None
+    }
+
     /// Buffers this NF needs ready for [`Context::alloc`] per call (a
     /// process NF gets a stash of this size, refilled by the platform).
     /// Default 0: the NF never allocates.

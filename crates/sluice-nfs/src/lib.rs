@@ -6,11 +6,15 @@ pub mod acl;
 pub mod bridge;
 pub mod chaos;
 pub mod delay;
+pub mod elements;
+pub mod flow_monitor;
 pub mod forwarder;
+pub mod graph;
 pub mod load_balancer;
 pub mod monitor;
 pub mod policer;
 pub mod tee;
+pub mod tunnel;
 
 use sluice_nf::NfType;
 
@@ -21,7 +25,22 @@ pub static REGISTRY: &[NfType] = &[
     acl::TYPE,
     tee::TYPE,
     delay::TYPE,
+    graph::TYPE,
     chaos::TYPE,
+    flow_monitor::TYPE,
+    tunnel::vxlan_encap::TYPE,
+    tunnel::vxlan_decap::TYPE,
+    tunnel::gre_encap::TYPE,
+    tunnel::gre_decap::TYPE,
+    elements::classifier::TYPE,
+    elements::mirror::TYPE,
+    elements::sampler::TYPE,
+    elements::mac_swap::TYPE,
+    elements::rewrite::TYPE,
+    elements::ttl::TYPE,
+    elements::checksum_fix::TYPE,
+    elements::latency_probe::TYPE,
+    elements::cycle_burner::TYPE,
     policer::TYPE,
     policer::shaper::TYPE,
     load_balancer::TYPE,

@@ -51,6 +51,7 @@ pub mod checksum;
 pub mod error;
 pub mod ethernet;
 pub mod flow;
+pub mod gre;
 pub mod icmpv4;
 pub mod icmpv6;
 pub mod ip;
@@ -60,6 +61,7 @@ pub mod parse;
 pub mod tcp;
 pub mod udp;
 pub mod vlan;
+pub mod vxlan;
 
 mod field;
 
