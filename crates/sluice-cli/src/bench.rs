@@ -56,6 +56,7 @@ pub fn chain_spec(a: &ChainArgs) -> String {
 pub fn run(args: BenchArgs) -> ExitCode {
     match args.which {
         BenchKind::Chain(a) => chain(a),
+        BenchKind::Wire(a) => crate::bench_wire::run(a),
     }
 }
 

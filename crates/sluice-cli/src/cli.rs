@@ -56,6 +56,50 @@ pub struct BenchArgs {
 pub enum BenchKind {
     /// N forwarder NFs in a chain between the generator and the sink.
     Chain(ChainArgs),
+    /// A bump in the wire between two network namespaces against plain
+    /// Linux forwarding of the same traffic (needs root).
+    Wire(WireArgs),
+}
+
+/// The port kind `sluice bench wire` bridges the namespaces with.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum WirePortArg {
+    /// AF_PACKET sockets.
+    #[value(name = "af_packet")]
+    AfPacket,
+    /// AF_XDP sockets (sluice attaches its XDP program to both veths).
+    #[value(name = "af_xdp")]
+    AfXdp,
+}
+
+/// `sluice bench wire`.
+#[derive(Debug, Args)]
+pub struct WireArgs {
+    /// Port kind on both sides of the bump.
+    #[arg(long, value_enum, default_value_t = WirePortArg::AfPacket)]
+    pub port: WirePortArg,
+    /// Seconds per measurement (UDP and TCP, sluice and Linux each).
+    #[arg(long, default_value_t = 3.0)]
+    pub duration: f64,
+    /// Isolation of the chain's ACL.
+    #[arg(long, value_enum, default_value_t = IsolationArg::Inline)]
+    pub isolation: IsolationArg,
+    /// AF_PACKET receive ring layout (`v3`: per-block hand-over, `v2`:
+    /// per-frame); ignored for other ports.
+    #[arg(long, value_enum, default_value_t = RingArg::V3)]
+    pub ring: RingArg,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// AF_PACKET ring layout for `sluice bench wire`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum RingArg {
+    /// TPACKET_V3.
+    V3,
+    /// TPACKET_V2.
+    V2,
 }
 
 /// Isolation for benchmark NFs.

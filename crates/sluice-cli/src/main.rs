@@ -1,7 +1,9 @@
 //! `sluice`: run NFV specs and benchmark chains.
 
 mod bench;
+mod bench_wire;
 mod cli;
+mod wire_env;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;

@@ -95,6 +95,9 @@ impl Plan {
     pub fn build(spec: &Spec, registry: &'static [NfType]) -> Result<Plan, SpecError> {
         let names: Vec<&str> = registry.iter().map(|t| t.name).collect();
         spec.validate(&names)?;
+        for p in &spec.ports {
+            sluice_nic::check_options(&p.kind)?;
+        }
         let port_index = |name: &str| {
             spec.ports
                 .iter()

@@ -6,6 +6,7 @@ use std::io::BufWriter;
 
 use serde::Serialize;
 use sluice_mem::{Arena, HandleBatch, PoolCache, DATA_ROOM};
+use sluice_nic::{NicPort, NicStats};
 use sluice_ports::generator::{GeneratorConfig, IpVersionChoice, Protocol, SizeSpec};
 use sluice_ports::pcap::{Pacer, PcapReplay};
 use sluice_ports::{Generator, PcapWriter, Sink, SinkConfig, SinkReport};
@@ -28,7 +29,15 @@ pub struct PortStats {
     pub rx_oversize: u64,
     /// Input frames not read because the buffer pool was empty.
     pub rx_no_buffer: u64,
+    /// Frames the kernel or device dropped before sluice saw them (NIC
+    /// ports: a full receive ring).
+    pub rx_dropped: u64,
 }
+
+/// How many times a NIC transmit is retried while the interface takes
+/// nothing (a full socket buffer or ring) before the rest of the batch is
+/// dropped as `port_tx_error`; each retry yields the CPU once (≈ 1 µs).
+const NIC_TX_RETRIES: u32 = 64;
 
 enum PortIo {
     Generator(Box<Generator>),
@@ -38,6 +47,11 @@ enum PortIo {
         pacer: Pacer,
     },
     PcapOut(Box<PcapWriter<BufWriter<File>>>),
+    Nic {
+        port: Box<dyn NicPort>,
+        /// A receive error was already reported (report once, not per poll).
+        rx_failed: bool,
+    },
 }
 
 /// A running port.
@@ -141,12 +155,19 @@ impl PortRt {
                     .map_err(|e| err(format!("cannot create {}: {e}", p.path.display())))?;
                 PortIo::PcapOut(Box::new(w))
             }
-            other => {
-                return Err(err(format!(
-                    "port kind `{}` is not supported by this build yet (supported: generator, sink, pcap_in, pcap_out)",
-                    other.kind_name()
-                )))
-            }
+            other => match sluice_nic::open(other) {
+                Ok(Some(port)) => PortIo::Nic {
+                    port,
+                    rx_failed: false,
+                },
+                Ok(None) => {
+                    return Err(err(format!(
+                        "port kind `{}` is not supported by this build (supported: generator, sink, pcap_in, pcap_out, af_packet, tap, af_xdp; dpdk needs a build with `--features dpdk`)",
+                        other.kind_name()
+                    )))
+                }
+                Err(e) => return Err(err(e.0)),
+            },
         };
         Ok(PortRt {
             name: name.to_string(),
@@ -159,7 +180,19 @@ impl PortRt {
 
     /// Whether this port produces packets.
     pub fn is_input(&self) -> bool {
-        matches!(self.io, PortIo::Generator(_) | PortIo::PcapIn { .. })
+        matches!(
+            self.io,
+            PortIo::Generator(_) | PortIo::PcapIn { .. } | PortIo::Nic { .. }
+        )
+    }
+
+    /// The descriptor a NIC port signals incoming frames on (for an idle
+    /// worker to sleep on).
+    pub fn rx_fd(&self) -> Option<std::os::fd::RawFd> {
+        match &self.io {
+            PortIo::Nic { port, .. } => port.rx_fd(),
+            _ => None,
+        }
     }
 
     /// Whether an input port has nothing more to give.
@@ -167,6 +200,8 @@ impl PortRt {
         match &self.io {
             PortIo::Generator(g) => g.is_finished(now_ns),
             PortIo::PcapIn { replay, .. } => replay.peek().is_none(),
+            // A live interface is never exhausted.
+            PortIo::Nic { .. } => false,
             _ => true,
         }
     }
@@ -232,13 +267,34 @@ impl PortRt {
                     n += 1;
                 }
             }
+            PortIo::Nic { port, rx_failed } => {
+                let start = out.len();
+                match port.rx_burst(arena, cache, out, max) {
+                    Ok(_) => *rx_failed = false,
+                    Err(e) if !*rx_failed => {
+                        *rx_failed = true;
+                        eprintln!("sluice: port {}: {e}", self.name);
+                    }
+                    Err(_) => {}
+                }
+                for i in start..out.len() {
+                    if let Some(h) = out.get_mut(i) {
+                        let mut p = arena.pkt(h);
+                        p.set_timestamp_ns(now_ns);
+                        self.stats.rx_bytes += p.len() as u64;
+                    }
+                }
+                n = out.len() - start;
+            }
             _ => {}
         }
         self.stats.rx_packets += n as u64;
         n
     }
 
-    /// Transmits every packet of `batch` and frees its buffers.
+    /// Transmits every packet of `batch` and frees its buffers. Returns
+    /// how many a NIC refused or could not take (to count as
+    /// `port_tx_error` drops).
     #[inline]
     pub fn tx(
         &mut self,
@@ -246,7 +302,10 @@ impl PortRt {
         batch: &mut HandleBatch,
         cache: &mut PoolCache<'_>,
         now_ns: u64,
-    ) {
+    ) -> u64 {
+        if let PortIo::Nic { port, .. } = &mut self.io {
+            return nic_tx(port.as_mut(), &mut self.stats, arena, batch, cache);
+        }
         // Latency ends when the batch leaves, not when the loop pass began:
         // one fresh clock read per batch.
         let now_ns = if matches!(self.io, PortIo::Sink(_)) {
@@ -271,10 +330,21 @@ impl PortRt {
             }
             cache.free(h);
         });
+        0
     }
 
-    /// Flushes buffered output (pcap files).
+    /// Flushes buffered output (pcap files) and takes the final NIC
+    /// counters (kernel ring drops, oversize frames).
     pub fn flush(&mut self) -> Result<(), PortError> {
+        if let PortIo::Nic { port, .. } = &self.io {
+            // A port may refresh slow kernel counters at most every
+            // millisecond (af_packet's ring drops): wait that out once so
+            // the final figures are exact.
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            let s = port.stats();
+            self.stats.rx_dropped = s.rx_dropped;
+            self.stats.rx_oversize = s.rx_oversize;
+        }
         if let PortIo::PcapOut(w) = &mut self.io {
             w.flush()
                 .map_err(|e| PortError(format!("port {}: {e}", self.name)))?;
@@ -297,4 +367,37 @@ impl PortRt {
             _ => None,
         }
     }
+}
+
+/// Sends `batch` on a NIC, retrying what the interface cannot take yet;
+/// updates `stats` from the port's counters and returns the frames lost.
+fn nic_tx(
+    port: &mut dyn NicPort,
+    stats: &mut PortStats,
+    arena: &Arena,
+    batch: &mut HandleBatch,
+    cache: &mut PoolCache<'_>,
+) -> u64 {
+    let before = port.stats();
+    let mut stalls = 0;
+    while !batch.is_empty() {
+        match port.tx_burst(arena, cache, batch) {
+            Ok(0) if stalls < NIC_TX_RETRIES => {
+                stalls += 1;
+                sluice_sys::yield_now();
+            }
+            Ok(0) | Err(_) => break,
+            Ok(_) => stalls = 0,
+        }
+    }
+    let left = batch.len() as u64;
+    batch.drain(|h| cache.free(h));
+    let after: NicStats = port.stats();
+    stats.tx_packets += after.tx_packets - before.tx_packets;
+    stats.tx_bytes += after.tx_bytes - before.tx_bytes;
+    let refused = after.tx_errors - before.tx_errors;
+    stats.tx_errors += refused + left;
+    stats.rx_dropped = after.rx_dropped;
+    stats.rx_oversize = after.rx_oversize;
+    refused + left
 }

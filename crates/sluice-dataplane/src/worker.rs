@@ -85,6 +85,10 @@ pub struct Worker<'a> {
     /// Per NF: process NFs that directly follow it on some chain.
     nf_next_queues: Vec<Vec<u16>>,
     input_ports: Vec<u16>,
+    /// Receive descriptors of NIC input ports, and whether an idle worker
+    /// may sleep on them (only when no process NF could wake it instead).
+    nic_fds: Vec<std::os::fd::RawFd>,
+    sleep_on_nics: bool,
     idle: u32,
     pub(crate) started_ns: u64,
     pub(crate) stopped_ns: u64,
@@ -125,9 +129,13 @@ impl<'a> Worker<'a> {
                 }
             }
         }
-        let input_ports = (0..ports.len() as u16)
+        let input_ports: Vec<u16> = (0..ports.len() as u16)
             .filter(|&p| ports[p as usize].is_input())
             .collect();
+        let nic_fds: Vec<_> = ports.iter().filter_map(|p| p.rx_fd()).collect();
+        let sleep_on_nics = !nic_fds.is_empty()
+            && nic_fds.len() == input_ports.len()
+            && nfs.iter().all(|n| matches!(n.exec, Exec::Inline(_)));
         let refill = (cfg.batch * 2).max(64);
         Worker {
             arena,
@@ -148,6 +156,8 @@ impl<'a> Worker<'a> {
             chain_queue,
             nf_next_queues,
             input_ports,
+            nic_fds,
+            sleep_on_nics,
             idle: 0,
             started_ns: 0,
             stopped_ns: 0,
@@ -628,7 +638,8 @@ impl<'a> Worker<'a> {
             match dest {
                 Dest::Nf(i) => self.deliver_nf(i, &mut b, now),
                 Dest::Port(p) => {
-                    self.ports[p as usize].tx(self.arena, &mut b, &mut self.cache, now)
+                    let lost = self.ports[p as usize].tx(self.arena, &mut b, &mut self.cache, now);
+                    self.drops.add(DropReason::PORT_TX_ERROR, lost);
                 }
                 Dest::Drop(r) => {
                     self.drops.add(r, b.len() as u64);
@@ -893,6 +904,13 @@ impl<'a> Worker<'a> {
             wake.cancel_sleep();
             return;
         }
+        if self.sleep_on_nics {
+            // Only NICs can bring work: sleep until a frame arrives.
+            wake.cancel_sleep();
+            let ns = next_timer.saturating_sub(now).clamp(20_000, MS);
+            sluice_nic::wait_readable(&self.nic_fds, std::time::Duration::from_nanos(ns));
+            return;
+        }
         // A rate-limited input may become due before the next timer.
         let limit = if self.input_ports.is_empty() {
             MS
@@ -1060,6 +1078,16 @@ fn classify(
             ended.push(id);
         }
     }
-    let chain = flows.entry(id).map_or(0, |e| e.chain);
+    let mut chain = flows.entry(id).map_or(0, |e| e.chain);
+    if plan
+        .chains
+        .get(chain as usize)
+        .is_some_and(|c| c.from != port)
+    {
+        // The other direction of a flow through a bump in the wire: same
+        // flow id (so the same per-flow NF state), but the chain that
+        // starts at the port this packet came in on.
+        chain = plan.classify(port, &key).ok_or(DropReason::NO_CHAIN)?;
+    }
     Ok((chain, id, hash))
 }

@@ -5,14 +5,17 @@
 pub mod acl;
 pub mod bridge;
 pub mod chaos;
+pub mod conntrack;
 pub mod delay;
 pub mod elements;
 pub mod flow_monitor;
+pub mod firewall;
 pub mod forwarder;
 pub mod graph;
 pub mod load_balancer;
 pub mod monitor;
 pub mod policer;
+pub mod router;
 pub mod tee;
 pub mod tunnel;
 
@@ -41,6 +44,8 @@ pub static REGISTRY: &[NfType] = &[
     elements::checksum_fix::TYPE,
     elements::latency_probe::TYPE,
     elements::cycle_burner::TYPE,
+    router::TYPE,
+    firewall::TYPE,
     policer::TYPE,
     policer::shaper::TYPE,
     load_balancer::TYPE,

@@ -12,6 +12,17 @@ pub mod dpdk;
 use std::os::fd::RawFd;
 
 use sluice_mem::{Arena, HandleBatch, PoolCache};
+use sluice_spec::{PortKind, SpecError};
+
+pub mod af_packet;
+pub mod options;
+mod sys;
+pub mod tap;
+
+pub use af_packet::AfPacketPort;
+pub use options::{AfPacketOptions, TapOptions};
+pub use sys::{has_net_caps, wait_readable};
+pub use tap::TapPort;
 
 /// Counters of one NIC port, comparable with the kernel's interface counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -79,4 +90,43 @@ pub trait NicPort: Send {
 
     /// Current counters.
     fn stats(&self) -> NicStats;
+}
+
+/// Checks the kind-specific keys of a NIC port kind this crate runs (a
+/// located spec error for a bad key); other kinds pass.
+pub fn check_options(kind: &PortKind) -> Result<(), SpecError> {
+    match kind {
+        PortKind::AfPacket(n) => AfPacketOptions::from_node(&n.options).map(|_| ()),
+        PortKind::Tap(n) => TapOptions::from_node(&n.options).map(|_| ()),
+        PortKind::AfXdp(n) => af_xdp::AfXdpConfig::from_spec(n).map(|_| ()),
+        #[cfg(feature = "dpdk")]
+        PortKind::Dpdk(n) => dpdk::DpdkConfig::from_spec(n).map(|_| ()),
+        _ => Ok(()),
+    }
+}
+
+/// Opens a NIC port of a kind this crate runs; `Ok(None)` for other kinds
+/// (and for `dpdk` when built without the `dpdk` feature).
+pub fn open(kind: &PortKind) -> Result<Option<Box<dyn NicPort>>, NicError> {
+    let bad = |e: SpecError| NicError(e.to_string());
+    Ok(Some(match kind {
+        PortKind::AfPacket(n) => {
+            let o = AfPacketOptions::from_node(&n.options).map_err(bad)?;
+            Box::new(AfPacketPort::open(&n.interface, &o)?)
+        }
+        PortKind::Tap(n) => {
+            let o = TapOptions::from_node(&n.options).map_err(bad)?;
+            Box::new(TapPort::open(&n.interface, &o)?)
+        }
+        PortKind::AfXdp(n) => {
+            let cfg = af_xdp::AfXdpConfig::from_spec(n).map_err(bad)?;
+            Box::new(af_xdp::AfXdpPort::open(&cfg)?)
+        }
+        #[cfg(feature = "dpdk")]
+        PortKind::Dpdk(n) => {
+            let cfg = dpdk::DpdkConfig::from_spec(n).map_err(bad)?;
+            Box::new(dpdk::DpdkPort::open(&cfg)?)
+        }
+        _ => return Ok(None),
+    }))
 }

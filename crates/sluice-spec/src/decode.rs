@@ -39,7 +39,10 @@ pub(crate) fn decode(root: &ConfigNode, source: &SourceName, base_dir: &Path) ->
     };
     let ports = list(&top, "ports", |node| decode_ports::port(node, base_dir))?;
     let nfs = list(&top, "nfs", nf)?;
-    let chains = list(&top, "chains", decode_chains::chain)?;
+    let chains = list(&top, "chains", decode_chains::chain_entry)?
+        .into_iter()
+        .flatten()
+        .collect();
     Ok(Spec {
         source: source.clone(),
         settings,

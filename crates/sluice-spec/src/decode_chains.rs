@@ -6,11 +6,57 @@ use crate::limits;
 use crate::model::{ChainSpec, MatchSpec};
 use crate::net::{self, PROTO_NAMES};
 
-const CHAIN_KEYS: [&str; 5] = ["name", "from", "match", "nfs", "to"];
+const CHAIN_KEYS: [&str; 6] = ["name", "from", "match", "nfs", "to", "bidirectional"];
+
+/// Suffix of the chain `bidirectional: true` adds for the reverse direction.
+pub(crate) const REVERSE_SUFFIX: &str = "-rev";
 const MATCH_KEYS: [&str; 6] = ["proto", "src", "dst", "src_port", "dst_port", "ip_version"];
 
+/// Decodes one chain, plus its reverse chain when `bidirectional: true`.
+pub(crate) fn chain_entry(node: &ConfigNode) -> Res<Vec<ChainSpec>> {
+    let c = chain(node)?;
+    let f = Fields::of(node, "a chain")?;
+    let Some(b) = f.opt("bidirectional") else {
+        return Ok(vec![c]);
+    };
+    if !fields::boolean(b)? {
+        return Ok(vec![c]);
+    }
+    let max = limits::NAME_MAX - REVERSE_SUFFIX.len();
+    if c.name.len() > max {
+        return Err(node.error_at_path(
+            "name",
+            format!(
+                "a bidirectional chain's name has at most {max} characters (its reverse chain is named `<name>{REVERSE_SUFFIX}`)"
+            ),
+        ));
+    }
+    let reverse = reversed(&c);
+    Ok(vec![c, reverse])
+}
+
+/// The chain for the other direction of a bump in the wire: from `to` back
+/// to `from` through the same NFs in reverse order, with the selector's
+/// sources and destinations swapped (replies match what requests did).
+pub(crate) fn reversed(c: &ChainSpec) -> ChainSpec {
+    ChainSpec {
+        name: format!("{}{REVERSE_SUFFIX}", c.name),
+        from: c.to.clone(),
+        matcher: c.matcher.as_ref().map(|m| MatchSpec {
+            src: m.dst,
+            dst: m.src,
+            src_port: m.dst_port,
+            dst_port: m.src_port,
+            ..m.clone()
+        }),
+        nfs: c.nfs.iter().rev().cloned().collect(),
+        to: c.from.clone(),
+        location: c.location,
+    }
+}
+
 /// Decodes one chain.
-pub(crate) fn chain(node: &ConfigNode) -> Res<ChainSpec> {
+fn chain(node: &ConfigNode) -> Res<ChainSpec> {
     let f = Fields::of(node, "a chain")?;
     f.deny_unknown("a chain", &CHAIN_KEYS)?;
     let name = fields::string(f.req("name", "every chain needs a unique name")?)?;

@@ -43,13 +43,13 @@ pub enum PortKind {
     PcapIn(PcapInSpec),
     /// Writes packets to a pcap file (`pcap_out`).
     PcapOut(PcapOutSpec),
-    /// AF_XDP socket on a NIC (`af_xdp`). Reserved: not yet run by the runtime.
+    /// AF_XDP socket on a NIC (`af_xdp`).
     AfXdp(NicSpec),
-    /// AF_PACKET socket on a NIC (`af_packet`). Reserved: not yet run by the runtime.
+    /// AF_PACKET socket on a NIC (`af_packet`).
     AfPacket(NicSpec),
-    /// TAP device (`tap`). Reserved: not yet run by the runtime.
+    /// TAP device sluice creates (`tap`).
     Tap(NicSpec),
-    /// DPDK port (`dpdk`). Reserved: not yet run by the runtime.
+    /// DPDK port (`dpdk`).
     Dpdk(NicSpec),
 }
 
@@ -90,13 +90,13 @@ impl PortKind {
         !matches!(self, PortKind::Generator(_) | PortKind::PcapIn(_))
     }
 
-    /// Whether this is a NIC kind reserved for later work (parsed and
-    /// validated, but not yet run).
+    /// Whether this is a NIC kind (`af_xdp`, `af_packet`, `tap`, `dpdk`;
+    /// the name predates their runtime support).
     pub fn is_reserved(&self) -> bool {
         self.nic().is_some()
     }
 
-    /// The NIC settings of the reserved NIC kinds.
+    /// The settings of the NIC kinds.
     pub fn nic(&self) -> Option<&NicSpec> {
         match self {
             PortKind::AfXdp(n) | PortKind::AfPacket(n) | PortKind::Tap(n) | PortKind::Dpdk(n) => {
@@ -302,12 +302,12 @@ pub struct PcapOutSpec {
     pub snaplen: u32,
 }
 
-/// Settings of the reserved NIC kinds (`af_xdp`, `af_packet`, `tap`, `dpdk`).
+/// Settings of the NIC kinds (`af_xdp`, `af_packet`, `tap`, `dpdk`).
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct NicSpec {
     /// Network interface (`interface`), required and non-empty.
     pub interface: String,
-    /// Every other key of the port, kept as a located mapping for the
-    /// future runtime support to interpret.
+    /// Every other key of the port (kind-specific options such as
+    /// `queues`), kept as a located mapping that `sluice-nic` decodes.
     pub options: ConfigNode,
 }

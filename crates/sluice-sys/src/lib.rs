@@ -11,6 +11,9 @@
 
 use std::io;
 
+mod net;
+pub use net::{enter_netns, send_copies};
+
 pub use rustix::process::Pid;
 
 /// Which side of a fork we are on.

@@ -1,0 +1,329 @@
+//! The table of tracked connections: a fixed-capacity open-addressing hash
+//! table (linear probing, backward-shift deletion, no tombstones) over a
+//! slab of entries, all allocated at build time. Nothing on the packet path
+//! allocates: inserts take a slab entry from a free list sized to the
+//! capacity and fail (the caller counts it) when none is left.
+
+use sluice_packet::FlowKey;
+
+/// Entry flag: the slab entry holds a connection.
+pub const LIVE: u8 = 0x01;
+/// Entry flag: a packet was seen in the reply direction.
+pub const SEEN_REPLY: u8 = 0x02;
+/// Entry flag: the originator is the canonical key's source.
+pub const ORIG_IS_SRC: u8 = 0x04;
+
+/// One tracked connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Entry {
+    /// The 5-tuple in canonical order (see [`FlowKey::canonical`]).
+    pub key: FlowKey,
+    /// Conntrack zone.
+    pub zone: u16,
+    /// Protocol state: a [`TcpState`](super::TcpState) for TCP, 0 otherwise.
+    pub proto_state: u8,
+    /// [`LIVE`], [`SEEN_REPLY`], [`ORIG_IS_SRC`].
+    pub flags: u8,
+    /// When the connection expires unless a packet refreshes it (ns).
+    pub expires_ns: u64,
+    /// When the connection was created (ns).
+    pub created_ns: u64,
+    /// Free for the NF using the tracker (e.g. the rule that accepted it).
+    pub user: u32,
+}
+
+impl Entry {
+    /// Whether the slab entry holds a connection.
+    #[inline]
+    pub fn is_live(&self) -> bool {
+        self.flags & LIVE != 0
+    }
+
+    /// Whether a packet with key `k` travels in the reply direction.
+    #[inline]
+    pub fn is_reply(&self, k: &FlowKey) -> bool {
+        // For a key equal to its reverse both directions look canonical;
+        // such a "connection to itself" has no reply direction.
+        (self.key.src == k.src && self.key.src_port == k.src_port)
+            != (self.flags & ORIG_IS_SRC != 0)
+    }
+}
+
+/// Fixed-capacity connection table.
+pub struct Table {
+    /// `hash << 32 | (entry index + 1)`; 0 is an empty slot.
+    slots: Vec<u64>,
+    mask: usize,
+    entries: Vec<Entry>,
+    free: Vec<u32>,
+    seed: u64,
+    cursor: usize,
+}
+
+#[inline]
+fn slot_entry(s: u64) -> usize {
+    (s as u32 as usize).wrapping_sub(1)
+}
+
+impl Table {
+    /// A table for `capacity` connections (at least 1, at most 2^30) with
+    /// at most 50 % slot load.
+    pub fn new(capacity: usize, seed: u64) -> Table {
+        let capacity = capacity.clamp(1, 1 << 30);
+        let nslots = (capacity * 2).next_power_of_two().max(16);
+        Table {
+            slots: vec![0; nslots],
+            mask: nslots - 1,
+            entries: vec![Entry::default(); capacity],
+            free: (0..capacity as u32).rev().collect(),
+            seed,
+            cursor: 0,
+        }
+    }
+
+    /// Maximum number of connections.
+    pub fn capacity(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Number of connections held.
+    pub fn len(&self) -> usize {
+        self.entries.len() - self.free.len()
+    }
+
+    /// Whether no connection is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The hash of `(zone, key)`; equal for both directions of a key.
+    #[inline]
+    pub fn hash(&self, zone: u16, key: &FlowKey) -> u32 {
+        key.symmetric_hash_with_seed(
+            self.seed ^ u64::from(zone).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+        )
+    }
+
+    /// Entry `i` (any index below the capacity).
+    #[inline]
+    pub fn get(&self, i: u32) -> Option<&Entry> {
+        self.entries.get(i as usize)
+    }
+
+    /// Entry `i`, mutable.
+    #[inline]
+    pub fn get_mut(&mut self, i: u32) -> Option<&mut Entry> {
+        self.entries.get_mut(i as usize)
+    }
+
+    /// The entry of `(zone, canon)` (`canon` in canonical order) with
+    /// precomputed `hash`.
+    #[inline]
+    pub fn find(&self, zone: u16, canon: &FlowKey, hash: u32) -> Option<u32> {
+        let tag = u64::from(hash) << 32;
+        let mut i = hash as usize & self.mask;
+        loop {
+            let s = self.slots[i];
+            if s == 0 {
+                return None;
+            }
+            if s & 0xffff_ffff_0000_0000 == tag {
+                let e = slot_entry(s);
+                if let Some(en) = self.entries.get(e) {
+                    if en.zone == zone && en.key == *canon {
+                        return Some(e as u32);
+                    }
+                }
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// Inserts `e` (marked live) under `hash`; `None` when the table is
+    /// full. The caller makes sure the key is not present.
+    pub fn insert(&mut self, mut e: Entry, hash: u32) -> Option<u32> {
+        let idx = self.free.pop()?;
+        e.flags |= LIVE;
+        self.entries[idx as usize] = e;
+        let mut i = hash as usize & self.mask;
+        while self.slots[i] != 0 {
+            i = (i + 1) & self.mask;
+        }
+        self.slots[i] = u64::from(hash) << 32 | u64::from(idx + 1);
+        Some(idx)
+    }
+
+    /// Removes live entry `idx` (no-op for a free one).
+    pub fn remove(&mut self, idx: u32) {
+        let Some(e) = self.entries.get(idx as usize).copied() else {
+            return;
+        };
+        if !e.is_live() {
+            return;
+        }
+        let hash = self.hash(e.zone, &e.key);
+        let want = u64::from(hash) << 32 | u64::from(idx + 1);
+        let mut i = hash as usize & self.mask;
+        while self.slots[i] != want {
+            if self.slots[i] == 0 {
+                debug_assert!(false, "live entry missing from its slots");
+                return;
+            }
+            i = (i + 1) & self.mask;
+        }
+        // Backward-shift deletion: pull later members of the cluster back
+        // over the hole unless their home slot lies cyclically in (hole, j].
+        let mut j = i;
+        loop {
+            j = (j + 1) & self.mask;
+            let s = self.slots[j];
+            if s == 0 {
+                break;
+            }
+            let home = (s >> 32) as usize & self.mask;
+            let stays = if i <= j {
+                i < home && home <= j
+            } else {
+                i < home || home <= j
+            };
+            if !stays {
+                self.slots[i] = s;
+                i = j;
+            }
+        }
+        self.slots[i] = 0;
+        self.entries[idx as usize].flags = 0;
+        self.free.push(idx);
+    }
+
+    /// Removes up to `budget` slab positions' worth of expired entries,
+    /// continuing where the last sweep stopped; returns how many it removed.
+    pub fn sweep(&mut self, now_ns: u64, budget: usize) -> usize {
+        let n = self.entries.len();
+        let mut removed = 0;
+        for _ in 0..budget.min(n) {
+            self.cursor = if self.cursor + 1 >= n {
+                0
+            } else {
+                self.cursor + 1
+            };
+            let e = &self.entries[self.cursor];
+            if e.is_live() && e.expires_ns <= now_ns {
+                self.remove(self.cursor as u32);
+                removed += 1;
+            }
+        }
+        removed
+    }
+
+    /// Forgets every connection.
+    pub fn clear(&mut self) {
+        self.slots.fill(0);
+        self.entries.fill(Entry::default());
+        self.free.clear();
+        self.free.extend((0..self.entries.len() as u32).rev());
+        self.cursor = 0;
+    }
+
+    /// Live entries (for tests and diagnostics; not for the packet path).
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &Entry)> {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.is_live())
+            .map(|(i, e)| (i as u32, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_packet::IpProtocol;
+
+    fn key(i: u32) -> FlowKey {
+        FlowKey::new(
+            std::net::Ipv4Addr::from(0x0a00_0000 + i).into(),
+            "192.0.2.1".parse().unwrap(),
+            1000 + (i % 5000) as u16,
+            80,
+            IpProtocol::TCP,
+        )
+        .canonical()
+    }
+
+    fn entry(i: u32, zone: u16) -> Entry {
+        Entry {
+            key: key(i),
+            zone,
+            ..Entry::default()
+        }
+    }
+
+    #[test]
+    fn insert_find_remove_under_churn_matches_a_model() {
+        // A tiny table with a weak seed-independent load: every operation
+        // is checked against a HashMap model, so backward-shift deletion
+        // must keep every cluster reachable.
+        let mut t = Table::new(64, 7);
+        let mut model = std::collections::HashMap::new();
+        let mut rng = 0x1234_5678_u64;
+        for _ in 0..20_000 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let i = (rng % 100) as u32;
+            let zone = (rng >> 40) as u16 % 2;
+            let k = key(i);
+            let h = t.hash(zone, &k);
+            match (t.find(zone, &k, h), model.get(&(zone, i)).copied()) {
+                (Some(idx), Some(m)) => {
+                    assert_eq!(idx, m);
+                    t.remove(idx);
+                    model.remove(&(zone, i));
+                }
+                (None, None) => {
+                    if let Some(idx) = t.insert(entry(i, zone), h) {
+                        model.insert((zone, i), idx);
+                    } else {
+                        assert_eq!(model.len(), 64);
+                    }
+                }
+                (a, b) => panic!("table {a:?} model {b:?}"),
+            }
+            assert_eq!(t.len(), model.len());
+        }
+    }
+
+    #[test]
+    fn zones_keep_equal_tuples_apart_and_sweep_expires() {
+        let mut t = Table::new(8, 0);
+        let k = key(1);
+        let a = t
+            .insert(
+                Entry {
+                    expires_ns: 10,
+                    ..entry(1, 1)
+                },
+                t.hash(1, &k),
+            )
+            .unwrap();
+        let b = t
+            .insert(
+                Entry {
+                    expires_ns: 20,
+                    ..entry(1, 2)
+                },
+                t.hash(2, &k),
+            )
+            .unwrap();
+        assert_ne!(a, b);
+        assert_eq!(t.find(1, &k, t.hash(1, &k)), Some(a));
+        assert_eq!(t.find(2, &k, t.hash(2, &k)), Some(b));
+        assert_eq!(t.find(3, &k, t.hash(3, &k)), None);
+        assert_eq!(t.sweep(15, 8), 1);
+        assert_eq!(t.find(1, &k, t.hash(1, &k)), None);
+        assert_eq!(t.len(), 1);
+        t.clear();
+        assert!(t.is_empty());
+    }
+}

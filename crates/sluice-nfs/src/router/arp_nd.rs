@@ -1,0 +1,297 @@
+//! The neighbour element: answers ARP requests (RFC 826) and Neighbor
+//! Solicitations (RFC 4861 §7.2.4) for the router's own addresses in
+//! place, back out of the ingress port; learns from requests, replies and
+//! advertisements; and writes the ARP requests / NSs the forwarding path
+//! sends for unresolved next hops.
+
+use std::net::Ipv6Addr;
+
+use sluice_nf::{PortId, Verdict};
+use sluice_packet::checksum::{checksum_with, pseudo_header_v6};
+use sluice_packet::Headers;
+
+use super::drop_reason as dr;
+use super::forward::{Outcome, Router, Stats};
+use super::neighbour::{v4_key, Learned};
+
+const ND_NS: u8 = 135;
+const ND_NA: u8 = 136;
+
+fn be16(b: &[u8], i: usize) -> u16 {
+    u16::from_be_bytes([b[i], b[i + 1]])
+}
+
+fn u128_at(b: &[u8], i: usize) -> u128 {
+    u128::from_be_bytes(b[i..i + 16].try_into().unwrap_or([0; 16]))
+}
+
+/// The solicited-node multicast address of `a` (RFC 4291 §2.7.1).
+pub fn solicited_node(a: u128) -> u128 {
+    (0xff02u128 << 112) | (1u128 << 32) | (0xffu128 << 24) | (a & 0xff_ffff)
+}
+
+/// ND options that break RFC 4861 §4.6 (the message must be discarded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadOptions;
+
+/// The link-layer address option of type `want` in ND options `opts`
+/// (1: source, 2: target); `Err` if an option is malformed (RFC 4861
+/// §4.6: zero length, or running past the end).
+pub fn nd_lla(opts: &[u8], want: u8) -> Result<Option<[u8; 6]>, BadOptions> {
+    let mut i = 0;
+    let mut found = None;
+    while i < opts.len() {
+        if opts.len() - i < 2 {
+            return Err(BadOptions);
+        }
+        let l = opts[i + 1] as usize * 8;
+        if l == 0 || i + l > opts.len() {
+            return Err(BadOptions);
+        }
+        if opts[i] == want {
+            found = opts[i + 2..i + 8].try_into().ok();
+        }
+        i += l;
+    }
+    Ok(found)
+}
+
+fn nd_checksum(src: u128, dst: u128, icmp: &[u8]) -> u16 {
+    let pseudo = pseudo_header_v6(
+        &Ipv6Addr::from(src),
+        &Ipv6Addr::from(dst),
+        58,
+        icmp.len() as u32,
+    );
+    checksum_with(pseudo, icmp)
+}
+
+/// Writes an ARP request from `mac`/`sip` for `tip` at the start of `buf`
+/// (broadcast, untagged, 42 bytes). Returns the length.
+pub fn write_arp_request(buf: &mut [u8], mac: [u8; 6], sip: u32, tip: u32) -> Option<usize> {
+    let f = buf.get_mut(..42)?;
+    f[0..6].copy_from_slice(&[0xff; 6]);
+    f[6..12].copy_from_slice(&mac);
+    f[12..14].copy_from_slice(&[0x08, 0x06]);
+    f[14..22].copy_from_slice(&[0, 1, 0x08, 0x00, 6, 4, 0, 1]);
+    f[22..28].copy_from_slice(&mac);
+    f[28..32].copy_from_slice(&sip.to_be_bytes());
+    f[32..38].copy_from_slice(&[0; 6]);
+    f[38..42].copy_from_slice(&tip.to_be_bytes());
+    Some(42)
+}
+
+/// Writes a Neighbor Solicitation from `mac`/`src` for `target` at the
+/// start of `buf` (to the solicited-node group, with a source link-layer
+/// address option, 86 bytes). Returns the length.
+pub fn write_ns(buf: &mut [u8], mac: [u8; 6], src: u128, target: u128) -> Option<usize> {
+    let f = buf.get_mut(..86)?;
+    let dst = solicited_node(target);
+    let d = dst.to_be_bytes();
+    f[0..6].copy_from_slice(&[0x33, 0x33, d[12], d[13], d[14], d[15]]);
+    f[6..12].copy_from_slice(&mac);
+    f[12..14].copy_from_slice(&[0x86, 0xdd]);
+    f[14..18].copy_from_slice(&[0x60, 0, 0, 0]);
+    f[18..20].copy_from_slice(&32u16.to_be_bytes());
+    f[20] = 58;
+    f[21] = 255;
+    f[22..38].copy_from_slice(&src.to_be_bytes());
+    f[38..54].copy_from_slice(&d);
+    let icmp = &mut f[54..86];
+    icmp[0] = ND_NS;
+    icmp[1..8].copy_from_slice(&[0; 7]);
+    icmp[8..24].copy_from_slice(&target.to_be_bytes());
+    icmp[24] = 1;
+    icmp[25] = 1;
+    icmp[26..32].copy_from_slice(&mac);
+    let c = nd_checksum(src, dst, icmp);
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    Some(86)
+}
+
+impl Router {
+    /// An ARP frame (already checked by the parser to be Ethernet/IPv4 and
+    /// 28 bytes long) received on `port_in`.
+    pub(super) fn arp(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        l3: usize,
+        port_in: u16,
+        now_ns: u64,
+        st: &mut Stats,
+    ) -> Outcome {
+        let Some(i) = self.iface_of_port(port_in) else {
+            return (Verdict::Drop(dr::ARP_ND_CONSUMED), len);
+        };
+        let a = &buf[l3..l3 + 28];
+        let op = be16(a, 6);
+        let sha: [u8; 6] = a[8..14].try_into().unwrap_or([0; 6]);
+        let spa = u32::from_be_bytes([a[14], a[15], a[16], a[17]]);
+        let tpa: [u8; 4] = a[24..28].try_into().unwrap_or([0; 4]);
+        let for_us = self.local4.contains(&u32::from_be_bytes(tpa));
+        let port = self.ifaces[i].port.0;
+        // RFC 826: merge the sender into the table; a request addressed
+        // to us may create an entry, anything else only updates one
+        // (Linux arp_accept=0). Probes (sender 0.0.0.0) teach nothing.
+        if spa != 0 && sha[0] & 1 == 0 {
+            let create = for_us && op == 1;
+            if self.neigh.learn(v4_key(spa), port, sha, now_ns, create) == Learned::New {
+                st.neighbours_learned += 1;
+            }
+        }
+        if !(op == 1 && for_us) {
+            return (Verdict::Drop(dr::ARP_ND_CONSUMED), len);
+        }
+        let mac = self.ifaces[i].mac;
+        let eth_src: [u8; 6] = buf[6..12].try_into().unwrap_or([0; 6]);
+        buf[0..6].copy_from_slice(&eth_src);
+        buf[6..12].copy_from_slice(&mac);
+        let a = &mut buf[l3..l3 + 28];
+        a[6..8].copy_from_slice(&2u16.to_be_bytes());
+        a[18..24].copy_from_slice(&sha);
+        a[24..28].copy_from_slice(&spa.to_be_bytes());
+        a[8..14].copy_from_slice(&mac);
+        a[14..18].copy_from_slice(&tpa);
+        st.arp_replies += 1;
+        (Verdict::ToPort(PortId(port_in)), len)
+    }
+
+    /// An ICMPv6 Neighbor Discovery message (types 133–137).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn ndp(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        h: &Headers,
+        typ: u8,
+        port_in: u16,
+        now_ns: u64,
+        st: &mut Stats,
+    ) -> Outcome {
+        let consumed = (Verdict::Drop(dr::ARP_ND_CONSUMED), len);
+        let Some(i) = self.iface_of_port(port_in) else {
+            return consumed;
+        };
+        let (l3, l4) = (h.l3_offset as usize, h.l4_offset as usize);
+        let end = (l3 + 40 + be16(buf, l3 + 4) as usize).min(len);
+        let src = u128_at(buf, l3 + 8);
+        let dst = u128_at(buf, l3 + 24);
+        let Some(icmp) = buf.get(l4..end) else {
+            return consumed;
+        };
+        // RFC 4861 §7.1.1 / §7.1.2: hop limit 255 (the sender is on-link),
+        // code 0, valid checksum, at least 24 bytes; otherwise discard.
+        if buf[l3 + 7] != 255 || icmp.len() < 24 || icmp[1] != 0 || nd_checksum(src, dst, icmp) != 0
+        {
+            return consumed;
+        }
+        let target = u128_at(icmp, 8);
+        if (target >> 120) == 0xff {
+            return consumed;
+        }
+        let port = self.ifaces[i].port.0;
+        match typ {
+            ND_NS => {
+                let Ok(slla) = nd_lla(&icmp[24..], 1) else {
+                    return consumed;
+                };
+                let dad = src == 0;
+                if dad && (dst != solicited_node(target) || slla.is_some()) {
+                    return consumed;
+                }
+                if !self.ifaces[i].has_v6(target) {
+                    return consumed;
+                }
+                if let (false, Some(mac)) = (dad, slla) {
+                    if self.neigh.learn(src, port, mac, now_ns, true) == Learned::New {
+                        st.neighbours_learned += 1;
+                    }
+                }
+                let reply_to = if dad { 0xff02u128 << 112 | 1 } else { src };
+                let n = self.write_na(buf, l3, i, target, reply_to, !dad);
+                match n {
+                    Some(n) => {
+                        st.nd_advertisements += 1;
+                        (Verdict::ToPort(PortId(port_in)), n)
+                    }
+                    None => consumed,
+                }
+            }
+            ND_NA => {
+                if let Ok(Some(mac)) = nd_lla(&icmp[24..], 2) {
+                    // Only updates an entry we have (RFC 4861 §7.2.5).
+                    self.neigh.learn(target, port, mac, now_ns, false);
+                }
+                consumed
+            }
+            _ => consumed,
+        }
+    }
+
+    /// Rewrites the frame from `l3` into a Neighbor Advertisement for our
+    /// `target` to `dst`, MACs swapped. Returns the new length.
+    fn write_na(
+        &self,
+        buf: &mut [u8],
+        l3: usize,
+        iface: usize,
+        target: u128,
+        dst: u128,
+        solicited: bool,
+    ) -> Option<usize> {
+        let mac = self.ifaces[iface].mac;
+        let end = l3 + 72;
+        if buf.len() < end {
+            return None;
+        }
+        let eth_dst: [u8; 6] = if solicited {
+            buf[6..12].try_into().ok()?
+        } else {
+            [0x33, 0x33, 0, 0, 0, 1]
+        };
+        buf[0..6].copy_from_slice(&eth_dst);
+        buf[6..12].copy_from_slice(&mac);
+        let f = &mut buf[l3..end];
+        f[0..4].copy_from_slice(&[0x60, 0, 0, 0]);
+        f[4..6].copy_from_slice(&32u16.to_be_bytes());
+        f[6] = 58;
+        f[7] = 255;
+        f[8..24].copy_from_slice(&target.to_be_bytes());
+        f[24..40].copy_from_slice(&dst.to_be_bytes());
+        let icmp = &mut f[40..72];
+        icmp[0] = ND_NA;
+        icmp[1..4].copy_from_slice(&[0; 3]);
+        // Router, Solicited (when answering a unicast-sourced NS), Override.
+        icmp[4] = 0x80 | if solicited { 0x40 } else { 0 } | 0x20;
+        icmp[5..8].copy_from_slice(&[0; 3]);
+        icmp[8..24].copy_from_slice(&target.to_be_bytes());
+        icmp[24] = 2;
+        icmp[25] = 1;
+        icmp[26..32].copy_from_slice(&mac);
+        let c = nd_checksum(target, dst, icmp);
+        icmp[2..4].copy_from_slice(&c.to_be_bytes());
+        Some(end)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_and_solicited_node() {
+        let opts = [1, 1, 1, 2, 3, 4, 5, 6, 2, 1, 9, 9, 9, 9, 9, 9];
+        assert_eq!(nd_lla(&opts, 1), Ok(Some([1, 2, 3, 4, 5, 6])));
+        assert_eq!(nd_lla(&opts, 2), Ok(Some([9; 6])));
+        assert_eq!(nd_lla(&opts, 3), Ok(None));
+        assert_eq!(nd_lla(&[1, 0, 0, 0, 0, 0, 0, 0], 1), Err(BadOptions));
+        assert_eq!(nd_lla(&[1, 2, 0, 0, 0, 0, 0, 0], 1), Err(BadOptions));
+        assert_eq!(nd_lla(&[1], 1), Err(BadOptions));
+        let a: u128 = "2001:db8::12:3456".parse::<Ipv6Addr>().unwrap().into();
+        assert_eq!(
+            Ipv6Addr::from(solicited_node(a)).to_string(),
+            "ff02::1:ff12:3456"
+        );
+    }
+}

@@ -1,0 +1,266 @@
+//! The AF_PACKET socket: creation, ring and option setup, binding, batch
+//! send and kernel drop statistics.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use crate::options::{AfPacketOptions, FanoutMode, RingVersion};
+use crate::sys::{check, os_error};
+use crate::NicError;
+
+/// Bytes per frame slot: the V3 ring's frame accounting unit, and a V2
+/// slot (header plus up to ≈ 1.9 KiB of frame; longer frames are cut and
+/// counted as oversize).
+pub(crate) const FRAME_SIZE: usize = 2048;
+
+/// One configured, bound AF_PACKET socket (receive ring not yet mapped).
+pub(crate) struct PacketSocket {
+    fd: OwnedFd,
+}
+
+fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, v: &T) -> io::Result<()> {
+    // SAFETY: `v` points to a live, initialised `T` of the size passed.
+    check(unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (v as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    })
+    .map(|_| ())
+}
+
+impl PacketSocket {
+    /// Opens a socket on interface `ifindex` with a TPACKET_V3 receive ring
+    /// of `o.blocks` blocks of `o.block_size` bytes, ignoring frames it
+    /// sends itself, and joins fanout group `group` when `fanout`.
+    pub(crate) fn open(
+        ifname: &str,
+        ifindex: u32,
+        o: &AfPacketOptions,
+        fanout: Option<u16>,
+    ) -> Result<PacketSocket, NicError> {
+        // Protocol 0: receive nothing until bound to the interface, so no
+        // frame of another interface slips into the ring.
+        // SAFETY: plain socket(2); the result is checked before use.
+        let fd = check(unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                0,
+            )
+        })
+        .map_err(|e| os_error("cannot open an AF_PACKET socket", e))?;
+        // SAFETY: `fd` is a fresh descriptor nobody else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let raw = fd.as_raw_fd();
+        let frame_size = FRAME_SIZE as u32;
+        let frames = o.block_size / frame_size * o.blocks;
+        match o.ring {
+            RingVersion::V3 => {
+                let v = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
+                setsockopt(raw, libc::SOL_PACKET, libc::PACKET_VERSION, &v)
+                    .map_err(|e| os_error("cannot select TPACKET_V3", e))?;
+                let req = libc::tpacket_req3 {
+                    tp_block_size: o.block_size,
+                    tp_block_nr: o.blocks,
+                    tp_frame_size: frame_size,
+                    tp_frame_nr: frames,
+                    tp_retire_blk_tov: o.block_timeout_ms,
+                    tp_sizeof_priv: 0,
+                    tp_feature_req_word: 0,
+                };
+                setsockopt(raw, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)
+                    .map_err(|e| os_error("cannot set up the AF_PACKET receive ring", e))?;
+            }
+            RingVersion::V2 => {
+                let v = libc::tpacket_versions::TPACKET_V2 as libc::c_int;
+                setsockopt(raw, libc::SOL_PACKET, libc::PACKET_VERSION, &v)
+                    .map_err(|e| os_error("cannot select TPACKET_V2", e))?;
+                let req = libc::tpacket_req {
+                    tp_block_size: o.block_size,
+                    tp_block_nr: o.blocks,
+                    tp_frame_size: frame_size,
+                    tp_frame_nr: frames,
+                };
+                setsockopt(raw, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)
+                    .map_err(|e| os_error("cannot set up the AF_PACKET receive ring", e))?;
+            }
+        }
+        let one: libc::c_int = 1;
+        // A bump in the wire sends on the interfaces it reads: without this
+        // every transmitted frame would come back as input. Linux ≥ 4.20.
+        setsockopt(raw, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, &one).map_err(|e| {
+            os_error(
+                "cannot set PACKET_IGNORE_OUTGOING (Linux 4.20 or later is needed)",
+                e,
+            )
+        })?;
+        if o.qdisc_bypass {
+            setsockopt(raw, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, &one)
+                .map_err(|e| os_error("cannot set PACKET_QDISC_BYPASS", e))?;
+        }
+        let sll = libc::sockaddr_ll {
+            sll_family: libc::AF_PACKET as u16,
+            sll_protocol: (libc::ETH_P_ALL as u16).to_be(),
+            sll_ifindex: ifindex as i32,
+            sll_hatype: 0,
+            sll_pkttype: 0,
+            sll_halen: 0,
+            sll_addr: [0; 8],
+        };
+        // SAFETY: `sll` is a valid sockaddr_ll of the size passed.
+        check(unsafe {
+            libc::bind(
+                raw,
+                (&sll as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        })
+        .map_err(|e| os_error(&format!("cannot bind an AF_PACKET socket to `{ifname}`"), e))?;
+        if o.promiscuous {
+            let mreq = libc::packet_mreq {
+                mr_ifindex: ifindex as i32,
+                mr_type: libc::PACKET_MR_PROMISC as u16,
+                mr_alen: 0,
+                mr_address: [0; 8],
+            };
+            // The membership ends with the socket, so promiscuous mode is
+            // undone however sluice exits.
+            setsockopt(raw, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mreq)
+                .map_err(|e| os_error(&format!("cannot make `{ifname}` promiscuous"), e))?;
+        }
+        if let Some(group) = fanout {
+            let mode = match o.fanout {
+                FanoutMode::Hash => libc::PACKET_FANOUT_HASH,
+                FanoutMode::Lb => libc::PACKET_FANOUT_LB,
+                FanoutMode::Cpu => libc::PACKET_FANOUT_CPU,
+            } | libc::PACKET_FANOUT_FLAG_DEFRAG;
+            let arg: libc::c_uint = u32::from(group) | (mode << 16);
+            setsockopt(raw, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg).map_err(|e| {
+                os_error(
+                    &format!(
+                        "cannot join PACKET_FANOUT group {group} on `{ifname}` (another \
+                         program may use that group id: set `fanout_group`)"
+                    ),
+                    e,
+                )
+            })?;
+        }
+        Ok(PacketSocket { fd })
+    }
+
+    /// The descriptor.
+    pub(crate) fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Frames the kernel dropped for a full ring since the last call
+    /// (PACKET_STATISTICS resets on read).
+    pub(crate) fn take_drops(&self) -> u64 {
+        let mut st = libc::tpacket_stats_v3 {
+            tp_packets: 0,
+            tp_drops: 0,
+            tp_freeze_q_cnt: 0,
+        };
+        let mut len = std::mem::size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
+        // SAFETY: `st` and `len` are live and sized for the kernel's copy.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&mut st as *mut libc::tpacket_stats_v3).cast(),
+                &mut len,
+            )
+        };
+        if r < 0 {
+            0
+        } else {
+            u64::from(st.tp_drops)
+        }
+    }
+}
+
+/// Up to this many frames per `sendmmsg` call.
+pub(crate) const SEND_BATCH: usize = 64;
+
+/// Reusable message headers for [`send_batch`], so sending allocates
+/// nothing.
+pub(crate) struct SendBufs {
+    iov: [libc::iovec; SEND_BATCH],
+    msgs: [libc::mmsghdr; SEND_BATCH],
+}
+
+// SAFETY: the raw pointers inside are scratch filled and consumed within
+// one `send_batch` call; between calls they are dead values.
+unsafe impl Send for SendBufs {}
+
+impl SendBufs {
+    /// Empty headers.
+    pub(crate) fn new() -> Box<SendBufs> {
+        // SAFETY: iovec and mmsghdr are plain C structs for which all-zero
+        // (null pointers, zero lengths) is a valid value.
+        Box::new(unsafe { std::mem::zeroed() })
+    }
+}
+
+/// How one `sendmmsg` call went.
+pub(crate) enum SendOutcome {
+    /// This many frames (from the front) were queued.
+    Sent(usize),
+    /// Nothing could be queued now (socket buffer full); retry later.
+    Busy,
+    /// The first frame was refused (too long, link down).
+    Refused,
+}
+
+/// Sends `frames` (pointer, length) on `fd` in one `sendmmsg` call.
+///
+/// One syscall per batch, with the kernel copying straight from the arena
+/// buffers: no user-space copy into a TX ring first.
+pub(crate) fn send_batch(
+    fd: RawFd,
+    bufs: &mut SendBufs,
+    frames: &[(*const u8, usize)],
+) -> SendOutcome {
+    let n = frames.len().min(SEND_BATCH);
+    for (i, &(p, len)) in frames[..n].iter().enumerate() {
+        bufs.iov[i] = libc::iovec {
+            iov_base: p as *mut libc::c_void,
+            iov_len: len,
+        };
+        let iov: *mut libc::iovec = &mut bufs.iov[i];
+        let m = &mut bufs.msgs[i];
+        m.msg_hdr.msg_name = std::ptr::null_mut();
+        m.msg_hdr.msg_namelen = 0;
+        m.msg_hdr.msg_iov = iov;
+        m.msg_hdr.msg_iovlen = 1;
+        m.msg_hdr.msg_control = std::ptr::null_mut();
+        m.msg_hdr.msg_controllen = 0;
+        m.msg_hdr.msg_flags = 0;
+        m.msg_len = 0;
+    }
+    // SAFETY: `msgs[..n]` are initialised above and each points at one
+    // iovec describing `len` readable bytes that the caller keeps alive
+    // (arena buffers it owns) for the duration of the call.
+    let r = unsafe {
+        libc::sendmmsg(
+            fd,
+            bufs.msgs.as_mut_ptr(),
+            n as libc::c_uint,
+            libc::MSG_DONTWAIT,
+        )
+    };
+    if r >= 0 {
+        return SendOutcome::Sent(r as usize);
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => SendOutcome::Busy,
+        _ => SendOutcome::Refused,
+    }
+}
