@@ -3,15 +3,18 @@
 //! [`REGISTRY`] lists every type a spec can name.
 
 pub mod acl;
+pub mod bridge;
 pub mod chaos;
 pub mod conntrack;
 pub mod delay;
 pub mod elements;
-pub mod flow_monitor;
 pub mod firewall;
+pub mod flow_monitor;
 pub mod forwarder;
 pub mod graph;
+pub mod load_balancer;
 pub mod monitor;
+pub mod policer;
 pub mod router;
 pub mod nat;
 pub mod tee;
@@ -45,4 +48,8 @@ pub static REGISTRY: &[NfType] = &[
     router::TYPE,
     firewall::TYPE,
     nat::TYPE,
+    policer::TYPE,
+    policer::shaper::TYPE,
+    load_balancer::TYPE,
+    bridge::TYPE,
 ];
