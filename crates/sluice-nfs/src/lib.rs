@@ -14,9 +14,9 @@ pub mod forwarder;
 pub mod graph;
 pub mod load_balancer;
 pub mod monitor;
+pub mod nat;
 pub mod policer;
 pub mod router;
-pub mod nat;
 pub mod tee;
 pub mod tunnel;
 
