@@ -5,9 +5,16 @@
 pub mod acl;
 pub mod chaos;
 pub mod forwarder;
+pub mod ids;
 pub mod monitor;
 
 use sluice_nf::NfType;
 
 /// Every NF type, by spec name.
-pub static REGISTRY: &[NfType] = &[forwarder::TYPE, monitor::TYPE, acl::TYPE, chaos::TYPE];
+pub static REGISTRY: &[NfType] = &[
+    forwarder::TYPE,
+    monitor::TYPE,
+    acl::TYPE,
+    chaos::TYPE,
+    ids::TYPE,
+];
