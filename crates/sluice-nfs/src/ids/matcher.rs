@@ -538,19 +538,18 @@ fn search(
             relative,
             negated,
         } => {
+            // Like Snort, a relative expression sees the buffer from the
+            // cursor on, so `^` anchors at the cursor.
             let start = if *relative { cursor } else { 0 };
-            let m = if start <= buf.len() {
-                regex.find_at(buf, start)
-            } else {
-                None
-            };
-            match (m, *negated) {
+            let m_end = buf
+                .get(start..)
+                .and_then(|hay| regex.find(hay))
+                .map(|m| start + m.end());
+            match (m_end, *negated) {
                 (Some(_), true) => false,
                 (None, true) => search(rest, buf, cursor, max_end, need_end, budget),
                 (None, false) => false,
-                (Some(m), false) => {
-                    search(rest, buf, m.end(), max_end.max(m.end()), need_end, budget)
-                }
+                (Some(e), false) => search(rest, buf, e, max_end.max(e), need_end, budget),
             }
         }
     }
