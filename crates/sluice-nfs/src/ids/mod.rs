@@ -259,7 +259,7 @@ pub fn build_engine(config: &ConfigNode, flow_capacity: u32) -> Result<Engine, S
         }
     };
     let carry = if cfg.stream { stream::MAX_TAIL } else { 0 };
-    let matcher = Matcher::new(rules, carry, None);
+    let matcher = Matcher::new(rules, carry);
     Ok(Engine::new(
         matcher,
         EngineConfig {
