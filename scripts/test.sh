@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, every crate's unit, property,
-# integration and fault tests, and the loom model checks.
+# integration and fault tests, the DPDK port (with libdpdk-dev), the loom
+# model checks and Miri (with a nightly toolchain that has it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,7 +11,20 @@ echo "== cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"
 cargo test --workspace
+if pkg-config --exists libdpdk 2>/dev/null; then
+  echo "== DPDK port (sluice-nic --features dpdk)"
+  cargo clippy -p sluice-nic --all-targets --features dpdk -- -D warnings
+  cargo test -p sluice-nic --features dpdk
+else
+  echo "note: libdpdk-dev is not installed; skipping the DPDK port's tests (.ci/run installs it)"
+fi
 if [ -x scripts/loom.sh ]; then
   echo "== loom model checks"
   scripts/loom.sh
+fi
+if cargo +nightly miri --version >/dev/null 2>&1; then
+  echo "== miri (sluice-mem: rings, pool, wake word)"
+  scripts/miri.sh
+else
+  echo "note: nightly miri is not installed; skipping scripts/miri.sh"
 fi

@@ -10,6 +10,7 @@
 
 pub mod drops;
 pub mod flow_table;
+pub mod nf_io;
 pub mod nf_process;
 pub mod nf_rt;
 pub mod plan;

@@ -10,9 +10,12 @@
 
 use std::sync::atomic::Ordering;
 
-use sluice_mem::{control::state, Arena, HandleBatch, NfEndpoint, NfStats, RxEntry, MAX_BATCH};
-use sluice_nf::runtime::{run_batch_with, run_flow_end};
-use sluice_nf::NetworkFunction;
+use sluice_mem::{
+    control::state, Arena, HandleBatch, NfControl, NfEndpoint, NfStats, PktHandle, RxEntry,
+    MAX_BATCH,
+};
+use sluice_nf::runtime::{run_batch, run_flow_end, run_stop, run_tick, Services};
+use sluice_nf::{NetworkFunction, PacketIo};
 
 /// Upper bound on one sleep, so a missed stop request is noticed.
 const SLEEP_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(100);
@@ -74,10 +77,22 @@ pub fn run_nf_loop(
     let batch_size = batch_size.clamp(1, MAX_BATCH);
     let mut raw = [0u32; MAX_BATCH];
     let mut pkts = HandleBatch::new();
+    let mut io = LoopIo::new(ctl, nf.alloc_reserve());
+    let tick_every = nf.tick_interval_ns().map(|t| t.max(1));
+    let mut next_tick = tick_every.map_or(u64::MAX, |t| sluice_sys::monotonic_ns() + t);
     let mut idle = 0u32;
     ctl.state.store(state::RUNNING, Ordering::Release);
     loop {
         let stopping = ctl.stop.load(Ordering::Acquire) != 0;
+        if io.send_emitted(&mut ep).is_err() {
+            return exit_code::RING_CORRUPT;
+        }
+        let now = sluice_sys::monotonic_ns();
+        if now >= next_tick && io.out.is_empty() {
+            run_tick(nf, io.services(arena, now));
+            next_tick = now + tick_every.unwrap_or(u64::MAX / 2);
+            continue;
+        }
         let room = match ep.tx_room() {
             Ok(r) => r,
             Err(_) => return exit_code::RING_CORRUPT,
@@ -92,6 +107,13 @@ pub fn run_nf_loop(
             } else {
                 std::hint::spin_loop();
             }
+            continue;
+        }
+        // Room for this batch after what the NF has emitted and not yet sent.
+        let room = room.saturating_sub(io.out.len());
+        if room == 0 {
+            ep.wake_platform();
+            sluice_sys::yield_now();
             continue;
         }
         let want = batch_size.min(room);
@@ -114,41 +136,127 @@ pub fn run_nf_loop(
                     ctl.wake.cancel_sleep();
                 } else {
                     NfStats::add(&ctl.stats.sleeps, 1);
-                    ctl.wake.sleep(Some(SLEEP_TIMEOUT));
+                    let until_tick = next_tick.saturating_sub(sluice_sys::monotonic_ns());
+                    let nap = SLEEP_TIMEOUT.min(std::time::Duration::from_nanos(until_tick.max(1)));
+                    ctl.wake.sleep(Some(nap));
                 }
                 idle = 0;
             }
             continue;
         }
         idle = 0;
-        let now = sluice_sys::monotonic_ns();
         for &r in &raw[..n] {
             match ep.decode(r) {
                 Some(RxEntry::Packet(h)) => {
                     if let Err(h) = pkts.push(h) {
                         // Cannot happen (n ≤ MAX_BATCH); keep the buffer owned.
-                        flush(nf, arena, &mut ep, &mut pkts, ctl, now);
+                        flush(nf, arena, &mut ep, &mut pkts, &mut io, now);
                         let _ = pkts.push(h);
                     }
                 }
                 Some(RxEntry::Event(flow)) => {
                     // Keep ring order: packets before the event go first.
-                    flush(nf, arena, &mut ep, &mut pkts, ctl, now);
-                    run_flow_end(nf, ctl, flow, now);
+                    flush(nf, arena, &mut ep, &mut pkts, &mut io, now);
+                    run_flow_end(nf, flow, io.services(arena, now));
                     let _ = ep.send_event(flow);
                 }
+                Some(RxEntry::Spare(h)) => io.stash.push(h),
                 None => {}
             }
         }
-        flush(nf, arena, &mut ep, &mut pkts, ctl, now);
+        flush(nf, arena, &mut ep, &mut pkts, &mut io, now);
         ep.wake_platform();
         if n == batch_size && cfg.yield_after_batch {
             NfStats::add(&ctl.stats.yields, 1);
             sluice_sys::yield_now();
         }
     }
+    // Let the NF release what it holds, and hand it to the platform while
+    // the platform is still draining (it polls until we report STOPPED).
+    // `stop` runs again while it fills its output (one call may emit at
+    // most a batch).
+    let give_up = sluice_sys::monotonic_ns() + 1_000_000_000;
+    let mut calls = 0;
+    loop {
+        run_stop(nf, io.services(arena, sluice_sys::monotonic_ns()));
+        calls += 1;
+        let more = io.out.len() == MAX_BATCH && calls < crate::worker::STOP_CALLS_MAX;
+        while !io.out.is_empty() && sluice_sys::monotonic_ns() < give_up {
+            if io.send_emitted(&mut ep).is_err() {
+                return exit_code::RING_CORRUPT;
+            }
+            ep.wake_platform();
+            sluice_sys::yield_now();
+        }
+        if !more || sluice_sys::monotonic_ns() >= give_up {
+            break;
+        }
+    }
     ctl.state.store(state::STOPPED, Ordering::Release);
     exit_code::STOPPED
+}
+
+/// A process NF's packet I/O: allocations come from a stash of spare
+/// buffers the platform keeps topped up to the NF's `alloc_reserve`;
+/// emitted packets queue here and go out on the transmit ring after the
+/// batch that produced them.
+struct LoopIo<'a> {
+    control: &'a NfControl,
+    stash: Vec<PktHandle>,
+    out: HandleBatch,
+}
+
+impl<'a> LoopIo<'a> {
+    fn new(control: &'a NfControl, reserve: u32) -> Self {
+        let reserve = reserve.min(MAX_BATCH as u32);
+        control.spare_target.store(reserve, Ordering::Relaxed);
+        LoopIo {
+            control,
+            stash: Vec::with_capacity(reserve as usize * 2 + MAX_BATCH),
+            out: HandleBatch::new(),
+        }
+    }
+
+    fn services<'s>(&'s mut self, arena: &'s Arena, now_ns: u64) -> Services<'s> {
+        Services {
+            control: self.control,
+            arena,
+            now_ns,
+            io: Some(self),
+            raw: None,
+        }
+    }
+
+    /// Sends as much of the emitted queue as the transmit ring takes.
+    fn send_emitted(&mut self, ep: &mut NfEndpoint<'_>) -> Result<(), sluice_mem::RingCorrupt> {
+        if !self.out.is_empty() {
+            ep.send(&mut self.out)?;
+        }
+        Ok(())
+    }
+}
+
+impl PacketIo for LoopIo<'_> {
+    fn alloc(&mut self) -> Option<PktHandle> {
+        let h = self.stash.pop()?;
+        NfStats::add(&self.control.spares_consumed, 1);
+        Some(h)
+    }
+
+    fn give_back(&mut self, h: PktHandle) {
+        self.stash.push(h);
+        let c = &self.control.spares_consumed;
+        c.store(
+            c.load(Ordering::Relaxed).saturating_sub(1),
+            Ordering::Relaxed,
+        );
+    }
+
+    fn emit(&mut self, h: PktHandle, _fresh: bool) -> Result<(), PktHandle> {
+        // The platform tells originated packets from the owner tag of the
+        // buffer, which it keeps in private memory; `fresh` is not trusted.
+        self.out.push(h)
+    }
 }
 
 fn flush(
@@ -156,7 +264,7 @@ fn flush(
     arena: &Arena,
     ep: &mut NfEndpoint<'_>,
     pkts: &mut HandleBatch,
-    ctl: &sluice_mem::NfControl,
+    io: &mut LoopIo<'_>,
     now: u64,
 ) {
     if pkts.is_empty() {
@@ -167,9 +275,13 @@ fn flush(
         injected.extend_from_slice(entries);
         entries.len()
     };
-    run_batch_with(nf, arena, pkts, ctl, now, Some(&mut raw));
-    // Room was reserved before dequeuing, so everything fits.
+    let mut svc = io.services(arena, now);
+    svc.raw = Some(&mut raw);
+    run_batch(nf, pkts, svc);
+    // Room was reserved before dequeuing, so everything fits; emitted
+    // packets follow as far as room allows (the rest go next pass).
     let _ = ep.send(pkts);
+    let _ = io.send_emitted(ep);
     if !injected.is_empty() {
         let _ = ep.send_raw_for_fault_injection(&injected);
     }

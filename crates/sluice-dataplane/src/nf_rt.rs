@@ -93,6 +93,10 @@ pub struct NfRt<'a> {
     pub invalid_handles: u64,
     /// Totals of exited instances.
     pub retired: Retired,
+    /// Packets the NF created (allocated and emitted).
+    pub originated: u64,
+    /// Inline NFs with a timer: (interval, next due time) in ns.
+    pub tick: Option<(u64, u64)>,
 }
 
 impl<'a> NfRt<'a> {

@@ -35,6 +35,12 @@ pub struct NfPlan {
     pub isolation: Isolation,
     /// Its config node.
     pub config: ConfigNode,
+    /// Names of its local drop reasons (the type's, or the instance's own
+    /// when they depend on config, as in an element graph).
+    pub drop_reasons: Vec<String>,
+    /// Names of its counters by index (indices from `NF_COUNTERS` on are
+    /// extended counters).
+    pub counters: Vec<(usize, String)>,
 }
 
 /// A chain of the plan.
@@ -114,6 +120,13 @@ impl Plan {
                     nf_type,
                     isolation: n.isolation,
                     config: n.config.clone(),
+                    drop_reasons: nf_type.drop_reasons.iter().map(|r| r.to_string()).collect(),
+                    counters: nf_type
+                        .counters
+                        .iter()
+                        .enumerate()
+                        .map(|(i, c)| (i, c.to_string()))
+                        .collect(),
                 }
             })
             .collect::<Vec<_>>();
@@ -146,7 +159,7 @@ impl Plan {
         for (i, c) in chains.iter().enumerate() {
             ingress[c.from as usize].push(i as u16);
         }
-        let plan = Plan {
+        let mut plan = Plan {
             ports: spec
                 .ports
                 .iter()
@@ -161,8 +174,16 @@ impl Plan {
             flow_capacity: spec.settings.flow_table.capacity,
         };
         // Build every NF once so config errors surface before anything runs.
+        // The built instance also names its drop reasons and counters when
+        // they depend on its config.
         for i in 0..plan.nfs.len() {
-            plan.build_nf(spec, i)?;
+            let nf = plan.build_nf(spec, i)?;
+            if let Some(names) = nf.drop_reason_names() {
+                plan.nfs[i].drop_reasons = names;
+            }
+            if let Some(names) = nf.counter_names() {
+                plan.nfs[i].counters = names;
+            }
         }
         Ok(plan)
     }

@@ -1,5 +1,6 @@
 //! The end-of-run summary (`sluice run --json` prints it).
 
+use sluice_mem::NF_COUNTERS;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
@@ -65,6 +66,11 @@ pub struct NfReport {
     pub wakeups: u64,
     /// Ring entries it returned that were not buffers it owned (rejected).
     pub invalid_handles: u64,
+    /// Packets the NF created (reject replies, flood copies, …).
+    pub originated: u64,
+    /// Extended counters (e.g. hits per rule), up to the last non-zero one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ext_counters: Vec<u64>,
 }
 
 /// One port's summary.
@@ -129,6 +135,8 @@ pub struct RunReport {
     pub duration_s: f64,
     /// Packets received by input ports.
     pub packets_in: u64,
+    /// Packets created by NFs (reject replies, flood copies, …).
+    pub packets_originated: u64,
     /// Packets transmitted by output ports.
     pub packets_out: u64,
     /// Bytes transmitted (L2 frames, no FCS).
@@ -137,7 +145,8 @@ pub struct RunReport {
     pub drops: BTreeMap<String, u64>,
     /// All drops.
     pub drops_total: u64,
-    /// `packets_in - packets_out - drops_total`: must be 0 (no silent loss).
+    /// `packets_in + packets_originated - packets_out - drops_total`: must
+    /// be 0 (no silent loss).
     pub unaccounted: i64,
     /// Output rate, million packets per second.
     pub mpps: f64,
@@ -163,7 +172,7 @@ pub struct RunReport {
     pub arena_backing: String,
 }
 
-fn nf_report(nf: &NfRt<'_>, drop_names: &[&str], counter_names: &[&str]) -> NfReport {
+fn nf_report(nf: &NfRt<'_>, drop_names: &[String], counter_names: &[(usize, String)]) -> NfReport {
     let packets = nf.packets();
     let cpu_ns = nf.busy_ns();
     let s = &nf.control.stats;
@@ -193,13 +202,30 @@ fn nf_report(nf: &NfRt<'_>, drop_names: &[&str], counter_names: &[&str]) -> NfRe
             .collect(),
         counters: counter_names
             .iter()
-            .zip(nf.control.counters.iter())
-            .map(|(name, c)| (name.to_string(), c.load(Ordering::Relaxed)))
+            .filter_map(|(i, name)| {
+                let c = match i.checked_sub(NF_COUNTERS) {
+                    None => nf.control.counters.get(*i),
+                    Some(e) => nf.control.ext.0.get(e),
+                }?;
+                Some((name.clone(), c.load(Ordering::Relaxed)))
+            })
             .collect(),
         sleeps: nf.retired.sleeps + s.sleeps.load(Ordering::Relaxed),
         yields: nf.retired.yields + s.yields.load(Ordering::Relaxed),
         wakeups: nf.wakeups,
         invalid_handles: nf.invalid_handles,
+        originated: nf.originated,
+        ext_counters: {
+            let ext: Vec<u64> = nf
+                .control
+                .ext
+                .0
+                .iter()
+                .map(|c| c.load(Ordering::Relaxed))
+                .collect();
+            let used = ext.iter().rposition(|&v| v > 0).map_or(0, |i| i + 1);
+            ext[..used].to_vec()
+        },
     }
 }
 
@@ -210,10 +236,11 @@ impl RunReport {
         let duration_s = duration_ns as f64 / 1e9;
         let packets_in: u64 = w.ports.iter().map(|p| p.stats.rx_packets).sum();
         let packets_out: u64 = w.ports.iter().map(|p| p.stats.tx_packets).sum();
+        let packets_originated: u64 = w.nfs.iter().map(|n| n.originated).sum();
         let bytes_out: u64 = w.ports.iter().map(|p| p.stats.tx_bytes).sum();
         let mut drops = w.drops.named();
         for (i, nf) in w.nfs.iter().enumerate() {
-            let names = w.plan.nfs[i].nf_type.drop_reasons;
+            let names = &w.plan.nfs[i].drop_reasons;
             for (name, &n) in names.iter().zip(&nf.local_drops) {
                 if n > 0 {
                     *drops.entry(format!("{}:{name}", nf.name)).or_default() += n;
@@ -248,11 +275,14 @@ impl RunReport {
             spec: spec.to_string(),
             duration_s,
             packets_in,
+            packets_originated,
             packets_out,
             bytes_out,
             drops,
             drops_total,
-            unaccounted: packets_in as i64 - packets_out as i64 - drops_total as i64,
+            unaccounted: (packets_in + packets_originated) as i64
+                - packets_out as i64
+                - drops_total as i64,
             mpps: packets_out as f64 / duration_s / 1e6,
             gbps: bytes_out as f64 * 8.0 / duration_s / 1e9,
             latency_ns,
@@ -260,13 +290,7 @@ impl RunReport {
                 .nfs
                 .iter()
                 .enumerate()
-                .map(|(i, nf)| {
-                    nf_report(
-                        nf,
-                        w.plan.nfs[i].nf_type.drop_reasons,
-                        w.plan.nfs[i].nf_type.counters,
-                    )
-                })
+                .map(|(i, nf)| nf_report(nf, &w.plan.nfs[i].drop_reasons, &w.plan.nfs[i].counters))
                 .collect(),
             ports: w
                 .ports

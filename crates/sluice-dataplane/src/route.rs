@@ -62,13 +62,16 @@ fn visit(pkt: &mut Pkt<'_>, nf: u16) -> Dest {
 pub fn after_nf(plan: &Plan, pkt: &mut Pkt<'_>, from: u16) -> Dest {
     let chain = pkt.chain() as usize;
     let hop = pkt.hop() as usize;
-    let Some(c) = plan.chains.get(chain) else {
-        return Dest::Drop(DropReason::INVALID_METADATA);
-    };
+    // Packets an NF created have no chain (NO_CHAIN): they may still be
+    // sent to a port, an NF or dropped, but `Next` means nothing for them.
+    let c = plan.chains.get(chain);
     let verdict = Verdict::decode(pkt.verdict_raw());
     pkt.set_verdict_raw(NEXT);
     match verdict {
         Some(Verdict::Next) => {
+            if c.is_none() {
+                return Dest::Drop(DropReason::INVALID_METADATA);
+            }
             let next = hop + 1;
             pkt.set_hop(next as u16);
             enter(plan, pkt, chain, next)
@@ -79,12 +82,12 @@ pub fn after_nf(plan: &Plan, pkt: &mut Pkt<'_>, from: u16) -> Dest {
             }
             // If the NF is further along this chain, the packet skips ahead
             // to it; otherwise it is a detour and the chain resumes after.
-            if let Some(pos) = c
-                .path
-                .iter()
-                .skip(hop + 1)
-                .position(|h| *h == Hop::Nf(id.0))
-            {
+            if let Some(pos) = c.and_then(|c| {
+                c.path
+                    .iter()
+                    .skip(hop + 1)
+                    .position(|h| *h == Hop::Nf(id.0))
+            }) {
                 pkt.set_hop((hop + 1 + pos) as u16);
             }
             visit(pkt, id.0)
@@ -98,7 +101,7 @@ pub fn after_nf(plan: &Plan, pkt: &mut Pkt<'_>, from: u16) -> Dest {
                 let declared = plan
                     .nfs
                     .get(from as usize)
-                    .map_or(0, |n| n.nf_type.drop_reasons.len());
+                    .map_or(0, |n| n.drop_reasons.len());
                 if (idx as usize) < declared {
                     Dest::DropLocal(from, idx)
                 } else {

@@ -160,19 +160,27 @@ pub fn run(
                 pending_events: Default::default(),
             }),
         };
+        let tick = match &exec {
+            Exec::Inline(f) => f
+                .tick_interval_ns()
+                .map(|every| (every.max(1), sluice_sys::monotonic_ns() + every)),
+            Exec::Process(_) => None,
+        };
         nfs.push(NfRt {
             name: n.name.clone(),
             type_name: n.nf_type.name,
             isolation: n.isolation,
             control,
             exec,
-            local_drops: vec![0; n.nf_type.drop_reasons.len()],
+            local_drops: vec![0; n.drop_reasons.len()],
             restarts: 0,
             last_exit: None,
             startup_us: Vec::new(),
             wakeups: 0,
             invalid_handles: 0,
             retired: Retired::default(),
+            originated: 0,
+            tick,
         });
     }
     let pool = BufferPool::new(arena.buffers());

@@ -27,14 +27,15 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use sluice_mem::{control::state, Arena, BufferPool, HandleBatch, PoolCache, MAX_BATCH};
-use sluice_nf::runtime::{run_batch, run_flow_end};
-use sluice_nf::DropReason;
+use sluice_nf::runtime::{run_batch, run_flow_end, run_stop, run_tick, Services};
+use sluice_nf::{DropReason, NetworkFunction};
 use sluice_packet::{parse, FlowKey, IpProtocol, ParseError};
 use sluice_spec::{RestartMode, RestartPolicy};
 use sluice_sys::ExitStatus;
 
 use crate::drops::Drops;
 use crate::flow_table::{FlowError, FlowState, FlowTable, FLOWLESS};
+use crate::nf_io::InlineIo;
 use crate::nf_rt::{Exec, NfRt, Phase};
 use crate::plan::{Hop, Plan};
 use crate::ports::PortRt;
@@ -42,6 +43,9 @@ use crate::route::{after_nf, first_hop, uniform_next, Dest};
 use crate::template::{Template, TemplateEvent};
 
 const MS: u64 = 1_000_000;
+
+/// Most `stop` calls for one NF at shutdown (each may emit a batch).
+pub(crate) const STOP_CALLS_MAX: usize = 4096;
 
 /// Worker tuning.
 #[derive(Debug, Clone)]
@@ -273,17 +277,17 @@ impl<'a> Worker<'a> {
     }
 
     fn on_exit(&mut self, i: usize, generation: u32, pid: i32, status: ExitStatus, now: u64) {
-        let Some(nf) = self.nfs.get_mut(i) else {
-            return;
-        };
+        match self.nfs.get_mut(i).and_then(|nf| nf.process()) {
+            Some(p) if p.generation == generation => {}
+            _ => return,
+        }
+        self.salvage_output(i, now);
+        let nf = &mut self.nfs[i];
         let Exec::Process(p) = &mut nf.exec else {
             return;
         };
-        if p.generation != generation {
-            return;
-        }
         let requested = matches!(p.phase, Phase::Stopping);
-        let reclaimed = p.link.reclaim(&mut self.cache) as u64;
+        let reclaimed = p.link.reclaim(&mut self.cache).packets as u64;
         let stuck_events: Vec<u32> = p.pending_events.drain(..).collect();
         p.pid = 0;
         nf.retire_instance();
@@ -356,6 +360,41 @@ impl<'a> Worker<'a> {
         }
     }
 
+    /// Steers what a dead NF had already finished and queued back (its
+    /// transmit ring is stable now): those packets were processed, so they
+    /// move on instead of being counted as lost.
+    fn salvage_output(&mut self, i: usize, now: u64) {
+        let pool = self.pool;
+        for _ in 0..STOP_CALLS_MAX {
+            let mut b = self.take_batch();
+            let Some(p) = self.nfs[i].process() else {
+                self.put_batch(b);
+                return;
+            };
+            let outcome = p.link.recv(pool, &mut b, MAX_BATCH);
+            p.link.take_events(&mut self.events);
+            let Ok(o) = outcome else {
+                b.drain(|h| self.cache.free(h));
+                self.put_batch(b);
+                return;
+            };
+            self.nfs[i].originated += o.originated as u64;
+            self.nfs[i].invalid_handles += o.invalid as u64;
+            self.drops.invalid_handles += o.invalid as u64;
+            self.regroup_after(i as u16, &mut b);
+            self.put_batch(b);
+            self.dispatch(now);
+            let mut events = std::mem::take(&mut self.events);
+            for id in events.drain(..) {
+                self.marker_passed(id, i as u16, now);
+            }
+            self.events = events;
+            if o.received + o.events + o.invalid == 0 {
+                return;
+            }
+        }
+    }
+
     /// Kills an NF that broke the ring protocol (its exit is then handled
     /// like any crash).
     fn condemn(&mut self, i: usize, why: &str) {
@@ -374,6 +413,7 @@ impl<'a> Worker<'a> {
 
     fn maintain(&mut self, now: u64) {
         self.poll_template(now);
+        self.tick_inline(now);
         for i in 0..self.nfs.len() {
             let control = self.nfs[i].control;
             let mut respawn = false;
@@ -435,8 +475,10 @@ impl<'a> Worker<'a> {
                     let nf = &mut self.nfs[i];
                     let control = nf.control;
                     match &mut nf.exec {
-                        Exec::Inline(f) => {
-                            run_flow_end(f.as_mut(), control, id, now);
+                        Exec::Inline(_) => {
+                            let _ = control;
+                            let _ = self
+                                .with_inline_io(i as u16, now, |f, svc| run_flow_end(f, id, svc));
                             hop += 1;
                         }
                         Exec::Process(p) if matches!(p.phase, Phase::Starting | Phase::Running) => {
@@ -607,8 +649,9 @@ impl<'a> Worker<'a> {
         let nf = &mut self.nfs[i as usize];
         let control = nf.control;
         match &mut nf.exec {
-            Exec::Inline(f) => {
-                run_batch(f.as_mut(), self.arena, b, control, now);
+            Exec::Inline(_) => {
+                let _ = control;
+                let _ = self.with_inline_io(i, now, |f, svc| run_batch(f, b, svc));
                 self.regroup_after(i, b);
             }
             Exec::Process(p) => {
@@ -634,6 +677,53 @@ impl<'a> Worker<'a> {
                 }
             }
         }
+    }
+
+    /// Calls inline NF `i` with packet I/O (allocation from the worker's
+    /// cache), then queues what it emitted for steering like its batch.
+    fn with_inline_io(
+        &mut self,
+        i: u16,
+        now: u64,
+        call: impl FnOnce(&mut dyn NetworkFunction, Services<'_>),
+    ) -> usize {
+        let mut out = self.take_batch();
+        let arena = self.arena;
+        let nf = &mut self.nfs[i as usize];
+        let control = nf.control;
+        if let Exec::Inline(f) = &mut nf.exec {
+            let mut io = InlineIo {
+                cache: &mut self.cache,
+                out: &mut out,
+                originated: &mut nf.originated,
+            };
+            let svc = Services {
+                control,
+                arena,
+                now_ns: now,
+                io: Some(&mut io),
+                raw: None,
+            };
+            call(f.as_mut(), svc);
+        }
+        let emitted = out.len();
+        self.regroup_after(i, &mut out);
+        self.put_batch(out);
+        emitted
+    }
+
+    /// Runs the timers of inline NFs that are due.
+    fn tick_inline(&mut self, now: u64) {
+        for i in 0..self.nfs.len() {
+            match self.nfs[i].tick {
+                Some((every, due)) if now >= due => {
+                    self.nfs[i].tick = Some((every, now + every));
+                    let _ = self.with_inline_io(i as u16, now, run_tick);
+                }
+                _ => {}
+            }
+        }
+        self.dispatch(now);
     }
 
     /// Groups the packets NF `from` has processed by their next destination.
@@ -685,10 +775,16 @@ impl<'a> Worker<'a> {
                 self.put_batch(b);
                 continue;
             };
+            if p.link.refill_spares(&mut self.cache).is_err() {
+                self.put_batch(b);
+                self.condemn(i, "its receive ring indices are corrupt");
+                continue;
+            }
             let outcome = p.link.recv(pool, &mut b, budget);
             p.link.take_events(&mut self.events);
             match outcome {
                 Ok(o) => {
+                    self.nfs[i].originated += o.originated as u64;
                     // Rejected entries are not packets (the NF still owns
                     // its real buffers), so they are faults, not drops.
                     self.nfs[i].invalid_handles += o.invalid as u64;
@@ -887,6 +983,22 @@ impl<'a> Worker<'a> {
             }
             std::thread::sleep(std::time::Duration::from_micros(200));
         }
+        // Inline NFs release what they hold last, so nothing they emit meets
+        // a process NF that is still draining.
+        let now = sluice_sys::monotonic_ns();
+        for i in 0..self.nfs.len() {
+            if matches!(self.nfs[i].exec, Exec::Inline(_)) {
+                // `stop` runs again while it fills its output (one call may
+                // emit at most a batch).
+                for _ in 0..STOP_CALLS_MAX {
+                    let emitted = self.with_inline_io(i as u16, now, run_stop);
+                    self.dispatch(now);
+                    if emitted < MAX_BATCH {
+                        break;
+                    }
+                }
+            }
+        }
         if let Some(t) = self.template.take() {
             let now = sluice_sys::monotonic_ns();
             for ev in t.shutdown() {
@@ -895,7 +1007,7 @@ impl<'a> Worker<'a> {
         }
         for nf in &mut self.nfs {
             if let Exec::Process(p) = &mut nf.exec {
-                let n = p.link.reclaim(&mut self.cache) as u64;
+                let n = p.link.reclaim(&mut self.cache).packets as u64;
                 self.drops.add(DropReason::SHUTDOWN, n);
             }
         }

@@ -10,6 +10,9 @@ use crate::wake::WakeWord;
 /// Number of NF-specific counters an NF may publish.
 pub const NF_COUNTERS: usize = 16;
 
+/// Number of extended counters (indexed by the NF, e.g. one per rule).
+pub const EXT_COUNTERS: usize = 1024;
+
 /// Lifecycle states an NF reports in [`NfControl::state`].
 pub mod state {
     /// Slot unused.
@@ -72,6 +75,28 @@ pub struct NfControl {
     pub stats: CachePadded<NfStats>,
     /// NF-specific counters (names declared by the NF type).
     pub counters: [AtomicU64; NF_COUNTERS],
+    /// Spare buffers the NF wants in its allocation stash (written by the
+    /// NF at start; the platform tops the stash up to this).
+    pub spare_target: AtomicU32,
+    /// Spares the NF has taken out of its stash (minus those it put back);
+    /// with the platform's own count of spares sent this gives the stash
+    /// size. Untrusted: a lie only makes the platform send more spares,
+    /// which the NF's buffer quota bounds.
+    pub spares_consumed: AtomicU64,
+    /// Extended counters, indexed by the NF (e.g. hits per rule).
+    pub ext: ExtCounters,
+}
+
+/// [`EXT_COUNTERS`] counters (a newtype because arrays this long have no
+/// `Default`).
+#[derive(Debug)]
+#[repr(C)]
+pub struct ExtCounters(pub [AtomicU64; EXT_COUNTERS]);
+
+impl Default for ExtCounters {
+    fn default() -> Self {
+        ExtCounters(std::array::from_fn(|_| AtomicU64::new(0)))
+    }
 }
 
 impl NfControl {
@@ -91,8 +116,10 @@ impl NfControl {
         ] {
             c.store(0, Ordering::Relaxed);
         }
-        for c in &self.counters {
+        for c in self.counters.iter().chain(self.ext.0.iter()) {
             c.store(0, Ordering::Relaxed);
         }
+        self.spare_target.store(0, Ordering::Relaxed);
+        self.spares_consumed.store(0, Ordering::Relaxed);
     }
 }

@@ -27,9 +27,9 @@ pub use arena::{Arena, ArenaConfig, ArenaError, Backing};
 pub use batch::{HandleBatch, MAX_BATCH};
 pub use buffer::{Pkt, PktHandle, BUF_STRIDE, DATA_ROOM, DATA_START, HEADROOM, META_SIZE};
 #[cfg(not(loom))]
-pub use control::{NfControl, NfStats, NF_COUNTERS};
+pub use control::{ExtCounters, NfControl, NfStats, EXT_COUNTERS, NF_COUNTERS};
 #[cfg(not(loom))]
-pub use link::{NfEndpoint, NfLink, RecvOutcome, RxEntry, EVENT_BIT};
-pub use pool::{Audit, BufferPool, PoolCache};
+pub use link::{NfEndpoint, NfLink, Reclaimed, RecvOutcome, RxEntry, EVENT_BIT, SPARE_BIT};
+pub use pool::{Audit, BufferPool, Claim, PoolCache};
 pub use ring::{Consumer, Producer, RingCorrupt, RingRef, RingShared};
 pub use wake::WakeWord;

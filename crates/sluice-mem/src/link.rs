@@ -8,18 +8,28 @@
 //! which is the only issuer of handles.
 //!
 //! Receive rings also carry events (flow end, reset) in order with packets:
-//! an entry with [`EVENT_BIT`] set is an event, not a buffer index.
+//! an entry with [`EVENT_BIT`] set is an event, not a buffer index. An
+//! event with [`SPARE_BIT`] also set hands the NF a spare buffer for its
+//! allocation stash (NFs that originate packets: reject replies, flood
+//! copies, ICMP errors); its index is in the low bits.
 
 use crate::arena::Arena;
 use crate::batch::{HandleBatch, MAX_BATCH};
 use crate::buffer::PktHandle;
 use crate::control::NfControl;
-use crate::pool::{owner_nf, BufferPool, PoolCache};
+use crate::pool::{owner_nf, owner_nf_spare, BufferPool, Claim, PoolCache};
 use crate::ring::{Consumer, Producer, RingCorrupt, RingRef};
 use crate::wake::WakeWord;
 
 /// Receive-ring entries with this bit set are events, not buffers.
 pub const EVENT_BIT: u32 = 1 << 31;
+
+/// With [`EVENT_BIT`]: the entry hands over a spare buffer (flow ids and
+/// buffer indices are below 2³⁰, limits enforced by the spec).
+pub const SPARE_BIT: u32 = 1 << 30;
+
+/// Most spares sent to one NF per poll (keeps one NF's refill short).
+const SPARE_REFILL_MAX: u64 = 64;
 
 /// What [`NfLink::recv`] found.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -30,12 +40,28 @@ pub struct RecvOutcome {
     pub invalid: usize,
     /// Events echoed back (collect them with [`NfLink::take_events`]).
     pub events: usize,
+    /// Of `received`: spares the NF filled and sent, i.e. packets it
+    /// originated.
+    pub originated: usize,
+}
+
+/// What [`NfLink::reclaim`] took back from a stopped or dead NF.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Reclaimed {
+    /// Packets it held (lost: count them as drops).
+    pub packets: usize,
+    /// Unused spares from its stash (not packets).
+    pub spares: usize,
 }
 
 /// The platform's end of NF slot `slot`.
 pub struct NfLink<'a> {
     slot: u32,
     tag: u32,
+    spare_tag: u32,
+    spares_sent: u64,
+    /// Spares given and not yet back (in the stash, the ring, or the NF).
+    spares_out: u32,
     rx_ring: RingRef<'a>,
     tx_ring: RingRef<'a>,
     rx: Producer<'a>,
@@ -56,6 +82,9 @@ impl<'a> NfLink<'a> {
         NfLink {
             slot,
             tag: owner_nf(slot),
+            spare_tag: owner_nf_spare(slot),
+            spares_sent: 0,
+            spares_out: 0,
             rx_ring,
             tx_ring,
             rx: rx_ring.producer(),
@@ -78,15 +107,18 @@ impl<'a> NfLink<'a> {
         self.control
     }
 
-    /// Buffers the NF currently holds (queued to it, in it, queued back).
+    /// Packets the NF currently holds (queued to it, in it, queued back);
+    /// spares in its allocation stash are not packets and not counted.
     pub fn in_flight(&self) -> u32 {
         self.in_flight
     }
 
-    /// How many more buffers may be sent now (ring space and quota).
+    /// How many more buffers may be sent now (ring space and quota, which
+    /// covers packets and spares alike).
     pub fn room(&mut self) -> Result<usize, RingCorrupt> {
         let free = self.rx.free()?;
-        Ok(free.min(self.quota.saturating_sub(self.in_flight)) as usize)
+        let held = self.in_flight + self.spares_out;
+        Ok(free.min(self.quota.saturating_sub(held)) as usize)
     }
 
     /// Moves as many handles as fit from the front of `batch` to the NF,
@@ -118,6 +150,38 @@ impl<'a> NfLink<'a> {
         Ok(self.rx.enqueue(&[EVENT_BIT | (event & !EVENT_BIT)])? == 1)
     }
 
+    /// Tops the NF's allocation stash up to the size it asked for (see
+    /// [`NfControl::spare_target`]), bounded by ring room and the buffer
+    /// quota; returns how many spares were sent. One load of the target
+    /// when the NF wants none (the common case).
+    pub fn refill_spares(&mut self, cache: &mut PoolCache<'_>) -> Result<usize, RingCorrupt> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let target = u64::from(self.control.spare_target.load(Relaxed));
+        if target == 0 {
+            return Ok(0);
+        }
+        let consumed = self.control.spares_consumed.load(Relaxed);
+        let stash = self.spares_sent.saturating_sub(consumed);
+        let want = target.saturating_sub(stash).min(SPARE_REFILL_MAX) as usize;
+        let n = want.min(self.room()?);
+        let mut sent = 0;
+        for _ in 0..n {
+            let Some(h) = cache.alloc() else { break };
+            let raw = h.into_raw();
+            cache.pool().set_owner(raw, self.spare_tag);
+            if self.rx.enqueue(&[EVENT_BIT | SPARE_BIT | raw])? != 1 {
+                // room() said it fits and we are the only producer.
+                cache.pool().set_owner(raw, crate::pool::OWNER_PLATFORM);
+                cache.free(PktHandle::from_raw_owned(raw));
+                break;
+            }
+            sent += 1;
+        }
+        self.spares_sent += sent as u64;
+        self.spares_out += sent as u32;
+        Ok(sent)
+    }
+
     /// Wakes the NF if it announced sleep; true if a syscall was made.
     pub fn wake(&self) -> bool {
         self.control.wake.wake()
@@ -138,14 +202,22 @@ impl<'a> NfLink<'a> {
             if raw & EVENT_BIT != 0 {
                 self.events.push(raw & !EVENT_BIT);
                 outcome.events += 1;
-            } else if pool.claim_from(raw, self.tag) {
+            } else {
+                match pool.claim_packet_or_spare(raw, self.tag) {
+                    Claim::Packet => self.in_flight = self.in_flight.saturating_sub(1),
+                    Claim::Originated => {
+                        outcome.originated += 1;
+                        self.spares_out = self.spares_out.saturating_sub(1);
+                    }
+                    Claim::Invalid => {
+                        outcome.invalid += 1;
+                        continue;
+                    }
+                }
                 out.push_raw_owned(raw);
                 outcome.received += 1;
-            } else {
-                outcome.invalid += 1;
             }
         }
-        self.in_flight = self.in_flight.saturating_sub(outcome.received as u32);
         Ok(outcome)
     }
 
@@ -160,18 +232,27 @@ impl<'a> NfLink<'a> {
     }
 
     /// Takes back every buffer the NF holds (it must not be running: dead or
-    /// stopped), frees them into `cache`, empties both rings and returns how
-    /// many buffers were reclaimed.
-    pub fn reclaim(&mut self, cache: &mut PoolCache<'_>) -> usize {
+    /// stopped), frees them into `cache` and empties both rings.
+    pub fn reclaim(&mut self, cache: &mut PoolCache<'_>) -> Reclaimed {
         let pool = cache.pool();
-        let owned: Vec<u32> = pool.owned_by(self.tag).collect();
-        for &raw in &owned {
-            pool.set_owner(raw, crate::pool::OWNER_PLATFORM);
-            cache.free(PktHandle::from_raw_owned(raw));
+        let mut got = Reclaimed::default();
+        for (tag, count) in [
+            (self.tag, &mut got.packets),
+            (self.spare_tag, &mut got.spares),
+        ] {
+            let owned: Vec<u32> = pool.owned_by(tag).collect();
+            for &raw in &owned {
+                pool.set_owner(raw, crate::pool::OWNER_PLATFORM);
+                cache.free(PktHandle::from_raw_owned(raw));
+            }
+            *count = owned.len();
         }
         self.reset_rings();
         self.in_flight = 0;
-        owned.len()
+        // A new instance starts with an empty stash and a zeroed control block.
+        self.spares_sent = 0;
+        self.spares_out = 0;
+        got
     }
 
     /// Empties both rings and re-attaches; the NF must not be running.
@@ -190,6 +271,8 @@ pub enum RxEntry {
     Packet(PktHandle),
     /// An event payload (see [`NfLink::send_event`]).
     Event(u32),
+    /// A spare buffer for the NF's allocation stash, now owned by the NF.
+    Spare(PktHandle),
 }
 
 /// The NF's end of its ring pair.
@@ -241,7 +324,12 @@ impl<'a> NfEndpoint<'a> {
     /// Turns a received raw entry into a packet or an event. Entries that
     /// are neither (a platform bug) are reported as `None`.
     pub fn decode(&self, raw: u32) -> Option<RxEntry> {
-        if raw & EVENT_BIT != 0 {
+        if raw & (EVENT_BIT | SPARE_BIT) == EVENT_BIT | SPARE_BIT {
+            let index = raw & !(EVENT_BIT | SPARE_BIT);
+            // Same reasoning as for packets below: the platform handed this
+            // spare to us alone.
+            (index < self.arena.buffers()).then(|| RxEntry::Spare(PktHandle::from_raw_owned(index)))
+        } else if raw & EVENT_BIT != 0 {
             Some(RxEntry::Event(raw & !EVENT_BIT))
         } else if raw < self.arena.buffers() {
             // The platform is the only producer on this ring and hands each
@@ -328,7 +416,8 @@ mod tests {
             RecvOutcome {
                 received: 10,
                 invalid: 0,
-                events: 0
+                events: 0,
+                originated: 0
             }
         );
         assert_eq!(link.in_flight(), 0);
@@ -359,7 +448,8 @@ mod tests {
             RecvOutcome {
                 received: 1,
                 invalid: 3,
-                events: 1
+                events: 1,
+                originated: 0
             }
         );
         assert_eq!(
@@ -369,7 +459,7 @@ mod tests {
         out.drain(|h| cache.free(h));
         cache.free(not_sent);
         // The three buffers the NF still holds come back on reclaim.
-        assert_eq!(link.reclaim(&mut cache), 3);
+        assert_eq!(link.reclaim(&mut cache).packets, 3);
         drop(cache);
         assert_eq!(pool.audit().free, a.buffers());
     }
@@ -388,6 +478,64 @@ mod tests {
             b.drain(|h| cache.free(h));
         }
         assert_eq!(sent, 64);
-        assert_eq!(link.reclaim(&mut cache), 64);
+        assert_eq!(link.reclaim(&mut cache).packets, 64);
+    }
+
+    #[test]
+    fn spares_come_back_as_originated_packets_and_are_not_losses() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let a = arena();
+        let pool = BufferPool::new(a.buffers());
+        let mut cache = PoolCache::new(&pool, 32);
+        let mut link = NfLink::new(&a, 0);
+        let mut nf = NfEndpoint::new(&a, 0, 0);
+        let ctl = a.nf_control(0);
+        assert_eq!(
+            link.refill_spares(&mut cache).unwrap(),
+            0,
+            "no target, no spares"
+        );
+        ctl.spare_target.store(8, Relaxed);
+        assert_eq!(link.refill_spares(&mut cache).unwrap(), 8);
+        assert_eq!(
+            link.refill_spares(&mut cache).unwrap(),
+            0,
+            "stash already full"
+        );
+        let mut raw = [0u32; 16];
+        let n = nf.recv_raw(&mut raw).unwrap();
+        let mut stash: Vec<PktHandle> = raw[..n]
+            .iter()
+            .map(|&r| match nf.decode(r) {
+                Some(RxEntry::Spare(h)) => h,
+                other => panic!("expected a spare, got {other:?}"),
+            })
+            .collect();
+        // The NF uses three spares and sends them as new packets.
+        let mut out = HandleBatch::new();
+        for _ in 0..3 {
+            out.push(stash.pop().unwrap()).unwrap();
+        }
+        ctl.spares_consumed.store(3, Relaxed);
+        nf.send(&mut out).unwrap();
+        let mut back = HandleBatch::new();
+        let got = link.recv(&pool, &mut back, 64).unwrap();
+        assert_eq!((got.received, got.originated), (3, 3));
+        assert_eq!(
+            link.refill_spares(&mut cache).unwrap(),
+            3,
+            "stash topped up"
+        );
+        back.drain(|h| cache.free(h));
+        // Spares still stashed (5 + 3 in the ring) are not packets.
+        assert_eq!(
+            link.reclaim(&mut cache),
+            Reclaimed {
+                packets: 0,
+                spares: 8
+            }
+        );
+        drop(cache);
+        assert_eq!(pool.audit().free, a.buffers());
     }
 }

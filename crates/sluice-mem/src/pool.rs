@@ -27,6 +27,27 @@ pub fn owner_nf(slot: u32) -> u32 {
     OWNER_NF_BASE + slot
 }
 
+/// Marks a buffer given to an NF as a spare for it to allocate from, not a
+/// packet: when it comes back it is a packet the NF originated, and if the
+/// NF dies holding it, no packet was lost.
+const SPARE_TAG_BIT: u32 = 1 << 31;
+
+/// Owner tag of a spare buffer held by NF slot `slot`.
+pub fn owner_nf_spare(slot: u32) -> u32 {
+    owner_nf(slot) | SPARE_TAG_BIT
+}
+
+/// What a handle returned by an NF turned out to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// A packet the platform had given the NF.
+    Packet,
+    /// A spare the NF filled: a packet it originated.
+    Originated,
+    /// Not a buffer this NF owns.
+    Invalid,
+}
+
 /// The platform's pool of buffer indices plus the ownership table.
 pub struct BufferPool {
     capacity: u32,
@@ -74,16 +95,24 @@ impl BufferPool {
         self.owners[index as usize].store(tag, Ordering::Relaxed);
     }
 
-    /// Takes `raw` back from NF tag `tag` if and only if that NF owns it.
-    /// This is the validation of every handle an NF returns.
+    /// Takes `raw` back from NF slot tag `tag` (packet or spare); the
+    /// validation of every handle an NF returns.
     #[inline]
-    pub(crate) fn claim_from(&self, raw: u32, tag: u32) -> bool {
+    pub(crate) fn claim_packet_or_spare(&self, raw: u32, tag: u32) -> Claim {
         match self.owners.get(raw as usize) {
-            Some(o) if o.load(Ordering::Relaxed) == tag => {
-                o.store(OWNER_PLATFORM, Ordering::Relaxed);
-                true
+            Some(o) => {
+                let t = o.load(Ordering::Relaxed);
+                if t == tag {
+                    o.store(OWNER_PLATFORM, Ordering::Relaxed);
+                    Claim::Packet
+                } else if t == tag | SPARE_TAG_BIT {
+                    o.store(OWNER_PLATFORM, Ordering::Relaxed);
+                    Claim::Originated
+                } else {
+                    Claim::Invalid
+                }
             }
-            _ => false,
+            None => Claim::Invalid,
         }
     }
 

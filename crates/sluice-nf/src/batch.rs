@@ -2,6 +2,7 @@
 
 use sluice_mem::{Arena, HandleBatch};
 
+use crate::owned::OwnedPacket;
 use crate::packet::Packet;
 use crate::verdict::Verdict;
 
@@ -47,6 +48,31 @@ impl<'a> Batch<'a> {
                 f(&mut p);
             }
         }
+    }
+
+    /// Removes every packet for which `take` returns true (in order) and
+    /// hands it to `sink`: the NF now owns it and must later emit it with
+    /// [`Context::emit`](crate::Context::emit) (a queue, a reorder buffer).
+    pub fn take_if(
+        &mut self,
+        mut take: impl FnMut(&mut Packet<'_>) -> bool,
+        mut sink: impl FnMut(OwnedPacket),
+    ) {
+        let arena = self.arena;
+        self.handles.retain(
+            |h| !take(&mut Packet::new(arena.pkt(h))),
+            |handle| {
+                sink(OwnedPacket {
+                    handle,
+                    fresh: false,
+                })
+            },
+        );
+    }
+
+    /// The arena and handles (for the element-graph runner).
+    pub(crate) fn parts(&mut self) -> (&'a Arena, &mut HandleBatch) {
+        (self.arena, self.handles)
     }
 
     /// Sets every packet's verdict to `Next` (done by the runtime before

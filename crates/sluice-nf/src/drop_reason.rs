@@ -48,6 +48,8 @@ platform_reasons! {
     POOL_EXHAUSTED = 11, "pool_exhausted";
     /// Dropped by the platform at shutdown while still queued.
     SHUTDOWN = 12, "shutdown";
+    /// An NF gave up a packet it had taken out of a batch.
+    DISCARDED = 13, "nf_discarded";
 }
 
 impl DropReason {

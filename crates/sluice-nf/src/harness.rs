@@ -6,12 +6,13 @@
 
 use std::collections::HashMap;
 
-use sluice_mem::{Arena, ArenaConfig, BufferPool, HandleBatch, PoolCache, MAX_BATCH};
+use sluice_mem::{Arena, ArenaConfig, BufferPool, HandleBatch, PktHandle, PoolCache, MAX_BATCH};
 use sluice_packet::flow::flow_key;
 
 use crate::batch::Batch;
 use crate::context::Context;
 use crate::nf::NetworkFunction;
+use crate::owned::PacketIo;
 use crate::verdict::Verdict;
 
 /// What happened to one input frame.
@@ -29,6 +30,41 @@ pub struct Harness {
     pool: BufferPool,
     flows: HashMap<sluice_packet::flow::FlowKey, u32>,
     now_ns: u64,
+    emitted: Vec<Outcome>,
+}
+
+/// The harness's packet I/O: allocations come from its pool, emitted
+/// packets are recorded (bytes and verdict) and freed, with the platform's
+/// per-call emit limit.
+struct HarnessIo<'h> {
+    arena: &'h Arena,
+    cache: PoolCache<'h>,
+    emitted: &'h mut Vec<Outcome>,
+    this_call: usize,
+}
+
+impl PacketIo for HarnessIo<'_> {
+    fn alloc(&mut self) -> Option<PktHandle> {
+        self.cache.alloc()
+    }
+
+    fn give_back(&mut self, h: PktHandle) {
+        self.cache.free(h);
+    }
+
+    fn emit(&mut self, mut h: PktHandle, _fresh: bool) -> Result<(), PktHandle> {
+        if self.this_call >= MAX_BATCH {
+            return Err(h);
+        }
+        self.this_call += 1;
+        let p = self.arena.pkt(&mut h);
+        self.emitted.push(Outcome {
+            verdict: Verdict::decode(p.verdict_raw()).unwrap_or(Verdict::Next),
+            frame: p.data().to_vec(),
+        });
+        self.cache.free(h);
+        Ok(())
+    }
 }
 
 impl Default for Harness {
@@ -54,6 +90,7 @@ impl Harness {
             pool,
             flows: HashMap::new(),
             now_ns: 1_000_000_000,
+            emitted: Vec::new(),
         }
     }
 
@@ -74,7 +111,43 @@ impl Harness {
         Some(*self.flows.entry(key).or_insert(next))
     }
 
-    /// Sends `frames` through `nf` in batches of up to [`MAX_BATCH`].
+    /// Packets the NF emitted with `Context::emit` since the last call, in
+    /// order.
+    pub fn take_emitted(&mut self) -> Vec<Outcome> {
+        std::mem::take(&mut self.emitted)
+    }
+
+    fn with_context(&mut self, f: impl FnOnce(&mut Context<'_>)) {
+        let mut io = HarnessIo {
+            arena: &self.arena,
+            cache: PoolCache::new(&self.pool, 64),
+            emitted: &mut self.emitted,
+            this_call: 0,
+        };
+        let mut ctx =
+            Context::new(self.arena.nf_control(0), &self.arena, self.now_ns).with_io(&mut io);
+        f(&mut ctx);
+    }
+
+    /// Runs the NF's timer hook at the harness clock.
+    pub fn tick(&mut self, nf: &mut dyn NetworkFunction) {
+        self.with_context(|ctx| nf.tick(ctx));
+    }
+
+    /// Runs the NF's stop hook at the harness clock.
+    pub fn stop(&mut self, nf: &mut dyn NetworkFunction) {
+        self.with_context(|ctx| nf.stop(ctx));
+    }
+
+    /// Extended counter `i` as published by the NF.
+    pub fn ext_counter(&self, i: usize) -> u64 {
+        self.arena.nf_control(0).ext.0[i].load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Sends `frames` through `nf` in batches of up to [`MAX_BATCH`] and
+    /// returns the outcome of every packet left in the batch (packets the
+    /// NF took out with `Batch::take_if` come back through
+    /// [`Self::take_emitted`] once it emits them).
     pub fn run(&mut self, nf: &mut dyn NetworkFunction, frames: &[Vec<u8>]) -> Vec<Outcome> {
         let mut out = Vec::with_capacity(frames.len());
         for chunk in frames.chunks(MAX_BATCH) {
@@ -96,8 +169,16 @@ impl Harness {
             }
             let mut batch = Batch::new(&self.arena, &mut handles);
             batch.reset_verdicts();
-            let mut ctx = Context::new(self.arena.nf_control(0), self.now_ns);
+            let mut io = HarnessIo {
+                arena: &self.arena,
+                cache: PoolCache::new(&self.pool, 64),
+                emitted: &mut self.emitted,
+                this_call: 0,
+            };
+            let mut ctx =
+                Context::new(self.arena.nf_control(0), &self.arena, self.now_ns).with_io(&mut io);
             nf.process(&mut batch, &mut ctx);
+            drop(io);
             batch.for_each(|p| {
                 out.push(Outcome {
                     verdict: p.verdict(),
@@ -111,7 +192,6 @@ impl Harness {
 
     /// Delivers a flow-end event for `flow_id`.
     pub fn end_flow(&mut self, nf: &mut dyn NetworkFunction, flow_id: u32) {
-        let mut ctx = Context::new(self.arena.nf_control(0), self.now_ns);
-        nf.flow_end(flow_id, &mut ctx);
+        self.with_context(|ctx| nf.flow_end(flow_id, ctx));
     }
 }

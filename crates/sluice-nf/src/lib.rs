@@ -10,15 +10,21 @@
 pub mod batch;
 pub mod context;
 pub mod drop_reason;
+pub mod graph;
 pub mod harness;
 pub mod nf;
+pub mod owned;
 pub mod packet;
 pub mod runtime;
 pub mod verdict;
 
 pub use batch::Batch;
-pub use context::Context;
+pub use context::{Context, NO_CHAIN};
 pub use drop_reason::DropReason;
 pub use nf::{BuildContext, BuildFn, NetworkFunction, NfType, Resolver};
+pub use owned::{OwnedPacket, PacketIo};
 pub use packet::Packet;
 pub use verdict::{NfId, PortId, Verdict};
+
+/// Most packets in one batch, and most packets one NF call may emit.
+pub use sluice_mem::MAX_BATCH;

@@ -24,6 +24,43 @@ pub trait NetworkFunction: Send {
     /// Called when the instance is recycled for new work (per-flow pools):
     /// all state must return to its just-built condition.
     fn reset(&mut self) {}
+
+    /// Names of this instance's local drop reasons, when they depend on its
+    /// config (an element graph); `None` means the type's `drop_reasons`.
+    fn drop_reason_names(&self) -> Option<Vec<String>> {
+        None
+    }
+
+    /// Names of this instance's counters as `(index, name)`, when they
+    /// depend on its config; indices from [`sluice_mem::NF_COUNTERS`] on
+    /// name extended counters. `None` means the type's `counters`.
+    fn counter_names(&self) -> Option<Vec<(usize, String)>> {
+        None
+    }
+
+    /// Buffers this NF needs ready for [`Context::alloc`] per call (a
+    /// process NF gets a stash of this size, refilled by the platform).
+    /// Default 0: the NF never allocates.
+    fn alloc_reserve(&self) -> u32 {
+        0
+    }
+
+    /// How often [`Self::tick`] must run, if at all.
+    fn tick_interval_ns(&self) -> Option<u64> {
+        None
+    }
+
+    /// Runs about every [`Self::tick_interval_ns`], also when no packets
+    /// arrive: timers, expiry, export, releasing held packets. Inline NFs
+    /// tick from the worker's millisecond maintenance, so intervals below
+    /// 1 ms are rounded up there.
+    fn tick(&mut self, _ctx: &mut Context<'_>) {}
+
+    /// Runs before the instance stops: emit every held packet. One call
+    /// may emit at most `MAX_BATCH` packets, so `stop` is called again as
+    /// long as the previous call emitted that many. Anything still held
+    /// afterwards is reclaimed and counted as a `shutdown` drop.
+    fn stop(&mut self, _ctx: &mut Context<'_>) {}
 }
 
 /// Names the NF may refer to, resolved to indices by the platform.

@@ -84,6 +84,23 @@ impl<'a> Packet<'a> {
         self.drop_with(DropReason::malformed(e));
     }
 
+    /// Copies bytes and metadata (chain position, flow, ingress port,
+    /// timestamp, headroom) into `dst`.
+    pub(crate) fn copy_into(&self, dst: &mut Pkt<'_>) {
+        let src = &self.pkt;
+        dst.reset(0);
+        dst.set_data_off(src.data_off());
+        let len = dst.set_len(src.len() as usize);
+        dst.data_mut()[..len].copy_from_slice(&src.data()[..len]);
+        dst.set_port_in(src.port_in());
+        dst.set_chain(src.chain());
+        dst.set_hop(src.hop());
+        dst.set_visits(src.visits());
+        dst.set_flow_id(src.flow_id());
+        dst.set_flow_hash(src.flow_hash());
+        dst.set_timestamp_ns(src.timestamp_ns());
+    }
+
     /// Full buffer-level access (headroom push/pull, length, scratch space).
     #[inline]
     pub fn raw(&mut self) -> &mut Pkt<'a> {

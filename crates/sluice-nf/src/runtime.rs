@@ -1,46 +1,64 @@
-//! Running an NF on one batch: the same code path for inline NFs (called
-//! by a platform worker) and process NFs (called by the NF process loop).
+//! Running an NF: the same code path for inline NFs (called by a platform
+//! worker) and process NFs (called by the NF process loop).
 
 use sluice_mem::{Arena, HandleBatch, NfControl, NfStats};
 
 use crate::batch::Batch;
-use crate::context::Context;
+use crate::context::{Context, RawOutput};
 use crate::nf::NetworkFunction;
+use crate::owned::PacketIo;
+
+/// What an NF call may use besides its packets.
+pub struct Services<'a> {
+    /// The NF's control block (statistics, counters).
+    pub control: &'a NfControl,
+    /// The packet arena.
+    pub arena: &'a Arena,
+    /// Batch start time.
+    pub now_ns: u64,
+    /// Allocation and emission of packets outside the batch.
+    pub io: Option<&'a mut dyn PacketIo>,
+    /// Raw ring output for fault injection (process NFs only).
+    pub raw: Option<RawOutput<'a>>,
+}
+
+impl<'a> Services<'a> {
+    /// Services with neither packet I/O nor raw output.
+    pub fn basic(control: &'a NfControl, arena: &'a Arena, now_ns: u64) -> Self {
+        Services {
+            control,
+            arena,
+            now_ns,
+            io: None,
+            raw: None,
+        }
+    }
+
+    fn context(self) -> Context<'a> {
+        let mut ctx = Context::new(self.control, self.arena, self.now_ns);
+        if let Some(io) = self.io {
+            ctx = ctx.with_io(io);
+        }
+        if let Some(raw) = self.raw {
+            ctx = ctx.with_raw_output(raw);
+        }
+        ctx
+    }
+}
 
 /// Runs `nf` on `handles` and charges the time spent to the NF's
 /// statistics (two clock reads per batch, ≈ 40 ns, amortised). Every packet
 /// must arrive with verdict `Next`: the platform's routing leaves it so.
 #[inline]
-pub fn run_batch(
-    nf: &mut dyn NetworkFunction,
-    arena: &Arena,
-    handles: &mut HandleBatch,
-    control: &NfControl,
-    now_ns: u64,
-) {
-    run_batch_with(nf, arena, handles, control, now_ns, None)
-}
-
-/// [`run_batch`] with a raw-output hook for fault injection (process NFs).
-#[inline]
-pub fn run_batch_with(
-    nf: &mut dyn NetworkFunction,
-    arena: &Arena,
-    handles: &mut HandleBatch,
-    control: &NfControl,
-    now_ns: u64,
-    raw: Option<crate::context::RawOutput<'_>>,
-) {
+pub fn run_batch(nf: &mut dyn NetworkFunction, handles: &mut HandleBatch, svc: Services<'_>) {
     let n = handles.len() as u64;
     if n == 0 {
         return;
     }
-    let mut batch = Batch::new(arena, handles);
+    let control = svc.control;
+    let mut batch = Batch::new(svc.arena, handles);
+    let mut ctx = svc.context();
     let start = sluice_sys::monotonic_ns();
-    let mut ctx = match raw {
-        Some(r) => Context::with_raw_output(control, now_ns, r),
-        None => Context::new(control, now_ns),
-    };
     nf.process(&mut batch, &mut ctx);
     let spent = sluice_sys::monotonic_ns().saturating_sub(start);
     NfStats::add(&control.stats.packets, n);
@@ -49,8 +67,22 @@ pub fn run_batch_with(
 }
 
 /// Delivers a flow-end event.
-pub fn run_flow_end(nf: &mut dyn NetworkFunction, control: &NfControl, flow_id: u32, now_ns: u64) {
-    let mut ctx = Context::new(control, now_ns);
-    nf.flow_end(flow_id, &mut ctx);
+pub fn run_flow_end(nf: &mut dyn NetworkFunction, flow_id: u32, svc: Services<'_>) {
+    let control = svc.control;
+    nf.flow_end(flow_id, &mut svc.context());
     NfStats::add(&control.stats.events, 1);
+}
+
+/// Runs the NF's timer hook, charging its time to the NF.
+pub fn run_tick(nf: &mut dyn NetworkFunction, svc: Services<'_>) {
+    let control = svc.control;
+    let start = sluice_sys::monotonic_ns();
+    nf.tick(&mut svc.context());
+    let spent = sluice_sys::monotonic_ns().saturating_sub(start);
+    NfStats::add(&control.stats.busy_ns, spent);
+}
+
+/// Runs the NF's stop hook (it emits whatever it still holds).
+pub fn run_stop(nf: &mut dyn NetworkFunction, svc: Services<'_>) {
+    nf.stop(&mut svc.context());
 }

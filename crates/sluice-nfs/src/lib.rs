@@ -4,9 +4,12 @@
 
 pub mod acl;
 pub mod chaos;
+pub mod delay;
 pub mod forwarder;
+pub mod graph;
 pub mod ids;
 pub mod monitor;
+pub mod tee;
 
 use sluice_nf::NfType;
 
@@ -15,6 +18,9 @@ pub static REGISTRY: &[NfType] = &[
     forwarder::TYPE,
     monitor::TYPE,
     acl::TYPE,
+    tee::TYPE,
+    delay::TYPE,
+    graph::TYPE,
     chaos::TYPE,
     ids::TYPE,
 ];

@@ -502,6 +502,11 @@ fn ips_drops_ids_alerts_and_pass_stops() {
         .map(|o| o.verdict)
         .collect();
     assert_eq!(v, [dropped, Verdict::Next, Verdict::Next, Verdict::Next]);
+    // Per-rule counts are extended counters, by rule index.
+    assert_eq!(
+        [h.ext_counter(0), h.ext_counter(1), h.ext_counter(2)],
+        [0, 1, 1]
+    );
     // Frame 0: drop (evaluation stops before sid 12); frame 1: pass;
     // frame 2: sid 12 only (port 81).
     assert_eq!(c(&h, "alerts"), 2);
@@ -653,7 +658,9 @@ fn alert_log_lines_and_bound() {
         nf.as_mut(),
         &[tcp_seg("10.0.0.1", 7, "10.1.0.1", 80, 1, b"hi")],
     );
-    drop(nf); // flushes
+    // Buffered: nothing written by the packet path until a flush.
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
+    h.tick(nf.as_mut());
     let text = std::fs::read_to_string(&path).unwrap();
     assert_eq!(
         text,
@@ -671,7 +678,7 @@ fn alert_log_lines_and_bound() {
     // One batch: 4 buffered (2 written, 2 over the bound), 2 refused.
     assert_eq!(h.counter(counter_index("ids", "alerts")), 6);
     assert_eq!(h.counter(counter_index("ids", "alert_log_dropped")), 4);
-    drop(nf);
+    h.stop(nf.as_mut());
     assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 2);
 }
 

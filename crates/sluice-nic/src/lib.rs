@@ -5,6 +5,10 @@
 //! given on receive and consumes buffers it was handed on transmit, so
 //! buffer accounting stays with the platform's pool.
 
+pub mod af_xdp;
+#[cfg(feature = "dpdk")]
+pub mod dpdk;
+
 use std::os::fd::RawFd;
 
 use sluice_mem::{Arena, HandleBatch, PoolCache};

@@ -155,7 +155,8 @@ impl Ids {
                 ctx.count(i, v);
             }
         }
-        self.engine.take_rule_hits(|_rule, _n| {});
+        // Per-rule matches as extended counters (index = rule order).
+        self.engine.take_rule_hits(|rule, n| ctx.count_ext(rule, n));
     }
 }
 
@@ -177,6 +178,21 @@ impl NetworkFunction for Ids {
 
     fn flow_end(&mut self, flow_id: u32, _ctx: &mut Context<'_>) {
         self.engine.flow_end(flow_id);
+    }
+
+    fn tick_interval_ns(&self) -> Option<u64> {
+        Some(alert_log::FLUSH_INTERVAL_NS)
+    }
+
+    /// Writes alerts buffered by quiet batches (off the packet path).
+    fn tick(&mut self, ctx: &mut Context<'_>) {
+        self.engine.flush_log(ctx.now_ns());
+        self.publish(ctx);
+    }
+
+    fn stop(&mut self, ctx: &mut Context<'_>) {
+        self.engine.flush_log(ctx.now_ns());
+        self.publish(ctx);
     }
 
     fn reset(&mut self) {
