@@ -43,16 +43,32 @@ impl Rng {
 }
 
 const DIRS: &[&str] = &[
-    "cgi-bin", "scripts", "admin", "wp-admin", "include", "modules", "servlet", "api",
-    "phpmyadmin", "portal", "images", "shop", "webdav", "console", "manager", "forum",
+    "cgi-bin",
+    "scripts",
+    "admin",
+    "wp-admin",
+    "include",
+    "modules",
+    "servlet",
+    "api",
+    "phpmyadmin",
+    "portal",
+    "images",
+    "shop",
+    "webdav",
+    "console",
+    "manager",
+    "forum",
 ];
 const WORDS: &[&str] = &[
-    "login", "upload", "config", "setup", "shell", "backup", "debug", "export", "viewer",
-    "search", "report", "install", "update", "profile", "gallery", "download", "register",
-    "checkout", "invoice", "status", "index", "default", "main", "session",
+    "login", "upload", "config", "setup", "shell", "backup", "debug", "export", "viewer", "search",
+    "report", "install", "update", "profile", "gallery", "download", "register", "checkout",
+    "invoice", "status", "index", "default", "main", "session",
 ];
 const EXTS: &[&str] = &["php", "asp", "aspx", "jsp", "cgi", "pl", "do", "action"];
-const PARAMS: &[&str] = &["id", "file", "cmd", "page", "path", "user", "dir", "q", "url", "exec"];
+const PARAMS: &[&str] = &[
+    "id", "file", "cmd", "page", "path", "user", "dir", "q", "url", "exec",
+];
 
 /// `n` rules in the style of the Snort community rule set.
 fn ruleset(n: usize, rng: &mut Rng) -> Vec<String> {
@@ -146,7 +162,7 @@ const FLOWS: usize = 64;
 const SEQ_AT: usize = 38;
 
 fn bench_case(c: &mut Criterion, name: &str, every: Option<usize>) {
-    let mut rng = Rng(0x5eed_1d5);
+    let mut rng = Rng(0x05ee_d1d5);
     let rules = ruleset(1000, &mut rng);
     // A real signature for the alerting case: the URI of a drop rule.
     let sig = rules
@@ -190,6 +206,23 @@ fn bench_case(c: &mut Criterion, name: &str, every: Option<usize>) {
         })
     });
     g.finish();
+    // Wall time on a shared machine includes time other processes ran;
+    // thread CPU time does not.
+    const N: u32 = 20_000;
+    let cpu0 = sluice_sys::thread_cpu_ns();
+    for _ in 0..N {
+        let i = k % FLOWS;
+        k += 1;
+        let f = &mut frames[i];
+        f[SEQ_AT..SEQ_AT + 4].copy_from_slice(&seqs[i].to_be_bytes());
+        seqs[i] = seqs[i].wrapping_add(1500 - 54);
+        black_box(e.inspect(black_box(f), i as u32, 0));
+    }
+    let ns = (sluice_sys::thread_cpu_ns() - cpu0) as f64 / f64::from(N);
+    println!(
+        "ids/{name}: thread CPU time {ns:.0} ns/packet = {:.2} Gbit/s per core ({N} packets)",
+        1500.0 * 8.0 / ns
+    );
     let s = e.take_stats();
     assert_eq!(s.stream_gaps, 0);
     if every.is_none() {

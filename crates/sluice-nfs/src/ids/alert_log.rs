@@ -111,7 +111,11 @@ impl AlertLog {
 
     /// Whether a flush is due at the end of a batch.
     #[inline]
-    pub fn flush_due(&self, now_ns: u64) -> bool {
+    pub fn flush_due(&mut self, now_ns: u64) -> bool {
+        if self.last_flush_ns == 0 {
+            // The interval counts from the first batch.
+            self.last_flush_ns = now_ns;
+        }
         !self.pending.is_empty()
             && (self.pending.len() * 2 >= self.pending.capacity()
                 || now_ns.saturating_sub(self.last_flush_ns) >= FLUSH_INTERVAL_NS)

@@ -231,7 +231,7 @@ impl Engine {
     }
 
     /// Whether the alert log should be flushed now (end of a batch).
-    pub fn log_flush_due(&self, now_ns: u64) -> bool {
+    pub fn log_flush_due(&mut self, now_ns: u64) -> bool {
         self.log.flush_due(now_ns)
     }
 

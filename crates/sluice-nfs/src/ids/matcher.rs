@@ -170,22 +170,37 @@ impl PatternIndex {
         for (i, &byte) in hay.iter().enumerate() {
             sid = dfa.next_state(Anchored::No, sid, byte);
             // Start and match states are "special"; most bytes are neither.
-            if !dfa.is_special(sid) || !dfa.is_match(sid) {
-                continue;
+            if dfa.is_special(sid) && dfa.is_match(sid) {
+                let ix = (&self.starts[..], &self.rules[..]);
+                on_hit(dfa, sid, i + 1, ix, &mut self.seen, bits, &keep);
             }
-            for k in 0..dfa.match_len(sid) {
-                let p = dfa.match_pattern(sid, k).as_usize();
-                let (w, b) = (p / 64, 1u64 << (p % 64));
-                let end = i + 1;
-                let start = end - dfa.pattern_len(dfa.match_pattern(sid, k));
-                if self.seen[w] & b != 0 || !keep(start, end) {
-                    continue;
-                }
-                self.seen[w] |= b;
-                for &r in &self.rules[self.starts[p] as usize..self.starts[p + 1] as usize] {
-                    bits[r as usize / 64] |= 1 << (r % 64);
-                }
-            }
+        }
+    }
+}
+
+/// Marks the rules of the patterns ending at `end` in state `sid`. Kept out
+/// of line so the scan loop stays small enough to hold its state in
+/// registers.
+#[inline(never)]
+fn on_hit(
+    dfa: &DFA,
+    sid: StateID,
+    end: usize,
+    (starts, rules): (&[u32], &[u32]),
+    seen: &mut [u64],
+    bits: &mut [u64],
+    keep: &impl Fn(usize, usize) -> bool,
+) {
+    for k in 0..dfa.match_len(sid) {
+        let pid = dfa.match_pattern(sid, k);
+        let p = pid.as_usize();
+        let (w, b) = (p / 64, 1u64 << (p % 64));
+        if seen[w] & b != 0 || !keep(end - dfa.pattern_len(pid), end) {
+            continue;
+        }
+        seen[w] |= b;
+        for &r in &rules[starts[p] as usize..starts[p + 1] as usize] {
+            bits[r as usize / 64] |= 1 << (r % 64);
         }
     }
 }
