@@ -179,9 +179,14 @@ fn bench_case(c: &mut Criterion, name: &str, every: Option<usize>) {
             http_frame(i, &mut rng, s)
         })
         .collect();
-    // Open every flow in both directions so `flow:established` rules are
-    // live (otherwise their header check would skip verification).
-    for (i, f) in frames.iter().enumerate() {
+    // Open every flow in both directions (client first) so that
+    // `flow:to_server,established` rules are live; otherwise their header
+    // check would skip verification.
+    let mut seqs = vec![1u32; FLOWS];
+    for (i, f) in frames.iter_mut().enumerate() {
+        f[SEQ_AT..SEQ_AT + 4].copy_from_slice(&seqs[i].to_be_bytes());
+        seqs[i] = seqs[i].wrapping_add(1500 - 54);
+        e.inspect(f, i as u32, 0);
         let mut reply = f[..54].to_vec();
         reply[26..30].copy_from_slice(&f[30..34]);
         reply[30..34].copy_from_slice(&f[26..30]);
@@ -190,7 +195,8 @@ fn bench_case(c: &mut Criterion, name: &str, every: Option<usize>) {
         reply[16..18].copy_from_slice(&40u16.to_be_bytes());
         e.inspect(&reply, i as u32, 0);
     }
-    let mut seqs = vec![1u32; FLOWS];
+    let warm = e.take_stats();
+    assert_eq!(warm.alerts > 0, every.is_some(), "{warm:?}");
     let mut k = 0usize;
     let mut g = c.benchmark_group("ids");
     g.throughput(Throughput::BytesDecimal(1500));
