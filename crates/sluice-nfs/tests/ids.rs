@@ -717,6 +717,33 @@ proptest! {
     }
 
     #[test]
+    fn long_payloads_match_iff_present(
+        c in proptest::collection::vec(b'a'..=b'c', 3..24),
+        len in 256usize..1460,
+        at_frac in 0.0f64..1.0,
+        insert in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        // Long payloads take the multi-lane scan: an occurrence anywhere,
+        // including across the lanes' slice boundaries, must be found.
+        let mut x = seed | 1;
+        let mut payload: Vec<u8> = (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                b'a' + (x % 4) as u8
+            })
+            .collect();
+        if insert {
+            let at = ((len - c.len()) as f64 * at_frac) as usize;
+            payload[at..at + c.len()].copy_from_slice(&c);
+        }
+        let opts = format!("content:\"{}\";", content_hex(&c));
+        prop_assert_eq!(alerts(&opts, &payload), oracle(&payload, &c, 0, None));
+    }
+
+    #[test]
     fn offset_depth_window_is_exact(
         c in proptest::collection::vec(b'a'..=b'c', 1..4),
         payload in proptest::collection::vec(b'a'..=b'c', 1..60),
