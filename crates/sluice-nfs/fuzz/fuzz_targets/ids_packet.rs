@@ -31,7 +31,11 @@ fn engine() -> Engine {
 
 fn tcp(dir: u8, seq: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
     let (a, b): ([u8; 4], [u8; 4]) = ([192, 0, 2, 1], [10, 1, 0, 1]);
-    let (src, dst, sp, dp) = if dir & 1 == 0 { (a, b, 1234, 80) } else { (b, a, 80, 1234) };
+    let (src, dst, sp, dp) = if dir & 1 == 0 {
+        (a, b, 1234, 80)
+    } else {
+        (b, a, 80, 1234)
+    };
     let spec = FrameSpec {
         src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
         dst_mac: MacAddr([2, 0, 0, 0, 0, 2]),
@@ -54,14 +58,31 @@ fn tcp(dir: u8, seq: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
     buf
 }
 
+thread_local! {
+    // Building the engine (automata, regexes) costs milliseconds; one per
+    // thread, reset before every input, keeps the fuzzer fast and also
+    // exercises `reset`.
+    static ENGINE: std::cell::RefCell<Engine> = std::cell::RefCell::new(engine());
+}
+
 fuzz_target!(|data: &[u8]| {
-    let mut e = engine();
+    ENGINE.with(|e| run(&mut e.borrow_mut(), data));
+});
+
+fn run(e: &mut Engine, data: &[u8]) {
+    e.reset(0);
     let mut rest = data;
     let mut inspected = 0u64;
     let mut seq = [1u32; 2];
     // Records: [kind, flow, a, b, len, bytes…]
     while rest.len() >= 5 {
-        let (kind, flow, a, b, len) = (rest[0], rest[1] % 10, rest[2], rest[3], usize::from(rest[4]) * 8);
+        let (kind, flow, a, b, len) = (
+            rest[0],
+            rest[1] % 10,
+            rest[2],
+            rest[3],
+            usize::from(rest[4]) * 8,
+        );
         let body = &rest[5..];
         let n = len.min(body.len());
         let (chunk, tail) = body.split_at(n);
@@ -73,7 +94,11 @@ fuzz_target!(|data: &[u8]| {
         } else {
             let d = usize::from(a & 1);
             // Mostly in order, sometimes jumps.
-            let s = if b & 7 == 0 { seq[d].wrapping_add(u32::from(b)) } else { seq[d] };
+            let s = if b & 7 == 0 {
+                seq[d].wrapping_add(u32::from(b))
+            } else {
+                seq[d]
+            };
             seq[d] = s.wrapping_add(chunk.len() as u32);
             tcp(a, s, b >> 2, chunk)
         };
@@ -91,4 +116,4 @@ fuzz_target!(|data: &[u8]| {
     let s = e.take_stats();
     assert_eq!(s.packets_inspected, inspected);
     assert!(s.drops <= s.alerts);
-});
+}

@@ -57,6 +57,13 @@ fuzz_target!(|data: &[u8]| {
     // The rule text itself is a payload full of its own contents.
     let half = data.len() / 2;
     e.inspect(&tcp(&data[..half.min(1400)], 1), 3, 0);
-    e.inspect(&tcp(&data[half..][..(data.len() - half).min(1400)], 1 + half.min(1400) as u32), 3, 0);
+    e.inspect(
+        &tcp(
+            &data[half..][..(data.len() - half).min(1400)],
+            1 + half.min(1400) as u32,
+        ),
+        3,
+        0,
+    );
     let _ = e.take_stats();
 });
