@@ -12,6 +12,7 @@ pub mod firewall;
 pub mod flow_monitor;
 pub mod forwarder;
 pub mod graph;
+pub mod ids;
 pub mod load_balancer;
 pub mod monitor;
 pub mod nat;
@@ -52,4 +53,5 @@ pub static REGISTRY: &[NfType] = &[
     policer::shaper::TYPE,
     load_balancer::TYPE,
     bridge::TYPE,
+    ids::TYPE,
 ];
