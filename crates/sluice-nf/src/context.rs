@@ -173,7 +173,9 @@ impl<'a> Context<'a> {
     pub fn count(&mut self, index: usize, v: u64) {
         if let Some(base) = self.ext_base {
             if index < NF_COUNTERS {
-                self.count_ext(base + index, v);
+                if let Some(c) = self.control.ext.0.get(base + index) {
+                    NfStats::add(c, v);
+                }
             }
         } else if let Some(c) = self.control.counters.get(index) {
             NfStats::add(c, v);
