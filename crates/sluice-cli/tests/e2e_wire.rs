@@ -423,7 +423,10 @@ fn tcp_and_udp_cross_an_af_packet_bump_in_the_wire() {
     // reused while the previous connection's flow is still open.)
     let created = r["flows"]["created"].as_u64().unwrap();
     assert!(
-        created > CONNECTIONS as u64 / 2 && created < CONNECTIONS as u64 + 50,
+        // The slack covers the run's other flows: curl, iperf3's control and
+        // data connections, the probe flow, and the namespaces' own IPv6
+        // neighbour/router discovery.
+        created > CONNECTIONS as u64 / 2 && created < CONNECTIONS as u64 + 1000,
         "flows created: {created}"
     );
     assert_eq!(
