@@ -50,10 +50,19 @@ fn check(isolation: &str) {
     );
     assert_accounted(&r);
     assert_eq!(r["packets_in"], count, "{isolation}: {r:#}");
-    assert_eq!(r["packets_originated"], count, "one copy per packet: {r:#}");
-    assert_eq!(nf(&r, "tap")["originated"], count);
-    assert_eq!(nf(&r, "tap")["counters"]["copies"], count);
-    assert_eq!(port(&r, "copies")["tx_packets"], count, "{r:#}");
+    // Every packet gets a copy unless no spare buffer had reached the NF
+    // yet (a process NF whose ring is backlogged under CPU contention);
+    // such misses are counted, and everything copied is accounted for.
+    let copies = nf(&r, "tap")["counters"]["copies"].as_u64().unwrap();
+    let missed = nf(&r, "tap")["counters"]["copies_missed"].as_u64().unwrap();
+    assert_eq!(copies + missed, count, "{r:#}");
+    assert!(copies >= count / 2, "most packets are copied: {r:#}");
+    if isolation == "inline" {
+        assert_eq!(missed, 0, "inline NFs allocate from the pool directly");
+    }
+    assert_eq!(r["packets_originated"], copies, "{r:#}");
+    assert_eq!(nf(&r, "tap")["originated"], copies);
+    assert_eq!(port(&r, "copies")["tx_packets"], copies, "{r:#}");
     assert_eq!(port(&r, "out")["tx_packets"], count, "{r:#}");
     assert_eq!(nf(&r, "wire")["counters"]["delayed"], count);
     assert_eq!(nf(&r, "wire")["counters"]["held"], 0);

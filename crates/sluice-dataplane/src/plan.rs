@@ -2,6 +2,7 @@
 //! flat paths of hops, and every NF config is built once up front so that a
 //! bad config fails before anything starts.
 
+use sluice_mem::MAX_BATCH;
 use sluice_nf::{BuildContext, NetworkFunction, NfId, NfType, PortId, Resolver};
 use sluice_packet::flow::FlowKey;
 use sluice_spec::{ConfigNode, Isolation, MatchSpec, PortKind, Spec, SpecError};
@@ -41,6 +42,9 @@ pub struct NfPlan {
     /// Names of its counters by index (indices from `NF_COUNTERS` on are
     /// extended counters).
     pub counters: Vec<(usize, String)>,
+    /// Spare buffers a process instance keeps for allocation (capped at a
+    /// batch), from the validation build.
+    pub alloc_reserve: u32,
 }
 
 /// A chain of the plan.
@@ -130,6 +134,7 @@ impl Plan {
                         .enumerate()
                         .map(|(i, c)| (i, c.to_string()))
                         .collect(),
+                    alloc_reserve: 0,
                 }
             })
             .collect::<Vec<_>>();
@@ -187,6 +192,7 @@ impl Plan {
             if let Some(names) = nf.counter_names() {
                 plan.nfs[i].counters = names;
             }
+            plan.nfs[i].alloc_reserve = nf.alloc_reserve().min(MAX_BATCH as u32);
         }
         Ok(plan)
     }

@@ -232,6 +232,11 @@ impl<'a> Worker<'a> {
         };
         p.generation = p.generation.wrapping_add(1);
         control.reset();
+        // Packets may queue before the NF runs: its spare stash must be
+        // filled from the start, not once it announces its own target.
+        control
+            .spare_target
+            .store(self.plan.nfs[i].alloc_reserve, Ordering::Relaxed);
         control.generation.store(p.generation, Ordering::Relaxed);
         control.state.store(state::STARTING, Ordering::Release);
         p.phase = Phase::Starting;
@@ -668,6 +673,13 @@ impl<'a> Worker<'a> {
             Exec::Process(p) => {
                 let mut corrupt = false;
                 if matches!(p.phase, Phase::Starting | Phase::Running) {
+                    // Spares first: they arrive ahead of the batch in ring
+                    // order, so an NF that creates packets per packet (tee)
+                    // has its stash full when the batch comes (one load
+                    // when the NF wants no spares).
+                    if p.link.refill_spares_for(&mut self.cache, b.len()).is_err() {
+                        corrupt = true;
+                    }
                     match p.link.send(self.pool, b) {
                         Ok(n) if n > 0 => {
                             if p.link.wake() {

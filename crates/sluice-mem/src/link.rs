@@ -29,7 +29,7 @@ pub const EVENT_BIT: u32 = 1 << 31;
 pub const SPARE_BIT: u32 = 1 << 30;
 
 /// Most spares sent to one NF per poll (keeps one NF's refill short).
-const SPARE_REFILL_MAX: u64 = 64;
+const SPARE_REFILL_MAX: u64 = MAX_BATCH as u64;
 
 /// What [`NfLink::recv`] found.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -155,6 +155,20 @@ impl<'a> NfLink<'a> {
     /// quota; returns how many spares were sent. One load of the target
     /// when the NF wants none (the common case).
     pub fn refill_spares(&mut self, cache: &mut PoolCache<'_>) -> Result<usize, RingCorrupt> {
+        self.refill_spares_for(cache, 0)
+    }
+
+    /// [`Self::refill_spares`] ahead of a batch of `packets` about to be
+    /// sent: spares travel in ring order, so ones sent now reach the NF
+    /// right before the batch, while spares already queued are used up by
+    /// the batches queued before it. So besides topping up, this sends
+    /// one spare per packet (up to the target) while the stash stays under
+    /// four targets, and keeps room in the ring for the batch itself.
+    pub fn refill_spares_for(
+        &mut self,
+        cache: &mut PoolCache<'_>,
+        packets: usize,
+    ) -> Result<usize, RingCorrupt> {
         use std::sync::atomic::Ordering::Relaxed;
         let target = u64::from(self.control.spare_target.load(Relaxed));
         if target == 0 {
@@ -162,8 +176,12 @@ impl<'a> NfLink<'a> {
         }
         let consumed = self.control.spares_consumed.load(Relaxed);
         let stash = self.spares_sent.saturating_sub(consumed);
-        let want = target.saturating_sub(stash).min(SPARE_REFILL_MAX) as usize;
-        let n = want.min(self.room()?);
+        let top_up = target.saturating_sub(stash);
+        let paired = (packets as u64)
+            .min(target)
+            .min((4 * target).saturating_sub(stash));
+        let want = top_up.max(paired).min(SPARE_REFILL_MAX) as usize;
+        let n = want.min(self.room()?.saturating_sub(packets));
         let mut sent = 0;
         for _ in 0..n {
             let Some(h) = cache.alloc() else { break };
