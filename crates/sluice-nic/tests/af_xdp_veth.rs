@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{frame, is_root, link_show, sys_counter, Veth};
+use common::{frame, is_root, link_show, sys_counter, xdp_detached, Veth};
 use sluice_mem::{Arena, BufferPool, HandleBatch, PoolCache};
 use sluice_nic::af_xdp::{AfXdpConfig, AfXdpPort, XdpModeChoice};
 use sluice_nic::NicPort;
@@ -172,11 +172,8 @@ fn dropping_the_port_detaches_the_program() {
         "attached while open"
     );
     drop(port);
-    let out = link_show(&veth.inside);
-    assert!(
-        !out.contains("prog/xdp"),
-        "still attached after drop: {out}"
-    );
+    let (gone, out) = xdp_detached(&veth.inside);
+    assert!(gone, "still attached after drop: {out}");
 }
 
 #[test]
@@ -213,7 +210,8 @@ fn a_queue_the_interface_lacks_is_refused_clearly() {
         .expect("veth has one queue")
         .to_string();
     assert!(e.contains("queue 1") && e.contains("lower `queues`"), "{e}");
-    assert!(!link_show(&veth.inside).contains("prog/xdp"));
+    let (gone, out) = xdp_detached(&veth.inside);
+    assert!(gone, "left attached after a failed open: {out}");
 }
 
 #[test]
@@ -328,7 +326,8 @@ fn unprivileged_open_says_to_run_as_root() {
         line.contains("run sluice as root") && line.contains("CAP_BPF"),
         "{line}"
     );
-    assert!(!link_show(&veth.inside).contains("prog/xdp"));
+    let (gone, out) = xdp_detached(&veth.inside);
+    assert!(gone, "left attached after a failed open: {out}");
 }
 
 const CHILD_ENV: &str = "SLUICE_XDP_TEST_CHILD_IF";
@@ -374,9 +373,6 @@ fn sigkill_leaves_no_program_attached() {
     );
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    let out = link_show(&veth.inside);
-    assert!(
-        !out.contains("prog/xdp"),
-        "still attached after SIGKILL: {out}"
-    );
+    let (gone, out) = xdp_detached(&veth.inside);
+    assert!(gone, "still attached after SIGKILL: {out}");
 }

@@ -237,7 +237,23 @@ pub fn sys_counter(ifname: &str, name: &str) -> u64 {
         .unwrap()
 }
 
-/// `ip -d link show dev <if>` output.
+/// Whether no XDP program is attached to `ifname`, waiting up to 2 s: the
+/// kernel may finish releasing a BPF link after the last descriptor closes
+/// (deferred work), so "detached" is a condition to wait for, not a race
+/// to win. Returns the last `ip link` output for messages.
+pub fn xdp_detached(ifname: &str) -> (bool, String) {
+    let mut out = link_show(ifname);
+    for _ in 0..100 {
+        if !out.contains("prog/xdp") {
+            return (true, out);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        out = link_show(ifname);
+    }
+    (false, out)
+}
+
+/// `ip -d link show dev IFNAME`.
 pub fn link_show(ifname: &str) -> String {
     let out = Command::new("ip")
         .args(["-d", "link", "show", "dev", ifname])
