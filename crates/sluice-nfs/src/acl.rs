@@ -31,7 +31,9 @@
 use serde::Deserialize;
 use sluice_nf::{Batch, BuildContext, Context, DropReason, NetworkFunction, NfType};
 use sluice_packet::{flow_key, FlowKey, ParseError};
-use sluice_spec::{proto_number, IpNet, PortRange, SpecError};
+use sluice_spec::{IpNet, PortRange, SpecError};
+
+use crate::rule_fields::{self, Scalar};
 
 const DENIED: DropReason = DropReason::nf_local(0);
 const NON_IP: DropReason = DropReason::nf_local(1);
@@ -44,13 +46,6 @@ const C_RULE_SCANS: usize = 2;
 enum Action {
     Accept,
     Drop,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum Scalar {
-    Num(i64),
-    Text(String),
 }
 
 #[derive(Debug, Deserialize)]
@@ -201,41 +196,20 @@ fn compile(ctx: &BuildContext<'_>) -> Result<Acl, SpecError> {
                 .error_at_path(&format!("rules[{i}].{field}"), msg)
         };
         let net = |field: &str, v: &Option<String>| -> Result<Option<IpNet>, SpecError> {
-            v.as_ref()
-                .map(|s| {
-                    s.parse::<IpNet>()
-                        .or_else(|_| s.parse::<std::net::IpAddr>().map(IpNet::from))
-                        .map_err(|_| at(field, format!("invalid prefix `{s}` (expected e.g. 10.0.0.0/8 or 2001:db8::/32)")))
-                })
+            v.as_deref()
+                .map(|s| rule_fields::prefix(s).map_err(|m| at(field, m)))
                 .transpose()
         };
         let ports = |field: &str, v: &Option<Scalar>| -> Result<Option<PortRange>, SpecError> {
-            match v {
-                None => Ok(None),
-                Some(Scalar::Num(n)) => u16::try_from(*n)
-                    .map(|p| Some(PortRange::single(p)))
-                    .map_err(|_| at(field, format!("port {n} is out of range 0-65535"))),
-                Some(Scalar::Text(s)) => s.parse::<PortRange>().map(Some).map_err(|_| {
-                    at(
-                        field,
-                        format!("invalid port range `{s}` (expected N or A-B)"),
-                    )
-                }),
-            }
+            v.as_ref()
+                .map(|v| rule_fields::port_range(v).map_err(|m| at(field, m)))
+                .transpose()
         };
-        let proto = match &r.proto {
-            None => None,
-            Some(Scalar::Num(n)) => Some(
-                u8::try_from(*n)
-                    .map_err(|_| at("proto", format!("protocol {n} is out of range 0-255")))?,
-            ),
-            Some(Scalar::Text(s)) => Some(proto_number(s).ok_or_else(|| {
-                at(
-                    "proto",
-                    format!("unknown protocol `{s}` (tcp, udp, icmp, icmpv6 or 0-255)"),
-                )
-            })?),
-        };
+        let proto = r
+            .proto
+            .as_ref()
+            .map(|v| rule_fields::protocol(v).map_err(|m| at("proto", m)))
+            .transpose()?;
         let (src_port, dst_port) = (
             ports("src_port", &r.src_port)?,
             ports("dst_port", &r.dst_port)?,

@@ -18,6 +18,7 @@ pub mod monitor;
 pub mod nat;
 pub mod policer;
 pub mod router;
+pub mod rule_fields;
 pub mod tee;
 pub mod tunnel;
 

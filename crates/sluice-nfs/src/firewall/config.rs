@@ -3,20 +3,14 @@
 
 use serde::Deserialize;
 use sluice_nf::Resolver;
-use sluice_spec::{proto_number, ConfigNode, IpNet, PortRange, SpecError};
+use sluice_spec::{ConfigNode, PortRange, SpecError};
 
 use super::rules::{Action, IcmpReject, Prefix, RejectWith, Rule};
 use crate::conntrack::{Settings, Timeouts};
+use crate::rule_fields::{self, Scalar};
 
 /// Largest `capacity` accepted (about 1.2 GiB of table).
 pub const MAX_CAPACITY: u64 = 1 << 24;
-
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum Scalar {
-    Num(i64),
-    Text(String),
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -158,49 +152,24 @@ fn compile_rule(
 ) -> Result<Rule, SpecError> {
     let at = |field: &str, msg: String| config.error_at_path(&format!("rules[{i}].{field}"), msg);
     let net = |field: &str, v: &Option<String>| -> Result<Option<Prefix>, SpecError> {
-        v.as_ref()
+        v.as_deref()
             .map(|s| {
-                s.parse::<IpNet>()
-                    .or_else(|_| s.parse::<std::net::IpAddr>().map(IpNet::from))
+                rule_fields::prefix(s)
                     .map(Prefix::new)
-                    .map_err(|_| {
-                        at(
-                            field,
-                            format!(
-                                "invalid prefix `{s}` (expected e.g. 10.0.0.0/8 or 2001:db8::/32)"
-                            ),
-                        )
-                    })
+                    .map_err(|m| at(field, m))
             })
             .transpose()
     };
     let ports = |field: &str, v: &Option<Scalar>| -> Result<Option<PortRange>, SpecError> {
-        match v {
-            None => Ok(None),
-            Some(Scalar::Num(n)) => u16::try_from(*n)
-                .map(|p| Some(PortRange::single(p)))
-                .map_err(|_| at(field, format!("port {n} is out of range 0-65535"))),
-            Some(Scalar::Text(s)) => s.parse::<PortRange>().map(Some).map_err(|_| {
-                at(
-                    field,
-                    format!("invalid port range `{s}` (expected N or A-B)"),
-                )
-            }),
-        }
+        v.as_ref()
+            .map(|v| rule_fields::port_range(v).map_err(|m| at(field, m)))
+            .transpose()
     };
-    let proto = match &r.proto {
-        None => None,
-        Some(Scalar::Num(n)) => Some(
-            u8::try_from(*n)
-                .map_err(|_| at("proto", format!("protocol {n} is out of range 0-255")))?,
-        ),
-        Some(Scalar::Text(s)) => Some(proto_number(s).ok_or_else(|| {
-            at(
-                "proto",
-                format!("unknown protocol `{s}` (tcp, udp, icmp, icmpv6 or 0-255)"),
-            )
-        })?),
-    };
+    let proto = r
+        .proto
+        .as_ref()
+        .map(|v| rule_fields::protocol(v).map_err(|m| at("proto", m)))
+        .transpose()?;
     let (src_port, dst_port) = (
         ports("src_port", &r.src_port)?,
         ports("dst_port", &r.dst_port)?,
