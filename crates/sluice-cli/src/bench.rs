@@ -13,6 +13,7 @@ use crate::cli::{BenchArgs, BenchKind, ChainArgs, IsolationArg};
 struct ChainResult {
     length: u32,
     isolation: &'static str,
+    workers: u16,
     packet_size: u16,
     offered_pps: Option<u64>,
     mpps: f64,
@@ -32,8 +33,8 @@ pub fn chain_spec(a: &ChainArgs) -> String {
         IsolationArg::Process => "process",
     };
     let mut s = format!(
-        "settings:\n  batch: {}\n  buffers: 32768\n  ring_size: 1024\nports:\n  - name: gen\n    kind: generator\n    flows: {}\n    protocol: udp\n    size: {}\n",
-        a.batch, a.flows, a.packet_size
+        "settings:\n  batch: {}\n  buffers: 32768\n  ring_size: 1024\n  workers: {}\nports:\n  - name: gen\n    kind: generator\n    flows: {}\n    protocol: udp\n    size: {}\n",
+        a.batch, a.workers, a.flows, a.packet_size
     );
     if let Some(r) = a.rate {
         s.push_str(&format!("    rate_pps: {r}\n"));
@@ -83,6 +84,7 @@ fn chain(a: ChainArgs) -> ExitCode {
             IsolationArg::Inline => "inline",
             IsolationArg::Process => "process",
         },
+        workers: a.workers,
         packet_size: a.packet_size,
         offered_pps: a.rate,
         mpps: report.mpps,
@@ -98,9 +100,10 @@ fn chain(a: ChainArgs) -> ExitCode {
         crate::print_stdout(&(serde_json::to_string_pretty(&result).unwrap_or_default() + "\n"));
     } else {
         crate::print_stdout(&format!(
-            "chain length {} {} {} B: {:.3} Mpps {:.3} Gbit/s  latency p50 {:.1} µs p99 {:.1} µs p99.9 {:.1} µs  drops {}  leaked {}\n",
+            "chain length {} {} ×{} workers {} B: {:.3} Mpps {:.3} Gbit/s  latency p50 {:.1} µs p99 {:.1} µs p99.9 {:.1} µs  drops {}  leaked {}\n",
             result.length,
             result.isolation,
+            result.workers,
             result.packet_size,
             result.mpps,
             result.gbps,

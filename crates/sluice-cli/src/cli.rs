@@ -135,6 +135,10 @@ pub struct ChainArgs {
     /// Packets per batch.
     #[arg(long, default_value_t = 32)]
     pub batch: u16,
+    /// Platform workers, each with its own share of the flows and its own
+    /// NF instances (more than 1 needs `--isolation inline`).
+    #[arg(long, default_value_t = 1)]
+    pub workers: u16,
     /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,

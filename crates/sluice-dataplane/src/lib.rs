@@ -7,6 +7,8 @@
 //! then drives the [`worker::Worker`] loop on the calling thread until the
 //! duration ends, the inputs are exhausted or `stop` is set, drains, stops
 //! the NFs, audits the buffers and returns a [`report::RunReport`].
+//! With `settings.workers > 1`, [`shard`] runs that loop on several
+//! pinned threads, each with its own share of the flows.
 
 pub mod drops;
 pub mod flow_table;
@@ -16,8 +18,10 @@ pub mod nf_rt;
 pub mod plan;
 pub mod ports;
 pub mod report;
+pub mod report_merge;
 pub mod route;
 pub mod run;
+pub mod shard;
 pub mod template;
 pub mod worker;
 

@@ -9,7 +9,7 @@ use sluice_mem::{Arena, HandleBatch, PoolCache, DATA_ROOM};
 use sluice_nic::{NicPort, NicStats};
 use sluice_ports::generator::{GeneratorConfig, IpVersionChoice, Protocol, SizeSpec};
 use sluice_ports::pcap::{Pacer, PcapReplay};
-use sluice_ports::{Generator, PcapWriter, Sink, SinkConfig, SinkReport};
+use sluice_ports::{Generator, PcapWriter, Shard, Sink, SinkConfig, SinkReport};
 use sluice_spec::{GeneratorSpec, PortKind};
 
 /// Counters of one port.
@@ -119,17 +119,23 @@ fn realtime_offset_ns() -> u64 {
 }
 
 impl PortRt {
-    /// Opens port `name` of kind `kind`; generators stop after `duration_ns`.
+    /// Opens port `name` of kind `kind`; generators stop after `duration_ns`
+    /// and send the flows of `shard`.
     pub fn open(
         name: &str,
         kind: &PortKind,
         duration_ns: Option<u64>,
         sink_flows: usize,
+        shard: Shard,
     ) -> Result<PortRt, PortError> {
         let err = |m: String| PortError(format!("port {name}: {m}"));
         let io = match kind {
             PortKind::Generator(g) => {
-                let g = Generator::new(generator_config(g, duration_ns, 0x5eed)).map_err(|e| err(e.to_string()))?;
+                let cfg = GeneratorConfig {
+                    shard,
+                    ..generator_config(g, duration_ns, 0x5eed)
+                };
+                let g = Generator::new(cfg).map_err(|e| err(e.to_string()))?;
                 PortIo::Generator(Box::new(g))
             }
             PortKind::Sink(_) => PortIo::Sink(Box::new(Sink::new(SinkConfig {

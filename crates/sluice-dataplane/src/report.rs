@@ -56,8 +56,14 @@ pub struct NfReport {
     pub startup_us: Vec<f64>,
     /// Drops under this NF's own reasons.
     pub drops: BTreeMap<String, u64>,
-    /// NF-specific counters.
+    /// NF-specific counters. With several workers: the sum over workers,
+    /// which is right for counts and sizes of per-flow state but not for
+    /// gauges such as maxima, percentiles or configured table sizes; read
+    /// those in `counters_by_worker`.
     pub counters: BTreeMap<String, u64>,
+    /// With several workers: each worker's instance's counters.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub counters_by_worker: Vec<BTreeMap<String, u64>>,
     /// Times the NF slept for lack of work.
     pub sleeps: u64,
     /// Times it yielded after a full batch.
@@ -210,6 +216,7 @@ fn nf_report(nf: &NfRt<'_>, drop_names: &[String], counter_names: &[(usize, Stri
                 Some((name.clone(), c.load(Ordering::Relaxed)))
             })
             .collect(),
+        counters_by_worker: Vec::new(),
         sleeps: nf.retired.sleeps + s.sleeps.load(Ordering::Relaxed),
         yields: nf.retired.yields + s.yields.load(Ordering::Relaxed),
         wakeups: nf.wakeups,
@@ -227,6 +234,35 @@ fn nf_report(nf: &NfRt<'_>, drop_names: &[String], counter_names: &[(usize, Stri
             ext[..used].to_vec()
         },
     }
+}
+
+/// All of a worker's sinks merged into one (None without sinks).
+pub(crate) fn merged_sink(w: &Worker<'_>) -> Option<Sink> {
+    let mut merged: Option<Sink> = None;
+    for s in w.ports.iter().filter_map(|p| p.sink()) {
+        match &mut merged {
+            Some(m) => m.merge(s),
+            None => merged = Some(s.clone()),
+        }
+    }
+    merged
+}
+
+/// Latency percentiles of a (merged) sink.
+pub(crate) fn latency_of(sink: Option<&Sink>) -> Latency {
+    sink.map(|m| {
+        let l = m.report().latency;
+        Latency {
+            count: l.count,
+            p50: l.p50,
+            p90: l.p90,
+            p99: l.p99,
+            p999: l.p999,
+            max: l.max,
+            mean: l.mean,
+        }
+    })
+    .unwrap_or_default()
 }
 
 impl RunReport {
@@ -248,27 +284,7 @@ impl RunReport {
             }
         }
         let drops_total: u64 = drops.values().sum();
-        let mut merged: Option<Sink> = None;
-        for s in w.ports.iter().filter_map(|p| p.sink()) {
-            match &mut merged {
-                Some(m) => m.merge(s),
-                None => merged = Some(s.clone()),
-            }
-        }
-        let latency_ns = merged
-            .map(|m| {
-                let l = m.report().latency;
-                Latency {
-                    count: l.count,
-                    p50: l.p50,
-                    p90: l.p90,
-                    p99: l.p99,
-                    p999: l.p999,
-                    max: l.max,
-                    mean: l.mean,
-                }
-            })
-            .unwrap_or_default();
+        let latency_ns = latency_of(merged_sink(w).as_ref());
         let audit = w.pool.audit();
         let fs = w.flows.stats();
         RunReport {

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use sluice_mem::{Arena, ArenaConfig, Backing, BufferPool, NfLink};
 use sluice_nf::NfType;
+use sluice_ports::Shard;
 use sluice_spec::{Isolation, Spec, SpecError};
 
 use crate::flow_table::FlowTable;
@@ -71,7 +72,9 @@ impl From<SpecError> for RunError {
     }
 }
 
-/// Runs `spec` to completion on the calling thread.
+/// Runs `spec` to completion: on the calling thread, or with
+/// `settings.workers = N > 1` on N pinned worker threads that each run
+/// their own share of the flows (see [`crate::shard`]).
 ///
 /// Process NFs require the calling process to be single-threaded when
 /// `run` starts (the NF template is forked first); the `sluice` binary is.
@@ -82,22 +85,20 @@ pub fn run(
 ) -> Result<RunReport, RunError> {
     let plan = Plan::build(spec, registry)?;
     let settings = &spec.settings;
-    if settings.workers > 1 {
-        eprintln!(
-            "sluice: settings.workers = {} but this version runs one platform worker; NF processes use the other cores",
-            settings.workers
-        );
-    }
+    let workers = u32::from(settings.workers.max(1));
     let arena = Arena::create(ArenaConfig {
         buffers: settings.buffers,
         ring_size: settings.ring_size,
-        nf_slots: plan.nfs.len().max(1) as u32,
-        workers: 1,
+        nf_slots: plan.nfs.len().max(1) as u32 * workers,
+        workers,
         hugepages: settings.hugepages,
     })
     .map_err(|e| RunError::Setup(e.to_string()))?;
     if let Backing::NormalPagesFallback(why) = arena.backing() {
         eprintln!("sluice: {why}");
+    }
+    if workers > 1 {
+        return crate::shard::run_sharded(spec, &plan, &arena, workers, &opts);
     }
     let batch = settings.batch as usize;
     // Fork the template before anything starts a thread.
@@ -129,30 +130,78 @@ pub fn run(
         }
     };
     let duration_ns = opts.duration.map(|d| d.as_nanos() as u64);
-    let mut ports = Vec::new();
-    for p in &plan.ports {
-        match PortRt::open(&p.name, &p.kind, duration_ns, plan.flow_capacity as usize) {
-            Ok(rt) => ports.push(rt),
-            Err(e) => {
-                teardown(template);
-                return Err(RunError::Setup(e.to_string()));
-            }
+    let parts = open_ports(&plan, duration_ns, Shard::WHOLE)
+        .and_then(|ports| Ok((ports, build_nfs(spec, &plan, &arena, 0)?)));
+    let (ports, nfs) = match parts {
+        Ok(p) => p,
+        Err(e) => {
+            teardown(template);
+            return Err(e);
         }
+    };
+    let pool = BufferPool::new(arena.buffers());
+    let mut worker = Worker::new(
+        &arena,
+        &pool,
+        &plan,
+        nfs,
+        ports,
+        flow_table(spec),
+        template,
+        worker_config(spec, &opts),
+    );
+    if let Err(e) = worker.start_nfs(opts.start_timeout.as_nanos() as u64) {
+        worker.finish();
+        return Err(RunError::Setup(e));
     }
+    let deadline = duration_ns.map(|d| sluice_sys::monotonic_ns() + d);
+    worker.run(&opts.stop, deadline);
+    worker.finish();
+    let report = RunReport::from_worker(spec.source.as_str(), &worker);
+    drop(worker);
+    Ok(report)
+}
+
+/// Opens every port of the plan (generators send shard `shard` of their
+/// flows).
+pub(crate) fn open_ports(
+    plan: &Plan,
+    duration_ns: Option<u64>,
+    shard: Shard,
+) -> Result<Vec<PortRt>, RunError> {
+    plan.ports
+        .iter()
+        .map(|p| {
+            PortRt::open(
+                &p.name,
+                &p.kind,
+                duration_ns,
+                plan.flow_capacity as usize,
+                shard,
+            )
+            .map_err(|e| RunError::Setup(e.to_string()))
+        })
+        .collect()
+}
+
+/// Builds the runtime state of every NF, using NF control slots
+/// `slot_base..slot_base + nfs`: inline NFs are constructed here, process
+/// NFs get their ring link (they are spawned later).
+pub(crate) fn build_nfs<'a>(
+    spec: &Spec,
+    plan: &Plan,
+    arena: &'a Arena,
+    slot_base: u32,
+) -> Result<Vec<NfRt<'a>>, RunError> {
     let mut nfs = Vec::new();
     for (i, n) in plan.nfs.iter().enumerate() {
-        let control = arena.nf_control(i as u32);
+        let slot = slot_base + i as u32;
+        let control = arena.nf_control(slot);
         control.reset();
         let exec = match n.isolation {
-            Isolation::Inline => match plan.build_nf(spec, i) {
-                Ok(nf) => Exec::Inline(nf),
-                Err(e) => {
-                    teardown(template);
-                    return Err(RunError::Spec(e));
-                }
-            },
+            Isolation::Inline => Exec::Inline(plan.build_nf(spec, i)?),
             Isolation::Process => Exec::Process(ProcessNf {
-                link: NfLink::new(&arena, i as u32),
+                link: NfLink::new(arena, slot),
                 phase: Phase::Stopped,
                 generation: 0,
                 pid: 0,
@@ -183,35 +232,25 @@ pub fn run(
             tick,
         });
     }
-    let pool = BufferPool::new(arena.buffers());
-    let flows = FlowTable::new(
+    Ok(nfs)
+}
+
+/// The flow table a worker starts with.
+pub(crate) fn flow_table(spec: &Spec) -> FlowTable {
+    let settings = &spec.settings;
+    FlowTable::new(
         settings.flow_table.capacity,
         settings.flow_table.idle_timeout_ms * 1_000_000,
         TCP_CLOSE_TIMEOUT_NS,
-    );
-    let mut worker = Worker::new(
-        &arena,
-        &pool,
-        &plan,
-        nfs,
-        ports,
-        flows,
-        template,
-        WorkerConfig {
-            batch,
-            restart: settings.restart.clone(),
-            live: opts.live,
-            drain_timeout_ns: 2_000_000_000,
-        },
-    );
-    if let Err(e) = worker.start_nfs(opts.start_timeout.as_nanos() as u64) {
-        worker.finish();
-        return Err(RunError::Setup(e));
+    )
+}
+
+/// Worker tuning from the spec and the run options.
+pub(crate) fn worker_config(spec: &Spec, opts: &RunOptions) -> WorkerConfig {
+    WorkerConfig {
+        batch: spec.settings.batch as usize,
+        restart: spec.settings.restart.clone(),
+        live: opts.live,
+        drain_timeout_ns: 2_000_000_000,
     }
-    let deadline = duration_ns.map(|d| sluice_sys::monotonic_ns() + d);
-    worker.run(&opts.stop, deadline);
-    worker.finish();
-    let report = RunReport::from_worker(spec.source.as_str(), &worker);
-    drop(worker);
-    Ok(report)
 }

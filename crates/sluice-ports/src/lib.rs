@@ -21,7 +21,8 @@ pub mod stamp;
 mod rng;
 
 pub use generator::{
-    ConfigError, Generator, GeneratorConfig, GeneratorStats, IpVersionChoice, Protocol, SizeSpec,
+    ConfigError, Generator, GeneratorConfig, GeneratorStats, IpVersionChoice, Protocol, Shard,
+    SizeSpec,
 };
 pub use pcap::{Pacer, PcapError, PcapReader, PcapReplay, PcapWriter};
 pub use sink::{LatencySummary, Sink, SinkConfig, SinkReport};

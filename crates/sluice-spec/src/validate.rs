@@ -12,7 +12,7 @@ use crate::error::SpecError;
 use crate::fields::{suggest, Res};
 use crate::limits::{self, Limit};
 use crate::location::Location;
-use crate::model::Spec;
+use crate::model::{Isolation, Spec};
 use crate::net::{self, PortRange};
 use crate::path::{self, Seg};
 use crate::ports::{GeneratorSpec, PortKind, SizeSpec};
@@ -138,7 +138,56 @@ pub(crate) fn validate(spec: &Spec, known_nf_types: &[&str], locator: &dyn Locat
         name(&cx, &format!("chains[{i}].name"), &c.name)?;
     }
     unique_names(&cx)?;
+    sharding(&cx)?;
     validate_chains::chains(&cx)
+}
+
+/// With `workers > 1` every worker runs its own copy of the data plane
+/// (flow table, NF instances, port queues) on a share of the flows, as
+/// RSS queues would: that needs ports that can be split by flow and NFs
+/// whose instances can be replicated per worker.
+fn sharding(cx: &Ctx<'_>) -> Res<()> {
+    let workers = cx.spec.settings.workers;
+    if workers <= 1 {
+        return Ok(());
+    }
+    for (i, nf) in cx.spec.nfs.iter().enumerate() {
+        if nf.isolation != Isolation::Inline {
+            return Err(cx.err(
+                format!("nfs[{i}].isolation"),
+                format!(
+                    "NF {} runs as a process, but settings.workers = {workers} shards flows over workers that each run their own NF instances inline; make it `isolation: inline` or set `workers: 1`",
+                    nf.name
+                ),
+            ));
+        }
+    }
+    for (i, p) in cx.spec.ports.iter().enumerate() {
+        match &p.kind {
+            PortKind::Sink(_) => {}
+            PortKind::Generator(g) if g.flows >= u32::from(workers) => {}
+            PortKind::Generator(g) => {
+                return Err(cx.err(
+                    format!("ports[{i}].flows"),
+                    format!(
+                        "generator {} has {} flows but settings.workers = {workers}: each worker sends its own share of the flows, so it needs at least one flow per worker",
+                        p.name, g.flows
+                    ),
+                ))
+            }
+            other => {
+                return Err(cx.err(
+                    format!("ports[{i}].kind"),
+                    format!(
+                        "port {} is of kind `{}`, which one worker serves; settings.workers = {workers} is supported with generator and sink ports (set `workers: 1`)",
+                        p.name,
+                        other.kind_name()
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(())
 }
 
 fn settings(cx: &Ctx<'_>) -> Res<()> {

@@ -657,3 +657,35 @@ fn unsupported_version() {
         "bad.yaml:1:10: version: unsupported spec version 2 (this sluice reads version 1)",
     );
 }
+
+#[test]
+fn workers_need_shardable_ports_and_inline_nfs() {
+    let spec = |settings: &str, ports: &str, isolation: &str| {
+        format!(
+            "settings:\n  workers: 2\n{settings}ports:\n{ports}nfs:\n  - name: acl\n    type: acl\n    isolation: {isolation}\nchains:\n  - name: c\n    from: gen\n    nfs: [acl]\n    to: out\n"
+        )
+    };
+    let gen_sink = "  - name: gen\n    kind: generator\n  - name: out\n    kind: sink\n";
+    let ok = parse_str(&spec("", gen_sink, "inline"), "ok.yaml", TYPES).unwrap();
+    assert_eq!(ok.settings.workers, 2);
+    check(
+        &spec("", gen_sink, "process"),
+        "bad.yaml:11:16: nfs[0].isolation: NF acl runs as a process, but settings.workers = 2 shards flows over workers that each run their own NF instances inline; make it `isolation: inline` or set `workers: 1`",
+    );
+    check(
+        &spec(
+            "",
+            "  - name: gen\n    kind: generator\n  - name: out\n    kind: pcap_out\n    path: /tmp/x.pcap\n",
+            "inline",
+        ),
+        "bad.yaml:7:11: ports[1].kind: port out is of kind `pcap_out`, which one worker serves; settings.workers = 2 is supported with generator and sink ports (set `workers: 1`)",
+    );
+    check(
+        &spec(
+            "",
+            "  - name: gen\n    kind: generator\n    flows: 1\n  - name: out\n    kind: sink\n",
+            "inline",
+        ),
+        "bad.yaml:6:12: ports[0].flows: generator gen has 1 flows but settings.workers = 2: each worker sends its own share of the flows, so it needs at least one flow per worker",
+    );
+}

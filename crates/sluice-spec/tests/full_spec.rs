@@ -33,7 +33,7 @@ fn full_spec_loads_into_expected_structs() {
             ring_size: 2048,
             batch: 64,
             hugepages: true,
-            workers: 4,
+            workers: 1,
             restart: RestartPolicy {
                 policy: RestartMode::OnFailure,
                 max_restarts: 5,

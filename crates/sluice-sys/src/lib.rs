@@ -210,6 +210,12 @@ impl Placement {
         self.cpus[0]
     }
 
+    /// CPU of worker `w` when several workers share out the flows: one
+    /// worker per allowed CPU, wrapping around.
+    pub fn shard_cpu(&self, w: usize) -> usize {
+        self.cpus[w % self.cpus.len()]
+    }
+
     /// CPU of the `i`-th process NF.
     pub fn nf_cpu(&self, i: usize) -> usize {
         if self.cpus.len() == 1 {

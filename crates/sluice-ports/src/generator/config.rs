@@ -102,6 +102,9 @@ pub struct GeneratorConfig {
     /// Added to the flow index written in each [`crate::Stamp`], so several
     /// generators (one per worker) feeding one sink have distinct flow ids.
     pub flow_id_base: u32,
+    /// Which share of the flows this generator sends when several workers
+    /// each run one (RSS-style sharding; see [`Shard`]).
+    pub shard: Shard,
     /// Source MAC address of every frame.
     pub src_mac: MacAddr,
     /// Destination MAC address of every frame.
@@ -128,9 +131,50 @@ impl Default for GeneratorConfig {
             dst_ports: (1, 1023),
             seed: 0x5eed,
             flow_id_base: 0,
+            shard: Shard::WHOLE,
             src_mac: MacAddr::new(0x02, 0, 0, 0, 0, 0x01),
             dst_mac: MacAddr::new(0x02, 0, 0, 0, 0, 0x02),
         }
+    }
+}
+
+/// One of `count` generators that together send the flows of one
+/// configuration: shard `index` sends flow slots `i` with
+/// `i % count == index` (the same 5-tuples and stamps as the unsharded
+/// generator would send), and its share of `rate_pps` and `count`
+/// in proportion to its flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// This shard, `0..count`.
+    pub index: u32,
+    /// Number of shards, at least 1 and at most `flows`.
+    pub count: u32,
+}
+
+impl Shard {
+    /// The unsharded generator.
+    pub const WHOLE: Shard = Shard { index: 0, count: 1 };
+
+    /// Flow slots of shards `0..k` out of `flows`.
+    fn flows_before(self, k: u32, flows: u32) -> u64 {
+        // Slots i < flows with i % count < k.
+        let (q, r) = (flows / self.count, flows % self.count);
+        u64::from(q) * u64::from(k) + u64::from(r.min(k))
+    }
+
+    /// Whether flow slot `i` belongs to this shard.
+    pub fn owns(self, i: u32) -> bool {
+        i % self.count == self.index
+    }
+
+    /// This shard's part of a total (rate, packet count) shared in
+    /// proportion to flows; the parts of all shards add up to `total`.
+    pub fn part_of(self, total: u64, flows: u32) -> u64 {
+        let f = u64::from(flows.max(1));
+        let lo = self.flows_before(self.index, flows);
+        let hi = self.flows_before(self.index + 1, flows);
+        let at = |n: u64| (u128::from(total) * u128::from(n) / u128::from(f)) as u64;
+        at(hi) - at(lo)
     }
 }
 
@@ -162,6 +206,9 @@ pub enum ConfigError {
         /// Flows requested.
         flows: u32,
     },
+    /// A shard index out of range, or more shards than flows (a shard
+    /// would send nothing).
+    BadShard(Shard),
 }
 
 impl fmt::Display for ConfigError {
@@ -179,6 +226,11 @@ impl fmt::Display for ConfigError {
             ConfigError::TooManyFlows { flows } => write!(
                 f,
                 "cannot draw {flows} distinct 5-tuples from the configured prefixes and ports"
+            ),
+            ConfigError::BadShard(s) => write!(
+                f,
+                "shard {} of {} is invalid (needs index < count <= flows)",
+                s.index, s.count
             ),
         }
     }

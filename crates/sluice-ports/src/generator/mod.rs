@@ -45,8 +45,8 @@ mod size;
 mod template;
 
 pub use config::{
-    ConfigError, GeneratorConfig, IpVersionChoice, Protocol, SizeSpec, DATACENTER_FRAME_LENS,
-    IMIX_FRAME_LENS, MAX_FRAME_LEN,
+    ConfigError, GeneratorConfig, IpVersionChoice, Protocol, Shard, SizeSpec,
+    DATACENTER_FRAME_LENS, IMIX_FRAME_LENS, MAX_FRAME_LEN,
 };
 pub use rate::{MAX_BURST, MIN_BURST};
 
@@ -121,6 +121,10 @@ impl Generator {
                 return Err(ConfigError::BadPortRange { which });
             }
         }
+        let shard = cfg.shard;
+        if shard.count == 0 || shard.index >= shard.count || shard.count > cfg.flows {
+            return Err(ConfigError::BadShard(shard));
+        }
         flows::check_families(&cfg)?;
         let mut kinds = [KindInfo::default(); 4];
         for (i, k) in kinds.iter_mut().enumerate() {
@@ -128,9 +132,12 @@ impl Generator {
         }
         let tuples = flows::assign(&cfg)?;
         let mut scratch = Box::new([0u8; MAX_FRAME_LEN]);
+        // Every shard draws the same tuples and keeps its own slots, so the
+        // shards together send exactly what one generator would.
         let flows = tuples
             .iter()
             .enumerate()
+            .filter(|(i, _)| shard.owns(*i as u32))
             .map(|(i, t)| {
                 let ki = template::kind_index(t.tcp, t.src_ip.is_ipv6());
                 let ack = mix32(cfg.seed ^ 0x61636b, i as u32, 0) | 1;
@@ -149,7 +156,7 @@ impl Generator {
         Ok(Generator {
             flows,
             kinds,
-            sizes: SizeModel::new(cfg.size, cfg.seed),
+            sizes: SizeModel::new(cfg.size, cfg.seed ^ u64::from(shard.index)),
             multi_class: !matches!(cfg.size, SizeSpec::Fixed(_)),
             fin_delta: template::fin_delta(),
             next_flow: 0,
@@ -161,8 +168,10 @@ impl Generator {
             src_port_span: span,
             port_step: step,
             seed: cfg.seed,
-            bucket: cfg.rate_pps.map(TokenBucket::new),
-            count: cfg.count,
+            bucket: cfg
+                .rate_pps
+                .map(|r| TokenBucket::new(shard.part_of(r, cfg.flows).max(1))),
+            count: cfg.count.map(|c| shard.part_of(c, cfg.flows)),
             duration_ns: cfg.duration_ns,
             start_ns: None,
             stats: GeneratorStats::default(),

@@ -1,0 +1,138 @@
+//! One report from the reports of several workers (`settings.workers > 1`).
+//!
+//! Every worker ran its own copy of each port and NF on its share of the
+//! flows, so counts add up; latency comes from the merged sink histograms
+//! and the buffer audit is taken once, after every worker has stopped.
+//! NF counters add up too, which is right for counts and per-flow state;
+//! each worker's own values are kept in `counters_by_worker` for gauges
+//! that do not add (maxima, percentiles, configured table sizes).
+
+use std::collections::BTreeMap;
+
+use sluice_mem::{Arena, Audit};
+use sluice_ports::Sink;
+
+use crate::report::{latency_of, BufferReport, NfReport, RunReport};
+
+/// What one worker hands back: its report and its merged sink, if any.
+pub struct ShardResult {
+    /// The worker's own report (its buffer audit is not used).
+    pub report: RunReport,
+    /// All of the worker's sinks merged (for exact latency percentiles).
+    pub sink: Option<Sink>,
+}
+
+fn add_maps(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
+    for (k, v) in from {
+        *into.entry(k.clone()).or_default() += v;
+    }
+}
+
+fn add_vec(into: &mut Vec<u64>, from: &[u64]) {
+    if into.len() < from.len() {
+        into.resize(from.len(), 0);
+    }
+    for (a, b) in into.iter_mut().zip(from) {
+        *a += b;
+    }
+}
+
+fn add_nf(into: &mut NfReport, from: &NfReport) {
+    into.packets += from.packets;
+    into.cpu_ns += from.cpu_ns;
+    into.ns_per_packet = if into.packets > 0 {
+        into.cpu_ns as f64 / into.packets as f64
+    } else {
+        0.0
+    };
+    into.restarts += from.restarts;
+    if from.last_exit.is_some() {
+        into.last_exit.clone_from(&from.last_exit);
+    }
+    into.startup_us.extend_from_slice(&from.startup_us);
+    add_maps(&mut into.drops, &from.drops);
+    add_maps(&mut into.counters, &from.counters);
+    into.sleeps += from.sleeps;
+    into.yields += from.yields;
+    into.wakeups += from.wakeups;
+    into.invalid_handles += from.invalid_handles;
+    into.originated += from.originated;
+    add_vec(&mut into.ext_counters, &from.ext_counters);
+}
+
+impl RunReport {
+    /// Merges the reports of workers that ran the same plan on disjoint
+    /// shares of the flows. `audit` is the pool's audit after all stopped.
+    /// Returns `None` for an empty list.
+    pub fn merge_shards(parts: Vec<ShardResult>, audit: Audit, arena: &Arena) -> Option<RunReport> {
+        let by_worker: Vec<Vec<BTreeMap<String, u64>>> = parts
+            .iter()
+            .map(|p| p.report.nfs.iter().map(|n| n.counters.clone()).collect())
+            .collect();
+        let mut parts = parts.into_iter();
+        let first = parts.next()?;
+        let mut r = first.report;
+        let mut sink = first.sink;
+        for p in parts {
+            let o = p.report;
+            r.duration_s = r.duration_s.max(o.duration_s);
+            r.packets_in += o.packets_in;
+            r.packets_originated += o.packets_originated;
+            r.packets_out += o.packets_out;
+            r.bytes_out += o.bytes_out;
+            add_maps(&mut r.drops, &o.drops);
+            for (a, b) in r.nfs.iter_mut().zip(&o.nfs) {
+                add_nf(a, b);
+            }
+            for (a, b) in r.ports.iter_mut().zip(&o.ports) {
+                let (s, t) = (&mut a.stats, &b.stats);
+                s.rx_packets += t.rx_packets;
+                s.rx_bytes += t.rx_bytes;
+                s.tx_packets += t.tx_packets;
+                s.tx_bytes += t.tx_bytes;
+                s.tx_errors += t.tx_errors;
+                s.rx_oversize += t.rx_oversize;
+                s.rx_no_buffer += t.rx_no_buffer;
+                s.rx_dropped += t.rx_dropped;
+                let add = |x: &mut Option<u64>, y: Option<u64>| {
+                    if let (Some(x), Some(y)) = (x.as_mut(), y) {
+                        *x += y;
+                    }
+                };
+                add(&mut a.reordered, b.reordered);
+                add(&mut a.duplicates, b.duplicates);
+            }
+            r.flows.created += o.flows.created;
+            r.flows.ended += o.flows.ended;
+            r.flows.live += o.flows.live;
+            r.flows.table_full += o.flows.table_full;
+            r.nf_faults.invalid_handles += o.nf_faults.invalid_handles;
+            r.nf_faults.invalid_events += o.nf_faults.invalid_events;
+            match (&mut sink, p.sink) {
+                (Some(m), Some(s)) => m.merge(&s),
+                (None, s) => sink = s,
+                _ => {}
+            }
+        }
+        for (i, nf) in r.nfs.iter_mut().enumerate() {
+            nf.counters_by_worker = by_worker.iter().map(|w| w[i].clone()).collect();
+        }
+        r.drops_total = r.drops.values().sum();
+        r.unaccounted = (r.packets_in + r.packets_originated) as i64
+            - r.packets_out as i64
+            - r.drops_total as i64;
+        let secs = r.duration_s.max(1e-9);
+        r.mpps = r.packets_out as f64 / secs / 1e6;
+        r.gbps = r.bytes_out as f64 * 8.0 / secs / 1e9;
+        r.latency_ns = latency_of(sink.as_ref());
+        r.buffers = BufferReport {
+            capacity: audit.capacity,
+            free: audit.free,
+            held_by_platform: audit.platform,
+            held_by_nfs: audit.at_nfs,
+        };
+        r.leaked_buffers = u64::from(audit.capacity - audit.free);
+        r.arena_bytes = arena.size();
+        Some(r)
+    }
+}
