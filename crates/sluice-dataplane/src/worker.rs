@@ -1075,14 +1075,30 @@ fn classify(
     };
     let hash = key.symmetric_hash();
     let canonical = key.canonical();
-    let id = match flows.lookup_or_insert(&canonical, hash, now, || plan.classify(port, &key)) {
-        Ok(id) => id,
-        Err(FlowError::NoChain) => return Err(DropReason::NO_CHAIN),
-        Err(FlowError::Full) => return Err(DropReason::FLOW_TABLE_FULL),
+    let lookup = |flows: &mut FlowTable| match flows
+        .lookup_or_insert(&canonical, hash, now, || plan.classify(port, &key))
+    {
+        Ok(id) => Ok(id),
+        Err(FlowError::NoChain) => Err(DropReason::NO_CHAIN),
+        Err(FlowError::Full) => Err(DropReason::FLOW_TABLE_FULL),
     };
+    let mut id = lookup(flows)?;
     if key.proto == IpProtocol::TCP.0 && !h.fragment {
         let flags = frame.get(h.l4_offset as usize + 13).copied().unwrap_or(0);
-        let (fin, rst) = (flags & 0x01 != 0, flags & 0x04 != 0);
+        let (fin, syn, rst, ack) = (
+            flags & 0x01 != 0,
+            flags & 0x02 != 0,
+            flags & 0x04 != 0,
+            flags & 0x10 != 0,
+        );
+        // A new connection on the 5-tuple of one that is closing (a FIN
+        // was seen; the entry lingers like TIME_WAIT): end the old flow so
+        // NFs see its end and the new connection gets a flow of its own,
+        // as Linux conntrack does for a SYN in TIME_WAIT.
+        if syn && !ack && flows.entry(id).is_some_and(|e| e.fins != 0) && flows.close(id) {
+            ended.push(id);
+            id = lookup(flows)?;
+        }
         if (fin || rst)
             && flows.note_tcp_flags(id, key == canonical, fin, rst, now)
             && flows.close(id)
