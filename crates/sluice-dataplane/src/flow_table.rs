@@ -11,8 +11,9 @@
 //! misses: index slot, then entry); the whole ingress step on hot flows
 //! (key + hash + lookup) ≈ 50 ns.
 //!
-//! A flow ends on TCP RST, a short time after a FIN, or after an idle
-//! timeout. An ending flow leaves the index at once (new packets with the
+//! A flow ends on TCP RST, a short time after a FIN (or at once when a
+//! SYN opens a new connection on its 5-tuple after a FIN), or after an
+//! idle timeout. An ending flow leaves the index at once (new packets with the
 //! same 5-tuple start a new flow) but keeps its slab slot in the `Closing`
 //! state until its end marker has passed every NF of its chain, so no NF can
 //! confuse the old flow's end with a new flow that reused the id.
