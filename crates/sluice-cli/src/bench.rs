@@ -57,6 +57,7 @@ pub fn chain_spec(a: &ChainArgs) -> String {
 pub fn run(args: BenchArgs) -> ExitCode {
     match args.which {
         BenchKind::Chain(a) => chain(a),
+        BenchKind::Nfs(a) => crate::bench_nfs::run(a),
         BenchKind::Wire(a) => crate::bench_wire::run(a),
     }
 }

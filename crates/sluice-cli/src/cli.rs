@@ -56,9 +56,32 @@ pub struct BenchArgs {
 pub enum BenchKind {
     /// N forwarder NFs in a chain between the generator and the sink.
     Chain(ChainArgs),
+    /// The realistic chain firewall → NAT → monitor → router
+    /// (`examples/bench-realistic.yaml`), with per-NF cost per packet.
+    Nfs(NfsArgs),
     /// A bump in the wire between two network namespaces against plain
     /// Linux forwarding of the same traffic (needs root).
     Wire(WireArgs),
+}
+
+/// `sluice bench nfs`.
+#[derive(Debug, Args)]
+pub struct NfsArgs {
+    /// Seconds to run.
+    #[arg(long, default_value_t = 5.0)]
+    pub duration: f64,
+    /// Concurrent UDP flows (each a tracked connection and a NAT mapping).
+    #[arg(long, default_value_t = 4096)]
+    pub flows: u32,
+    /// Platform workers, each with its own share of the flows.
+    #[arg(long, default_value_t = 1)]
+    pub workers: u16,
+    /// NF isolation.
+    #[arg(long, value_enum, default_value_t = IsolationArg::Inline)]
+    pub isolation: IsolationArg,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The port kind `sluice bench wire` bridges the namespaces with.

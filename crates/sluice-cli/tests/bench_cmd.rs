@@ -1,0 +1,98 @@
+//! `sluice bench chain` and `sluice bench nfs` produce the documented JSON,
+//! with every packet delivered and no buffer leaked (the figures
+//! themselves are measured in docs/benchmarks.md, not asserted here).
+
+mod common;
+use common::*;
+
+use serde_json::Value;
+use std::process::Stdio;
+
+fn bench(args: &[&str]) -> (std::process::Output, Value) {
+    let out = sluice()
+        .arg("bench")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out, v)
+}
+
+#[test]
+fn bench_chain_reports_rate_latency_and_no_leaks_with_one_and_two_workers() {
+    for workers in ["1", "2"] {
+        let (out, r) = bench(&[
+            "chain",
+            "--length",
+            "2",
+            "--isolation",
+            "inline",
+            "--duration",
+            "0.5",
+            "--workers",
+            workers,
+            "--json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(r["length"], 2);
+        assert_eq!(r["isolation"], "inline");
+        assert_eq!(r["workers"].to_string(), workers);
+        assert!(r["mpps"].as_f64().unwrap() > 0.0, "{r:#}");
+        assert!(r["gbps"].as_f64().unwrap() > 0.0);
+        for k in ["p50", "p99", "p999"] {
+            assert!(r["latency_ns"][k].as_u64().unwrap() > 0, "{r:#}");
+        }
+        assert_eq!(r["drops_total"], 0);
+        assert_eq!(r["leaked_buffers"], 0);
+        assert_eq!(r["latency_ns"]["count"], r["packets_out"]);
+        assert_eq!(r["nf_ns_per_packet"].as_array().unwrap().len(), 2);
+    }
+    let (out, _) = bench(&[
+        "chain",
+        "--workers",
+        "2",
+        "--isolation",
+        "process",
+        "--duration",
+        "0.5",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("settings.workers = 2"));
+}
+
+#[test]
+fn bench_nfs_runs_the_realistic_chain_with_a_cost_per_nf() {
+    for workers in ["1", "2"] {
+        let (out, r) = bench(&[
+            "nfs",
+            "--duration",
+            "0.5",
+            "--flows",
+            "512",
+            "--workers",
+            workers,
+            "--json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(r["flows"], 512);
+        assert!(r["mpps"].as_f64().unwrap() > 0.0, "{r:#}");
+        assert_eq!(r["drops_total"], 0, "{r:#}");
+        assert_eq!(r["leaked_buffers"], 0);
+        let nfs = r["nfs"].as_array().unwrap();
+        let types: Vec<&str> = nfs.iter().map(|n| n["type"].as_str().unwrap()).collect();
+        assert_eq!(types, ["firewall", "nat", "monitor", "router"]);
+        for n in nfs {
+            assert_eq!(n["packets"], r["packets_out"], "{r:#}");
+            assert!(n["ns_per_packet"].as_f64().unwrap() > 0.0);
+        }
+    }
+}
