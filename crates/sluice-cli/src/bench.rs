@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use sluice_dataplane::report::Latency;
+use sluice_dataplane::RunReport;
 
 use crate::cli::{BenchArgs, BenchKind, ChainArgs, IsolationArg};
 
@@ -28,10 +29,7 @@ struct ChainResult {
 
 /// Builds the benchmark spec text.
 pub fn chain_spec(a: &ChainArgs) -> String {
-    let isolation = match a.isolation {
-        IsolationArg::Inline => "inline",
-        IsolationArg::Process => "process",
-    };
+    let isolation = isolation_name(a.isolation);
     let mut s = format!(
         "settings:\n  batch: {}\n  buffers: 32768\n  ring_size: 1024\n  workers: {}\nports:\n  - name: gen\n    kind: generator\n    flows: {}\n    protocol: udp\n    size: {}\n",
         a.batch, a.workers, a.flows, a.packet_size
@@ -62,29 +60,47 @@ pub fn run(args: BenchArgs) -> ExitCode {
     }
 }
 
+/// Names of every NF type this binary has.
+pub(crate) fn nf_type_names() -> Vec<&'static str> {
+    sluice_nfs::REGISTRY.iter().map(|t| t.name).collect()
+}
+
+/// Runs a benchmark's spec for `duration_s`; on failure prints why and
+/// gives the exit code (2: the spec, 1: the run).
+pub(crate) fn run_spec(spec: &sluice_spec::Spec, duration_s: f64) -> Result<RunReport, ExitCode> {
+    if let Err(e) = spec.validate(&nf_type_names()) {
+        eprintln!("sluice: {e}");
+        return Err(ExitCode::from(2));
+    }
+    crate::execute(spec, Some(Duration::from_secs_f64(duration_s))).map_err(|e| {
+        eprintln!("sluice: {e}");
+        ExitCode::from(1)
+    })
+}
+
+/// The spec name of an isolation choice.
+pub(crate) fn isolation_name(i: IsolationArg) -> &'static str {
+    match i {
+        IsolationArg::Inline => "inline",
+        IsolationArg::Process => "process",
+    }
+}
+
 fn chain(a: ChainArgs) -> ExitCode {
-    let names: Vec<&str> = sluice_nfs::REGISTRY.iter().map(|t| t.name).collect();
-    let text = chain_spec(&a);
-    let spec = match sluice_spec::parse_str(&text, "<bench chain>", &names) {
+    let spec = match sluice_spec::parse_str(&chain_spec(&a), "<bench chain>", &nf_type_names()) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("sluice: {e}");
             return ExitCode::from(2);
         }
     };
-    let report = match crate::execute(&spec, Some(Duration::from_secs_f64(a.duration))) {
+    let report = match run_spec(&spec, a.duration) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("sluice: {e}");
-            return ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     let result = ChainResult {
         length: a.length,
-        isolation: match a.isolation {
-            IsolationArg::Inline => "inline",
-            IsolationArg::Process => "process",
-        },
+        isolation: isolation_name(a.isolation),
         workers: a.workers,
         packet_size: a.packet_size,
         offered_pps: a.rate,

@@ -3,12 +3,12 @@
 //! built into the binary) — with the cost of each NF per packet.
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use serde::Serialize;
 use sluice_dataplane::report::Latency;
 use sluice_spec::{Isolation, PortKind};
 
+use crate::bench::{isolation_name, nf_type_names, run_spec};
 use crate::cli::{IsolationArg, NfsArgs};
 
 /// The chain's spec; `--flows`, `--workers` and `--isolation` override it.
@@ -40,8 +40,7 @@ struct NfsResult {
 
 /// Runs `sluice bench nfs`.
 pub fn run(a: NfsArgs) -> ExitCode {
-    let names: Vec<&str> = sluice_nfs::REGISTRY.iter().map(|t| t.name).collect();
-    let mut spec = match sluice_spec::parse_str(SPEC, "<bench nfs>", &names) {
+    let mut spec = match sluice_spec::parse_str(SPEC, "<bench nfs>", &nf_type_names()) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("sluice: {e}");
@@ -61,25 +60,15 @@ pub fn run(a: NfsArgs) -> ExitCode {
     for nf in &mut spec.nfs {
         nf.isolation = isolation;
     }
-    // The overrides go through the same checks as a spec file.
-    if let Err(e) = spec.validate(&names) {
-        eprintln!("sluice: {e}");
-        return ExitCode::from(2);
-    }
-    let report = match crate::execute(&spec, Some(Duration::from_secs_f64(a.duration))) {
+    // `run_spec` puts the overrides through the same checks as a file.
+    let report = match run_spec(&spec, a.duration) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("sluice: {e}");
-            return ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     let result = NfsResult {
         flows: a.flows,
         workers: a.workers,
-        isolation: match a.isolation {
-            IsolationArg::Inline => "inline",
-            IsolationArg::Process => "process",
-        },
+        isolation: isolation_name(a.isolation),
         mpps: report.mpps,
         gbps: report.gbps,
         latency_ns: report.latency_ns.clone(),
