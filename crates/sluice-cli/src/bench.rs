@@ -17,14 +17,35 @@ struct ChainResult {
     workers: u16,
     packet_size: u16,
     offered_pps: Option<u64>,
-    mpps: f64,
-    gbps: f64,
-    latency_ns: Latency,
-    packets_out: u64,
-    drops_total: u64,
-    leaked_buffers: u64,
-    duration_s: f64,
+    #[serde(flatten)]
+    figures: Figures,
     nf_ns_per_packet: Vec<f64>,
+}
+
+/// What every system benchmark reports about its run.
+#[derive(Debug, Serialize)]
+pub(crate) struct Figures {
+    pub mpps: f64,
+    pub gbps: f64,
+    pub latency_ns: Latency,
+    pub packets_out: u64,
+    pub drops_total: u64,
+    pub leaked_buffers: u64,
+    pub duration_s: f64,
+}
+
+impl Figures {
+    pub(crate) fn of(r: &RunReport) -> Figures {
+        Figures {
+            mpps: r.mpps,
+            gbps: r.gbps,
+            latency_ns: r.latency_ns.clone(),
+            packets_out: r.packets_out,
+            drops_total: r.drops_total,
+            leaked_buffers: r.leaked_buffers,
+            duration_s: r.duration_s,
+        }
+    }
 }
 
 /// Builds the benchmark spec text.
@@ -104,13 +125,7 @@ fn chain(a: ChainArgs) -> ExitCode {
         workers: a.workers,
         packet_size: a.packet_size,
         offered_pps: a.rate,
-        mpps: report.mpps,
-        gbps: report.gbps,
-        latency_ns: report.latency_ns.clone(),
-        packets_out: report.packets_out,
-        drops_total: report.drops_total,
-        leaked_buffers: report.leaked_buffers,
-        duration_s: report.duration_s,
+        figures: Figures::of(&report),
         nf_ns_per_packet: report.nfs.iter().map(|n| n.ns_per_packet).collect(),
     };
     if a.json {
@@ -122,13 +137,13 @@ fn chain(a: ChainArgs) -> ExitCode {
             result.isolation,
             result.workers,
             result.packet_size,
-            result.mpps,
-            result.gbps,
-            result.latency_ns.p50 as f64 / 1e3,
-            result.latency_ns.p99 as f64 / 1e3,
-            result.latency_ns.p999 as f64 / 1e3,
-            result.drops_total,
-            result.leaked_buffers
+            result.figures.mpps,
+            result.figures.gbps,
+            result.figures.latency_ns.p50 as f64 / 1e3,
+            result.figures.latency_ns.p99 as f64 / 1e3,
+            result.figures.latency_ns.p999 as f64 / 1e3,
+            result.figures.drops_total,
+            result.figures.leaked_buffers
         ));
     }
     if report.leaked_buffers > 0 {

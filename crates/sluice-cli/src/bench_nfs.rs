@@ -5,10 +5,9 @@
 use std::process::ExitCode;
 
 use serde::Serialize;
-use sluice_dataplane::report::Latency;
 use sluice_spec::{Isolation, PortKind};
 
-use crate::bench::{isolation_name, nf_type_names, run_spec};
+use crate::bench::{isolation_name, nf_type_names, run_spec, Figures};
 use crate::cli::{IsolationArg, NfsArgs};
 
 /// The chain's spec; `--flows`, `--workers` and `--isolation` override it.
@@ -28,13 +27,8 @@ struct NfsResult {
     flows: u32,
     workers: u16,
     isolation: &'static str,
-    mpps: f64,
-    gbps: f64,
-    latency_ns: Latency,
-    packets_out: u64,
-    drops_total: u64,
-    leaked_buffers: u64,
-    duration_s: f64,
+    #[serde(flatten)]
+    figures: Figures,
     nfs: Vec<NfCost>,
 }
 
@@ -69,13 +63,7 @@ pub fn run(a: NfsArgs) -> ExitCode {
         flows: a.flows,
         workers: a.workers,
         isolation: isolation_name(a.isolation),
-        mpps: report.mpps,
-        gbps: report.gbps,
-        latency_ns: report.latency_ns.clone(),
-        packets_out: report.packets_out,
-        drops_total: report.drops_total,
-        leaked_buffers: report.leaked_buffers,
-        duration_s: report.duration_s,
+        figures: Figures::of(&report),
         nfs: report
             .nfs
             .iter()
@@ -95,11 +83,11 @@ pub fn run(a: NfsArgs) -> ExitCode {
             result.flows,
             result.isolation,
             result.workers,
-            result.mpps,
-            result.latency_ns.p50 as f64 / 1e3,
-            result.latency_ns.p99 as f64 / 1e3,
-            result.drops_total,
-            result.leaked_buffers
+            result.figures.mpps,
+            result.figures.latency_ns.p50 as f64 / 1e3,
+            result.figures.latency_ns.p99 as f64 / 1e3,
+            result.figures.drops_total,
+            result.figures.leaked_buffers
         );
         for n in &result.nfs {
             s.push_str(&format!(
