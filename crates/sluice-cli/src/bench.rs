@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use sluice_dataplane::report::Latency;
-use sluice_dataplane::RunReport;
+use sluice_dataplane::{RunError, RunReport};
 
 use crate::cli::{BenchArgs, BenchKind, ChainArgs, IsolationArg};
 
@@ -95,7 +95,10 @@ pub(crate) fn run_spec(spec: &sluice_spec::Spec, duration_s: f64) -> Result<RunR
     }
     crate::execute(spec, Some(Duration::from_secs_f64(duration_s))).map_err(|e| {
         eprintln!("sluice: {e}");
-        ExitCode::from(1)
+        match e {
+            RunError::Spec(_) => ExitCode::from(2),
+            RunError::Setup(_) => ExitCode::from(1),
+        }
     })
 }
 

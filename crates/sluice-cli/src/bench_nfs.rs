@@ -25,7 +25,6 @@ struct NfCost {
 #[derive(Debug, Serialize)]
 struct NfsResult {
     flows: u32,
-    workers: u16,
     isolation: &'static str,
     #[serde(flatten)]
     figures: Figures,
@@ -41,7 +40,6 @@ pub fn run(a: NfsArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    spec.settings.workers = a.workers;
     for p in &mut spec.ports {
         if let PortKind::Generator(g) = &mut p.kind {
             g.flows = a.flows;
@@ -61,7 +59,6 @@ pub fn run(a: NfsArgs) -> ExitCode {
     };
     let result = NfsResult {
         flows: a.flows,
-        workers: a.workers,
         isolation: isolation_name(a.isolation),
         figures: Figures::of(&report),
         nfs: report
@@ -79,10 +76,9 @@ pub fn run(a: NfsArgs) -> ExitCode {
         crate::print_stdout(&(serde_json::to_string_pretty(&result).unwrap_or_default() + "\n"));
     } else {
         let mut s = format!(
-            "realistic chain, {} flows, {} × {} worker(s): {:.3} Mpps  latency p50 {:.1} µs p99 {:.1} µs  drops {}  leaked {}\n",
+            "realistic chain, {} flows, {}: {:.3} Mpps  latency p50 {:.1} µs p99 {:.1} µs  drops {}  leaked {}\n",
             result.flows,
             result.isolation,
-            result.workers,
             result.figures.mpps,
             result.figures.latency_ns.p50 as f64 / 1e3,
             result.figures.latency_ns.p99 as f64 / 1e3,

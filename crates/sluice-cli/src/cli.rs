@@ -71,11 +71,9 @@ pub struct NfsArgs {
     #[arg(long, default_value_t = 5.0)]
     pub duration: f64,
     /// Concurrent UDP flows (each a tracked connection and a NAT mapping).
+    /// The chain runs on one worker: its NAT cannot be split per worker.
     #[arg(long, default_value_t = 4096)]
     pub flows: u32,
-    /// Platform workers, each with its own share of the flows.
-    #[arg(long, default_value_t = 1)]
-    pub workers: u16,
     /// NF isolation.
     #[arg(long, value_enum, default_value_t = IsolationArg::Inline)]
     pub isolation: IsolationArg,

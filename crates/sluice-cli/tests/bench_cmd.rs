@@ -67,32 +67,35 @@ fn bench_chain_reports_rate_latency_and_no_leaks_with_one_and_two_workers() {
 
 #[test]
 fn bench_nfs_runs_the_realistic_chain_with_a_cost_per_nf() {
-    for workers in ["1", "2"] {
-        let (out, r) = bench(&[
-            "nfs",
-            "--duration",
-            "0.5",
-            "--flows",
-            "512",
-            "--workers",
-            workers,
-            "--json",
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(r["flows"], 512);
-        assert!(r["mpps"].as_f64().unwrap() > 0.0, "{r:#}");
-        assert_eq!(r["drops_total"], 0, "{r:#}");
-        assert_eq!(r["leaked_buffers"], 0);
-        let nfs = r["nfs"].as_array().unwrap();
-        let types: Vec<&str> = nfs.iter().map(|n| n["type"].as_str().unwrap()).collect();
-        assert_eq!(types, ["firewall", "nat", "monitor", "router"]);
-        for n in nfs {
-            assert_eq!(n["packets"], r["packets_out"], "{r:#}");
-            assert!(n["ns_per_packet"].as_f64().unwrap() > 0.0);
-        }
+    let (out, r) = bench(&["nfs", "--duration", "0.5", "--flows", "512", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(r["flows"], 512);
+    assert!(r["mpps"].as_f64().unwrap() > 0.0, "{r:#}");
+    assert_eq!(r["drops_total"], 0, "{r:#}");
+    assert_eq!(r["leaked_buffers"], 0);
+    let nfs = r["nfs"].as_array().unwrap();
+    let types: Vec<&str> = nfs.iter().map(|n| n["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["firewall", "nat", "monitor", "router"]);
+    for n in nfs {
+        assert_eq!(n["packets"], r["packets_out"], "{r:#}");
+        assert!(n["ns_per_packet"].as_f64().unwrap() > 0.0);
     }
+}
+
+#[test]
+fn nat_refuses_to_run_as_per_worker_copies() {
+    let (_d, path) = spec_file(
+        "settings: { workers: 2 }\nports:\n  - { name: lan, kind: generator, flows: 8 }\n  - { name: wan, kind: sink }\nnfs:\n  - name: nat\n    type: nat\n    isolation: inline\n    config: { inside: [10.0.0.0/16], pool: [192.0.2.1/32] }\nchains:\n  - { name: c, from: lan, nfs: [nat], to: wan }\n",
+    );
+    let (out, r) = run_json(&path, 1.0);
+    assert_eq!(out.status.code(), Some(2), "{r:#}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(":9:13: nfs[0].config: NF nat: nat keeps mappings and a port pool shared by all flows, so it cannot run as 2 per-worker copies"),
+        "{err}"
+    );
 }

@@ -78,6 +78,9 @@ pub struct Plan {
 struct PlanResolver<'a>(&'a Spec);
 
 impl Resolver for PlanResolver<'_> {
+    fn replicas(&self) -> u32 {
+        u32::from(self.0.settings.workers.max(1))
+    }
     fn nf(&self, name: &str) -> Option<NfId> {
         self.0
             .nfs

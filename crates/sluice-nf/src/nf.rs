@@ -63,12 +63,22 @@ pub trait NetworkFunction: Send {
     fn stop(&mut self, _ctx: &mut Context<'_>) {}
 }
 
-/// Names the NF may refer to, resolved to indices by the platform.
+/// What the platform tells an NF under construction about where it will
+/// run: names it may refer to, resolved to indices, and how many copies
+/// of it run.
 pub trait Resolver {
     /// The NF instance named `name`.
     fn nf(&self, name: &str) -> Option<NfId>;
     /// The port named `name` (output-capable ports only).
     fn port(&self, name: &str) -> Option<PortId>;
+    /// How many instances of this NF run side by side, each seeing its own
+    /// share of the flows (`settings.workers`). An NF whose state must span
+    /// flows that may land on different workers (e.g. NAT's
+    /// endpoint-independent mappings and shared port pool) refuses more
+    /// than 1 with a config error.
+    fn replicas(&self) -> u32 {
+        1
+    }
 }
 
 /// Everything an NF constructor gets.

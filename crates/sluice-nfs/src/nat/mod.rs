@@ -179,6 +179,16 @@ fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> 
 /// Builds the NF from its config (for tests and benches that need the
 /// concrete type).
 pub fn build_nf(ctx: &BuildContext<'_>) -> Result<NatNf, SpecError> {
+    let replicas = ctx.resolver.replicas();
+    if replicas > 1 {
+        // A mapping spans flows (endpoint-independent mapping, inbound
+        // packets from any outside endpoint) and the port pool is shared:
+        // per-worker copies would hand out the same external port twice.
+        return Err(ctx.config.error(format!(
+            "NF {}: nat keeps mappings and a port pool shared by all flows, so it cannot run as {replicas} per-worker copies; set settings.workers: 1",
+            ctx.name
+        )));
+    }
     let b = config::build(ctx)?;
     Ok(NatNf {
         nat: b.nat,
