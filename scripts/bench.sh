@@ -9,17 +9,24 @@ cargo build --release -p sluice-cli >/dev/null
 bin=./target/release/sluice
 
 echo "## System: sluice bench chain (64 B UDP, ${secs} s each, median of 3)"
-chain() { # length isolation [rate]
+chain() { # length isolation [rate [workers]]
   local args=(bench chain --length "$1" --isolation "$2" --duration "$secs" --json)
   [ -n "${3:-}" ] && args+=(--rate "$3")
+  [ -n "${4:-}" ] && args+=(--workers "$4")
   for _ in 1 2 3; do "$bin" "${args[@]}"; done | python3 scripts/median.py
 }
 chain 1 inline
 chain 3 inline
+chain 1 inline "" 2
+chain 3 inline "" 2
 chain 1 process
 chain 3 process
 max=$("$bin" bench chain --length 3 --isolation process --duration "$secs" --json | python3 -c 'import json,sys; print(int(json.load(sys.stdin)["mpps"] * 1e6))')
 chain 3 process $((max / 2))
+
+echo
+echo "## The realistic chain: sluice bench nfs (firewall → NAT → monitor → router, 4096 flows, median of 3)"
+for _ in 1 2 3; do "$bin" bench nfs --duration "$secs" --json; done | python3 scripts/median.py
 
 echo
 echo "## Micro-benchmarks (criterion)"
@@ -33,3 +40,6 @@ crit sluice-packet parse
 crit sluice-dataplane flow_table
 crit sluice-ports generator
 crit sluice-ports sink
+if [ "${NF_BENCHES:-1}" = 1 ]; then
+  for b in firewall nat router ids l2lb flowmon; do crit sluice-nfs "$b"; done
+fi
