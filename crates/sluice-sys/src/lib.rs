@@ -1,6 +1,7 @@
 //! The few operating-system primitives sluice needs beyond std: forking
 //! NF processes from a template, tying their lifetime to their parent,
-//! reaping them, ignoring terminal signals, naming and pinning threads.
+//! reaping them, ignoring terminal signals, naming and pinning threads,
+//! and putting large lookup tables on huge pages.
 //!
 //! `fork` is only offered when the calling process is single-threaded
 //! ([`fork_single_threaded`] checks `/proc/self/status`): after a fork only
@@ -11,7 +12,9 @@
 
 use std::io;
 
+mod huge;
 mod net;
+pub use huge::{vec_on_huge_pages, HUGE_PAGE};
 pub use net::{enter_netns, send_copies};
 
 pub use rustix::process::Pid;

@@ -1,0 +1,78 @@
+//! Large lookup tables on transparent huge pages.
+//!
+//! NF tables (conntrack, NAT sessions, LPM) are read at random: at 100 k
+//! entries every lookup misses the 4 KiB-page TLB as well as the cache.
+//! With THP in `madvise` mode (the common distribution default) memory is
+//! only backed by 2 MiB pages where the program asks, before first touch.
+
+/// Huge page size on x86-64 and aarch64 (4 KiB base pages).
+pub const HUGE_PAGE: usize = 2 << 20;
+
+/// A vector of `len` copies of `value` whose buffer the kernel is asked to
+/// back with transparent huge pages (asked before the first write, so the
+/// first faults already get 2 MiB pages). Tables below 2 MiB, or a kernel
+/// with THP off, get an ordinary vector: the advice is only a hint.
+pub fn vec_on_huge_pages<T: Clone>(len: usize, value: T) -> Vec<T> {
+    let mut v: Vec<T> = Vec::with_capacity(len);
+    let spare = v.spare_capacity_mut();
+    advise_huge_pages(spare.as_ptr() as usize, std::mem::size_of_val(spare));
+    v.resize(len, value);
+    v
+}
+
+/// Asks for huge pages on the whole 2 MiB pages inside `[addr, addr + len)`.
+fn advise_huge_pages(addr: usize, len: usize) {
+    let start = addr.next_multiple_of(HUGE_PAGE);
+    let end = (addr + len) & !(HUGE_PAGE - 1);
+    if end <= start {
+        return;
+    }
+    // SAFETY: [start, end) lies inside a live allocation owned by the
+    // caller's vector; MADV_HUGEPAGE only changes how future faults are
+    // backed, never the contents or the validity of the mapping. Errors
+    // (THP compiled out, EINVAL on exotic mappings) leave 4 KiB pages,
+    // which is correct, only slower, so they are ignored.
+    unsafe {
+        libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gives_an_ordinary_initialised_vector() {
+        let v = vec_on_huge_pages(3 * HUGE_PAGE / 8, 7u64);
+        assert_eq!(v.len(), 3 * HUGE_PAGE / 8);
+        assert!(v.iter().all(|&x| x == 7));
+        let small = vec_on_huge_pages(5, 1u8);
+        assert_eq!(small, vec![1; 5]);
+        assert!(vec_on_huge_pages(0, 0u32).is_empty());
+    }
+
+    #[test]
+    fn large_tables_are_backed_by_huge_pages_when_thp_allows() {
+        let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+            .unwrap_or_default();
+        if !(thp.contains("[madvise]") || thp.contains("[always]")) {
+            eprintln!("skipping: transparent huge pages are off ({})", thp.trim());
+            return;
+        }
+        let anon_huge_kb = || {
+            std::fs::read_to_string("/proc/self/smaps_rollup")
+                .unwrap_or_default()
+                .lines()
+                .find_map(|l| l.strip_prefix("AnonHugePages:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        let before = anon_huge_kb();
+        let v = vec_on_huge_pages(16 * HUGE_PAGE, 1u8);
+        let after = anon_huge_kb();
+        // At least some of the 32 MiB must be on 2 MiB pages (all of it
+        // unless memory is too fragmented to compact).
+        assert!(after >= before + 2048, "AnonHugePages {before} → {after} kB");
+        drop(v);
+    }
+}
