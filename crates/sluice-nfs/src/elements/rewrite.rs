@@ -6,8 +6,11 @@
 //! leaves IPv6 packets alone). Ports apply to TCP and UDP. Every change
 //! updates the IPv4 header checksum and the transport checksum (the
 //! pseudo-header covers the addresses); an IPv4 UDP checksum of 0 (none)
-//! stays 0. IP fragments get their IP fields rewritten but not ports or
-//! transport checksums (non-first fragments carry no transport header).
+//! stays 0. An IPv4 first fragment (offset 0) holding the transport
+//! header gets its ports and transport checksum updated too — that checksum
+//! covers the reassembled datagram, pseudo-header included, as Linux's
+//! stateless NAT (`act_nat`) updates it; later fragments (and IPv6
+//! fragments) get their IP fields only.
 //!
 //! | config key | type | meaning |
 //! |---|---|---|
@@ -71,11 +74,37 @@ struct L4Sum {
     udp: bool,
 }
 
-fn l4_sum(d: &[u8], h: &Headers) -> Option<L4Sum> {
-    if !h.has_l4_header() {
+/// Offset of the transport header if this packet carries one: any
+/// non-fragment, and an IPv4 first fragment (offset 0) long enough to hold
+/// the ports and the checksum. Its checksum covers the whole datagram with
+/// the pseudo-header, so an address change must be folded into it, as
+/// Linux's `act_nat` does (it skips only non-zero offsets); otherwise the
+/// reassembled datagram fails its checksum. Later fragments carry no
+/// transport header. (IPv6 first fragments are not handled: `Headers` does
+/// not say where the fragment header is.)
+fn transport_at(d: &[u8], h: &Headers) -> Option<usize> {
+    let l4 = usize::from(h.l4_offset);
+    if h.has_l4_header() {
+        return Some(l4);
+    }
+    if h.ip_version != 4 || !h.fragment {
         return None;
     }
-    let l4 = usize::from(h.l4_offset);
+    let l3 = usize::from(h.l3_offset);
+    if u16::from_be_bytes([d[l3 + 6], d[l3 + 7]]) & 0x1fff != 0 {
+        return None;
+    }
+    let need = match h.l4_protocol {
+        IpProtocol::TCP => 18,
+        IpProtocol::UDP => 8,
+        IpProtocol::ICMP => 4,
+        _ => return None,
+    };
+    (usize::from(h.payload_len) >= need).then_some(l4)
+}
+
+fn l4_sum(d: &[u8], h: &Headers) -> Option<L4Sum> {
+    let l4 = transport_at(d, h)?;
     match (h.l4_protocol, h.ip_version) {
         (IpProtocol::TCP, _) => Some(L4Sum {
             at: l4 + 16,
@@ -176,8 +205,8 @@ impl Rewrite {
             }
             _ => {}
         }
-        if h.has_l4_header() && matches!(h.l4_protocol, IpProtocol::TCP | IpProtocol::UDP) {
-            let l4 = usize::from(h.l4_offset);
+        let l4 = transport_at(d, h);
+        if let (Some(l4), IpProtocol::TCP | IpProtocol::UDP) = (l4, h.l4_protocol) {
             for (port, off) in [(self.src_port, 0), (self.dst_port, 2)] {
                 if let Some(p) = port {
                     patch(d, l4 + off, &p.to_be_bytes(), &[(l4_at, udp)]);
