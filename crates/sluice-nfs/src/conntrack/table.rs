@@ -13,8 +13,10 @@ pub const SEEN_REPLY: u8 = 0x02;
 /// Entry flag: the originator is the canonical key's source.
 pub const ORIG_IS_SRC: u8 = 0x04;
 
-/// One tracked connection.
+/// One tracked connection: exactly one cache line (64 B, 64-aligned), so
+/// a hit touches a single line of the slab.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(align(64))]
 pub struct Entry {
     /// The 5-tuple in canonical order (see [`FlowKey::canonical`]).
     pub key: FlowKey,
@@ -31,6 +33,9 @@ pub struct Entry {
     /// Free for the NF using the tracker (e.g. the rule that accepted it).
     pub user: u32,
 }
+
+// A field added to `Entry` must not push it onto a second cache line.
+const _: () = assert!(std::mem::size_of::<Entry>() == 64);
 
 impl Entry {
     /// Whether the slab entry holds a connection.

@@ -229,6 +229,20 @@ impl Firewall {
             };
         }
         let zone = self.zone_of(port_in);
+        // Established fast path: a plain ACK/data segment or UDP datagram
+        // of the connection the flow id points at, checked against the
+        // header bytes; SYN/FIN/RST, mismatches and expiry go the full way.
+        match self.ct.classify_cached(frame, h, zone, flow_id, now_ns) {
+            Some(Classified::Tracked { .. }) => return Decision::Established,
+            Some(Classified::Invalid(_)) => {
+                return Decision::Drop {
+                    reason: INVALID,
+                    rule: None,
+                }
+            }
+            // Not a fast-path packet (it gives nothing else): full path.
+            _ => {}
+        }
         let cp = match CtPacket::parse(frame, h, zone) {
             Ok(cp) => cp,
             Err(e) => {
