@@ -81,10 +81,7 @@ impl RawTuple {
         let addrs = match h.ip_version {
             4 => {
                 let a: &[u8; 8] = frame.get(l3 + 12..)?.first_chunk()?;
-                Addrs::V4(v4_pair(
-                    [a[0], a[1], a[2], a[3]],
-                    [a[4], a[5], a[6], a[7]],
-                ))
+                Addrs::V4(v4_pair([a[0], a[1], a[2], a[3]], [a[4], a[5], a[6], a[7]]))
             }
             6 => {
                 let a: &[u8; 32] = frame.get(l3 + 8..)?.first_chunk()?;

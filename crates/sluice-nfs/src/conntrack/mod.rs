@@ -378,7 +378,7 @@ impl Conntrack {
 /// new state, `SEEN_REPLY`. `None` if the packet reopens a closed TCP
 /// connection (the entry is left untouched). Shared by the full path and
 /// the established fast path, so both update a connection identically.
-#[inline]
+#[inline(always)]
 fn advance(
     e: &mut Entry,
     timeouts: &Timeouts,
