@@ -18,11 +18,13 @@ const ACK: u8 = 0x10;
 
 /// Source and destination address as they appear in the header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Addrs {
+enum Addrs<'a> {
     /// Source in the low 32 bits, destination in the high 32, each as the
     /// header's 4 bytes in native order ([`v4_pair`]).
     V4(u64),
-    V6([u8; 16], [u8; 16]),
+    /// Source then destination, borrowed from the frame (not copied: the
+    /// tuple stays small enough for registers).
+    V6(&'a [u8; 32]),
 }
 
 /// Two IPv4 addresses (4 bytes each, as on the wire) packed into one word,
@@ -41,8 +43,8 @@ fn v4_of(mapped: &[u8; 16]) -> [u8; 4] {
 /// A fast-path candidate's tuple and transport class, in its own
 /// direction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct RawTuple {
-    addrs: Addrs,
+pub(super) struct RawTuple<'a> {
+    addrs: Addrs<'a>,
     /// Source port in the low 16 bits, destination port in the high 16.
     ports: u32,
     proto: u8,
@@ -53,12 +55,12 @@ pub(super) struct RawTuple {
     pub(super) l4: L4,
 }
 
-impl RawTuple {
+impl<'a> RawTuple<'a> {
     /// Reads a fast-path candidate from a frame parsed as `h`; `None` for
     /// anything that must take the full path (not TCP ACK-class or UDP, a
     /// fragment, a frame too short for the fields read).
     #[inline(always)]
-    pub(super) fn read(frame: &[u8], h: &Headers) -> Option<RawTuple> {
+    pub(super) fn read(frame: &'a [u8], h: &Headers) -> Option<RawTuple<'a>> {
         if h.fragment {
             return None;
         }
@@ -83,11 +85,7 @@ impl RawTuple {
                 let a: &[u8; 8] = frame.get(l3 + 12..)?.first_chunk()?;
                 Addrs::V4(v4_pair([a[0], a[1], a[2], a[3]], [a[4], a[5], a[6], a[7]]))
             }
-            6 => {
-                let a: &[u8; 32] = frame.get(l3 + 8..)?.first_chunk()?;
-                let (s, d) = a.split_at(16);
-                Addrs::V6(s.try_into().ok()?, d.try_into().ok()?)
-            }
+            6 => Addrs::V6(frame.get(l3 + 8..)?.first_chunk()?),
             _ => return None,
         };
         Some(RawTuple {
@@ -118,10 +116,11 @@ impl RawTuple {
                 let k = v4_pair(v4_of(&key.src), v4_of(&key.dst));
                 (a == k, a == k.rotate_left(32))
             }
-            Addrs::V6(s, d) => {
+            Addrs::V6(a) => {
                 if key.ip_version != 6 {
                     return None;
                 }
+                let (s, d) = a.split_at(16);
                 (s == key.src && d == key.dst, s == key.dst && d == key.src)
             }
         };
@@ -164,7 +163,7 @@ mod tests {
         buf
     }
 
-    fn read(f: &[u8]) -> Option<RawTuple> {
+    fn read(f: &[u8]) -> Option<RawTuple<'_>> {
         RawTuple::read(f, &parse(f).unwrap())
     }
 
@@ -220,10 +219,9 @@ mod tests {
 
     #[test]
     fn only_ack_class_tcp_qualifies() {
-        let f = |flags| read(&tcp("10.0.0.1", 1, "10.0.0.2", 2, flags));
+        let f = |flags| read(&tcp("10.0.0.1", 1, "10.0.0.2", 2, flags)).map(|r| r.l4);
         assert_eq!(
-            f(TcpFlags::ACK | TcpFlags::PSH | TcpFlags::URG | TcpFlags::ECE | TcpFlags::CWR)
-                .map(|r| r.l4),
+            f(TcpFlags::ACK | TcpFlags::PSH | TcpFlags::URG | TcpFlags::ECE | TcpFlags::CWR),
             Some(L4::Tcp { flags: ACK })
         );
         assert_eq!(f(TcpFlags::SYN), None);
