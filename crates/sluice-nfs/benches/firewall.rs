@@ -1,18 +1,22 @@
 //! Firewall hot path at scale: 1 k rules, 100 k tracked TCP connections.
 //!
 //! - `firewall/hit_cached`: a packet of an established connection whose
-//!   platform flow id points at its entry (the flow-id cache, no hashing);
+//!   platform flow id points at its entry: the established fast path
+//!   (entry checked against the header bytes, no flow key, no hashing);
 //! - `firewall/hit_cached_warm`: the same with the batch's conntrack lines
 //!   warmed first, as the NF's `process` does;
-//! - `firewall/hit_hashed`: the same without a flow id (hash + probe);
+//! - `firewall/hit_hashed`: the same without a flow id (full path: flow
+//!   key, hash + probe);
 //! - `firewall/new_denied_1k_rules`: a NEW connection scanning all 1 k
 //!   rules to the default drop.
 //!
 //! Each iteration decides a batch of 32 packets of random connections
 //! (parse + conntrack + verdict); time per packet = time / 32. Run with
 //! `cargo bench -p sluice-nfs --bench firewall -- --warm-up-time 1 --measurement-time 3`.
-//! On a busy machine use `FIREWALL_CPU_NS=1` (on-CPU time) or
-//! `FIREWALL_INSTR=<variant>` under callgrind (see docs/nfs/firewall.md).
+//! On a busy machine use `FIREWALL_CPU_NS=1` (on-CPU time; it also prints
+//! the bench's own share, frame pick + touch pass + parse, as
+//! `calibration/batch_touch+parse`) or `FIREWALL_INSTR=<variant>` under
+//! callgrind (see docs/nfs/firewall.md).
 
 #![allow(missing_docs)] // criterion_group! generates an undocumented pub fn
 

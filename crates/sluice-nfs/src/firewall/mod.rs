@@ -23,6 +23,11 @@
 //! (ICMP errors, RSTs, broadcasts, bad checksums) are only dropped.
 //!
 //! IP fragments are dropped (`fragment`): the firewall does not reassemble.
+//!
+//! A TCP ACK/data segment or UDP datagram whose platform flow id points at
+//! its connection's entry takes the established fast path
+//! ([`Conntrack::classify_cached`]): the entry is checked against the header
+//! bytes and updated by the same state machine, with no flow key built.
 //! Full reference: `docs/nfs/firewall.md`.
 //!
 //! ```yaml
@@ -221,9 +226,8 @@ impl Firewall {
         // Established fast path: a plain ACK/data segment or UDP datagram
         // of the connection the flow id points at, checked against the
         // header bytes; SYN/FIN/RST, mismatches and expiry go the full way.
-        // ≈ 60 instructions with the flow-id lookup and entry update,
-        // against ≈ 420 through the full path (callgrind; bench:
-        // firewall/hit_cached).
+        // ≈ 164 instructions/packet here against 412 through the full path
+        // (callgrind, 20 k connections; bench: firewall/hit_cached_warm).
         if h.ip_version != 0 && !h.fragment {
             let zone = self.zone_of(port_in);
             match self.ct.classify_cached(frame, h, zone, flow_id, now_ns) {
