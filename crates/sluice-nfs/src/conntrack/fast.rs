@@ -1,5 +1,5 @@
 //! The established fast path's view of a packet: addresses, ports and
-//! protocol copied straight out of the frame at the offsets the header
+//! protocol read straight out of the frame at the offsets the header
 //! parse found, compared with a cached entry's canonical key in place of
 //! building a [`FlowKey`], canonicalising and comparing it.
 //!
