@@ -1,0 +1,254 @@
+//! The established fast path's view of a packet: addresses, ports and
+//! protocol read straight out of the frame at the offsets the header
+//! parse found, compared with a cached entry's canonical key in place of
+//! building a [`FlowKey`], canonicalising and comparing it.
+//!
+//! Only packets that cannot open, close or reset a connection qualify: TCP
+//! segments of the ACK class (ACK set; SYN, FIN and RST clear; PSH, URG,
+//! ECE, CWR allowed) and UDP datagrams, not fragments. Everything else, and
+//! any packet whose tuple differs from the cached entry's, takes the full
+//! path.
+
+use sluice_packet::{FlowKey, Headers, IpProtocol};
+
+use super::L4;
+
+const FIN_SYN_RST: u8 = 0x07;
+const ACK: u8 = 0x10;
+
+/// Source and destination address as they appear in the header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Addrs<'a> {
+    /// Source in the low 32 bits, destination in the high 32, each as the
+    /// header's 4 bytes in native order ([`v4_pair`]).
+    V4(u64),
+    /// Source then destination, borrowed from the frame (not copied: the
+    /// tuple stays small enough for registers).
+    V6(&'a [u8; 32]),
+}
+
+/// Two IPv4 addresses (4 bytes each, as on the wire) packed into one word,
+/// so a tuple compares in one instruction and its reverse is a rotation.
+#[inline(always)]
+fn v4_pair(a: [u8; 4], b: [u8; 4]) -> u64 {
+    u64::from(u32::from_ne_bytes(a)) | u64::from(u32::from_ne_bytes(b)) << 32
+}
+
+/// The last 4 bytes of an IPv4-mapped address.
+#[inline(always)]
+fn v4_of(mapped: &[u8; 16]) -> [u8; 4] {
+    [mapped[12], mapped[13], mapped[14], mapped[15]]
+}
+
+/// A fast-path candidate's tuple and transport class, in its own
+/// direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct RawTuple<'a> {
+    addrs: Addrs<'a>,
+    /// Source port in the low 16 bits, destination port in the high 16.
+    ports: u32,
+    proto: u8,
+    /// Transport class. TCP flags are normalised to a bare ACK: every
+    /// ACK-class segment (ACK set; SYN, FIN, RST clear) passes the flag
+    /// check and has the same row of the state table, so the state
+    /// machine treats them all alike and can fold the lookup.
+    pub(super) l4: L4,
+}
+
+impl<'a> RawTuple<'a> {
+    /// Reads a fast-path candidate from a frame parsed as `h`; `None` for
+    /// anything that must take the full path (not TCP ACK-class or UDP, a
+    /// fragment, a frame too short for the fields read).
+    #[inline(always)]
+    pub(super) fn read(frame: &'a [u8], h: &Headers) -> Option<RawTuple<'a>> {
+        if h.fragment {
+            return None;
+        }
+        let l3 = usize::from(h.l3_offset);
+        let l4off = usize::from(h.l4_offset);
+        let l4 = match h.l4_protocol {
+            IpProtocol::TCP => {
+                let flags = *frame.get(l4off + 13)?;
+                if flags & FIN_SYN_RST != 0 || flags & ACK == 0 {
+                    return None;
+                }
+                L4::Tcp { flags: ACK }
+            }
+            IpProtocol::UDP => L4::Udp,
+            _ => return None,
+        };
+        let p: &[u8; 4] = frame.get(l4off..)?.first_chunk()?;
+        let ports = u32::from(u16::from_be_bytes([p[0], p[1]]))
+            | u32::from(u16::from_be_bytes([p[2], p[3]])) << 16;
+        let addrs = match h.ip_version {
+            4 => {
+                let a: &[u8; 8] = frame.get(l3 + 12..)?.first_chunk()?;
+                Addrs::V4(v4_pair([a[0], a[1], a[2], a[3]], [a[4], a[5], a[6], a[7]]))
+            }
+            6 => Addrs::V6(frame.get(l3 + 8..)?.first_chunk()?),
+            _ => return None,
+        };
+        Some(RawTuple {
+            addrs,
+            ports,
+            proto: h.l4_protocol.0,
+            l4,
+        })
+    }
+
+    /// Whether this tuple is `key` (a canonical key) in its own direction
+    /// (`Some(true)`: the packet's source is the key's source), reversed
+    /// (`Some(false)`), or another connection (`None`). The same answers
+    /// as comparing the packet's [`FlowKey`] with `key` and
+    /// `key.reversed()`.
+    #[inline(always)]
+    pub(super) fn direction(&self, key: &FlowKey) -> Option<bool> {
+        if key.proto != self.proto {
+            return None;
+        }
+        let kp = u32::from(key.src_port) | u32::from(key.dst_port) << 16;
+        let (same, swapped) = match self.addrs {
+            Addrs::V4(a) => {
+                if key.ip_version != 4 {
+                    return None;
+                }
+                // A version-4 key holds IPv4-mapped addresses.
+                let k = v4_pair(v4_of(&key.src), v4_of(&key.dst));
+                (a == k, a == k.rotate_left(32))
+            }
+            Addrs::V6(a) => {
+                if key.ip_version != 6 {
+                    return None;
+                }
+                let (s, d) = a.split_at(16);
+                (s == key.src && d == key.dst, s == key.dst && d == key.src)
+            }
+        };
+        if same && self.ports == kp {
+            Some(true)
+        } else if swapped && self.ports == kp.rotate_left(16) {
+            Some(false)
+        } else {
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_packet::{parse, write_frame, FrameSpec, L4Spec, MacAddr, TcpFlags};
+    use std::net::IpAddr;
+
+    fn tcp(src: &str, sp: u16, dst: &str, dp: u16, flags: TcpFlags) -> Vec<u8> {
+        let spec = FrameSpec {
+            src_mac: MacAddr::new(2, 0, 0, 0, 0, 1),
+            dst_mac: MacAddr::new(2, 0, 0, 0, 0, 2),
+            vlan: None,
+            src_ip: src.parse::<IpAddr>().unwrap(),
+            dst_ip: dst.parse::<IpAddr>().unwrap(),
+            ttl: 64,
+            l4: L4Spec::Tcp {
+                src_port: sp,
+                dst_port: dp,
+                seq: 1,
+                ack: 1,
+                flags,
+                window: 100,
+            },
+        };
+        let mut buf = vec![0u8; spec.header_len()];
+        let n = write_frame(&mut buf, &spec, b"").unwrap();
+        buf.truncate(n);
+        buf
+    }
+
+    fn read(f: &[u8]) -> Option<RawTuple<'_>> {
+        RawTuple::read(f, &parse(f).unwrap())
+    }
+
+    /// `direction` answers exactly what comparing flow keys answers, for
+    /// both directions, both address families and near misses.
+    #[test]
+    fn direction_agrees_with_flow_keys() {
+        let cases = [
+            ("10.0.0.1", 4000, "10.0.0.2", 80),
+            ("10.0.0.2", 80, "10.0.0.1", 4000),
+            ("10.0.0.1", 80, "10.0.0.1", 80),
+            ("2001:db8::1", 4000, "2001:db8::2", 80),
+            ("2001:db8::2", 80, "2001:db8::1", 4000),
+        ];
+        let keys = [
+            ("10.0.0.1", 4000, "10.0.0.2", 80),
+            ("10.0.0.1", 4000, "10.0.0.2", 81),
+            ("10.0.0.1", 4000, "10.0.0.3", 80),
+            ("10.0.0.1", 80, "10.0.0.1", 80),
+            ("::ffff:10.0.0.1", 4000, "::ffff:10.0.0.2", 80),
+            ("2001:db8::1", 4000, "2001:db8::2", 80),
+            ("2001:db8::1", 80, "2001:db8::2", 4000),
+        ];
+        for (s, sp, d, dp) in cases {
+            let f = tcp(s, sp, d, dp, TcpFlags::ACK);
+            let raw = read(&f).unwrap();
+            let pk = sluice_packet::flow_key(&f).unwrap();
+            for (ks, ksp, kd, kdp) in keys {
+                let mut key = FlowKey::new(
+                    ks.parse::<IpAddr>().unwrap(),
+                    kd.parse::<IpAddr>().unwrap(),
+                    ksp,
+                    kdp,
+                    IpProtocol::TCP,
+                )
+                .canonical();
+                if ks.starts_with("::ffff:") {
+                    key.ip_version = 6;
+                }
+                let want = if pk == key {
+                    Some(true)
+                } else if pk.reversed() == key {
+                    Some(false)
+                } else {
+                    None
+                };
+                assert_eq!(raw.direction(&key), want, "{s}:{sp} -> {d}:{dp} vs {key:?}");
+                let udp = FlowKey { proto: 17, ..key };
+                assert_eq!(raw.direction(&udp), None);
+            }
+        }
+    }
+
+    #[test]
+    fn only_ack_class_tcp_qualifies() {
+        let f = |flags| read(&tcp("10.0.0.1", 1, "10.0.0.2", 2, flags)).map(|r| r.l4);
+        assert_eq!(
+            f(TcpFlags::ACK | TcpFlags::PSH | TcpFlags::URG | TcpFlags::ECE | TcpFlags::CWR),
+            Some(L4::Tcp { flags: ACK })
+        );
+        assert_eq!(f(TcpFlags::SYN), None);
+        assert_eq!(f(TcpFlags::SYN | TcpFlags::ACK), None);
+        assert_eq!(f(TcpFlags::FIN | TcpFlags::ACK), None);
+        assert_eq!(f(TcpFlags::RST | TcpFlags::ACK), None);
+        assert_eq!(f(TcpFlags::PSH), None);
+    }
+
+    /// Normalising an ACK-class segment's flags to a bare ACK changes no
+    /// transition, in any state or direction.
+    #[test]
+    fn ack_class_segments_share_the_bare_ack_transitions() {
+        use super::super::tcp::{transition, TcpState};
+        for flags in 0..=255u8 {
+            if flags & FIN_SYN_RST != 0 || flags & ACK == 0 {
+                continue;
+            }
+            for s in TcpState::ALL {
+                for reply in [false, true] {
+                    assert_eq!(
+                        transition(s, reply, flags),
+                        transition(s, reply, ACK),
+                        "{s:?} reply={reply} flags={flags:#x}"
+                    );
+                }
+            }
+        }
+    }
+}
