@@ -640,7 +640,7 @@ impl Tables {
 
     /// Refreshes session `s` for a packet (both directions refresh: RFC
     /// 4787 REQ-6 allows inbound refresh, RFC 5382 tracks both).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn touch(&mut self, s: u32, tcp_flags: u8, outbound: bool, now: u64) {
         let Some(x) = self.sessions.get_mut(s as usize) else {
             return;
