@@ -26,9 +26,10 @@
 //! its copy-only baseline).
 //!
 //! Instruction counts (stable under load, unlike time): with
-//! `NAT_INSTR_PACKETS=N` (and optionally `NAT_INSTR_CASE=inbound`) the
-//! binary sets up the same 100 k mappings, runs N packets of the outbound
-//! (inbound) case through `process` and exits; the difference between two
+//! `NAT_INSTR_PACKETS=N` (and optionally `NAT_INSTR_CASE=inbound` or
+//! `lookup`) the binary sets up the same 100 k mappings, runs one pass over
+//! every flow and then N packets of the outbound (inbound, no-flow-id) case
+//! through `process`, and exits; the difference between two
 //! callgrind runs divided by the extra packets is instructions per packet,
 //! batch refill included (`NAT_INSTR_CASE=copy` gives the refill alone):
 //!
