@@ -13,8 +13,8 @@
 //! `inside_ports`, on the ingress port (checked), so the full path would
 //! do exactly the same: refresh the session and rewrite one endpoint. The
 //! checksums are updated with the session's precomputed RFC 1624 sums.
-//! Anything else returns `None` and takes the full path, which sets the
-//! hint again.
+//! Anything else returns `None` and takes the full path (which hints the
+//! session again when it had to look it up).
 
 use super::rewrite::apply;
 use super::table::Session;
