@@ -72,6 +72,33 @@ fn replace(c: u16, old_a: u32, new_a: u32, old_p: u16, new_p: u16) -> u16 {
     !fold(s)
 }
 
+/// The part of [`replace`]'s sum that depends only on the old and new
+/// address and port, folded: constant per session and direction, so the
+/// fast path stores it and updates a checksum with one add ([`apply`]).
+/// For the IP header checksum pass ports 0, 0, as `rewrite` does.
+pub(crate) fn delta(old_a: u32, new_a: u32, old_p: u16, new_p: u16) -> u16 {
+    fold(
+        u64::from(!((old_a >> 16) as u16))
+            + u64::from(!(old_a as u16))
+            + u64::from((new_a >> 16) as u16)
+            + u64::from(new_a as u16)
+            + u64::from(!old_p)
+            + u64::from(new_p),
+    )
+}
+
+/// [`replace`] with its sum precomputed by [`delta`], bit for bit: the
+/// folded sum is zero exactly when the unfolded one is, and otherwise
+/// congruent to it modulo 0xffff and non-zero, so both folds of `!c` plus
+/// it agree (checked by the `apply_is_replace` property test).
+#[inline(always)]
+pub(crate) fn apply(c: u16, d: u16) -> u16 {
+    // Two 16-bit terms: one carry fold reaches what `fold` gives
+    // (0x1fffe folds to 0xffff).
+    let s = u32::from(!c) + u32::from(d);
+    !((s & 0xffff) + (s >> 16)) as u16
+}
+
 #[inline(always)]
 fn get16<const N: usize>(b: &[u8; N], o: usize) -> u16 {
     match b.get(o..o + 2) {
@@ -221,4 +248,36 @@ pub(crate) fn rewrite_quoted(f: &mut [u8], q: &Quoted, side: Side, new: Endpoint
     let new_region = f.get(q.l3..span_end).unwrap_or(&[]);
     let c = update_bytes(c, &old[..n], new_region);
     wr16(f, q.icmp + 2, c);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The precomputed delta gives exactly what `replace` gives, for
+        /// any checksum (0 and 0xffff included) and any change.
+        #[test]
+        fn apply_is_replace(
+            c in prop_oneof![Just(0u16), Just(0xffff), any::<u16>()],
+            oa in prop_oneof![Just(0u32), Just(u32::MAX), any::<u32>()],
+            na in prop_oneof![Just(0u32), Just(u32::MAX), any::<u32>()],
+            op in prop_oneof![Just(0u16), Just(0xffff), any::<u16>()],
+            np in prop_oneof![Just(0u16), Just(0xffff), any::<u16>()],
+        ) {
+            prop_assert_eq!(apply(c, delta(oa, na, op, np)), replace(c, oa, na, op, np));
+            prop_assert_eq!(apply(c, delta(oa, na, 0, 0)), replace(c, oa, na, 0, 0));
+        }
+    }
+
+    #[test]
+    fn apply_is_replace_at_the_all_zero_sum() {
+        // The one change whose sum is 0 (not merely ≡ 0).
+        for c in [0u16, 1, 0xfffe, 0xffff, 0x1234] {
+            let d = delta(u32::MAX, 0, 0xffff, 0);
+            assert_eq!(d, 0);
+            assert_eq!(apply(c, d), replace(c, u32::MAX, 0, 0xffff, 0));
+        }
+    }
 }

@@ -17,6 +17,7 @@
 
 use super::index::{hash, Index};
 use super::pool::{class_of, Pool};
+use super::rewrite::delta;
 
 /// No slot.
 pub(crate) const NONE: u32 = u32::MAX;
@@ -137,22 +138,33 @@ pub(crate) mod tcp {
     }
 }
 
-/// One conversation through a mapping. One cache line each (56 B of
-/// fields), so a cache-hit packet touches exactly one line of session state.
+/// One conversation through a mapping. One cache line each (60 B of
+/// fields), so a cache-hit packet touches exactly one line of session state:
+/// the fast path (`fast.rs`) reads the tuple, refreshes the timer and
+/// rewrites with the precomputed checksum deltas, all from this line.
 #[derive(Debug, Clone, Copy, Default)]
 #[repr(C, align(64))]
 pub(crate) struct Session {
-    pub internal: Endpoint,
-    pub external: Endpoint,
-    pub remote: Endpoint,
-    pub proto: u8,
-    pub tcp: u8,
-    pub live: bool,
-    pub mapping: u32,
-    pub filter: u32,
     pub expires: u64,
     /// The expiry last propagated to the mapping and filter entry.
     pub marked: u64,
+    pub internal: Endpoint,
+    pub external: Endpoint,
+    pub remote: Endpoint,
+    pub mapping: u32,
+    pub filter: u32,
+    /// RFC 1624 sums (see `rewrite::delta`) of the outbound rewrite
+    /// (internal → external): IP header, then transport checksum.
+    pub delta_out: [u16; 2],
+    /// The same for the inbound rewrite (external → internal).
+    pub delta_in: [u16; 2],
+    pub proto: u8,
+    pub tcp: u8,
+    pub live: bool,
+    /// `fast::FAST_OUT` / `FAST_IN`: the full path translated this
+    /// session's outbound (inbound) tuple as plain outbound (inbound)
+    /// traffic, so the fast path may too. Cleared when the slot is reused.
+    pub fast: u8,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -586,6 +598,7 @@ impl Tables {
                 f.refs += 1;
             }
         }
+        let (ia, ea) = (internal.addr, external.addr);
         self.sessions[s as usize] = Session {
             internal,
             external,
@@ -593,10 +606,19 @@ impl Tables {
             proto,
             tcp: 0,
             live: true,
+            fast: 0,
             mapping: m,
             filter,
             expires: now.saturating_add(self.timeout(proto, 0)),
             marked: 0,
+            delta_out: [
+                delta(ia, ea, 0, 0),
+                delta(ia, ea, internal.port, external.port),
+            ],
+            delta_in: [
+                delta(ea, ia, 0, 0),
+                delta(ea, ia, external.port, internal.port),
+            ],
         };
         self.propagate(s);
         let hi = self.h(key(proto, internal, remote));
@@ -618,7 +640,7 @@ impl Tables {
 
     /// Refreshes session `s` for a packet (both directions refresh: RFC
     /// 4787 REQ-6 allows inbound refresh, RFC 5382 tracks both).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn touch(&mut self, s: u32, tcp_flags: u8, outbound: bool, now: u64) {
         let Some(x) = self.sessions.get_mut(s as usize) else {
             return;
@@ -707,16 +729,29 @@ impl Tables {
         if n == 0 {
             return 0;
         }
+        // Scans slices between removals (≈ 3 instructions per slot instead
+        // of ≈ 15 for an indexed loop: the sweep runs on every batch).
         let mut removed = 0;
-        for _ in 0..budget.min(n) {
-            let i = self.hand;
-            self.hand = if i + 1 == n { 0 } else { i + 1 };
-            let x = &self.sessions[i];
-            if x.live && x.expires <= now {
-                self.remove_session(i as u32, pool);
-                removed += 1;
-            }
+        let mut left = budget.min(n);
+        let mut i = self.hand;
+        while left > 0 {
+            let end = (i + left).min(n);
+            let found = self
+                .sessions
+                .get(i..end)
+                .and_then(|run| run.iter().position(|x| x.live && x.expires <= now));
+            let next = match found {
+                Some(k) => {
+                    self.remove_session((i + k) as u32, pool);
+                    removed += 1;
+                    i + k + 1
+                }
+                None => end,
+            };
+            left -= next - i;
+            i = if next == n { 0 } else { next };
         }
+        self.hand = i;
         removed
     }
 
