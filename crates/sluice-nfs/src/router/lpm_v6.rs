@@ -201,7 +201,7 @@ impl LpmV6 {
     /// Builds the trie from `(address, prefix length, value)` triples. Host
     /// bits are ignored; for duplicate prefixes the later one wins. Values
     /// must be in `1..2^31`.
-    // ≈ 1.4 s and 75 MiB for the bench's 1 M routes (release build; the
+    // ≈ 1.4–1.6 s and 75 MiB for the bench's 1 M routes (release; the
     // bench prints both).
     pub fn build(routes: &[(u128, u8, u32)]) -> LpmV6 {
         Self::build_with(routes, STRIDE16_MIN, RANGE_ARRAY_MIN)
@@ -349,8 +349,8 @@ impl LpmV6 {
     }
 
     /// The value of the longest prefix containing `addr`, or [`NONE`].
-    // ≈ 135 ns per random lookup at 1 M routes (bench mix), cache-cold,
-    // vs ≈ 280 ns for the Poptrie this replaced (same session, CPU time
+    // ≈ 133 ns per random lookup at 1 M routes (bench mix), cache-cold,
+    // vs ≈ 287 ns for the Poptrie this replaced (same session, CPU time
     // under load): the root and the /16's table are cached, the /40's
     // range line is not, and one walk's reads depend on each other
     // (bench: router/lpm_v6_lookup_1M; use `lookup_batch` for many).
@@ -379,8 +379,8 @@ impl LpmV6 {
     /// walk without branching on the data, so the reads of all `W` walks
     /// are in flight together instead of one walk's chain of misses at a
     /// time.
-    // ≈ 65 ns per address vs ≈ 135 ns one after another on a cache-cold
-    // 1 M-route table, and ≈ 220 ns for the eight-way interleaved Poptrie
+    // ≈ 63 ns per address vs ≈ 133 ns one after another on a cache-cold
+    // 1 M-route table, and ≈ 214 ns for the eight-way interleaved Poptrie
     // this replaced (bench: router/lpm_v6_lookup_batch_1M, CPU time on a
     // loaded 2-core VM where independent random reads of 64 MiB take
     // ≈ 17 ns each and the ≈ 160 instructions per address ≈ 25 ns).
