@@ -1,6 +1,8 @@
-//! Router benchmarks: LPM lookups with a million routes (IPv4 DIR-24-8,
-//! IPv6 Poptrie-style) and the whole NF per packet (parse, checksum
-//! check, lookup, neighbour, TTL, MAC rewrite).
+//! Router benchmarks: LPM lookups with a million routes (IPv4 DIR-24-8
+//! with a BGP-like length mix; IPv6 byte-stride tables and range lines
+//! with /32–/64s, /48s, /128 host routes and a default route) and the
+//! whole NF per packet (parse, checksum check, lookup, neighbour, TTL, MAC
+//! rewrite).
 //!
 //! `cargo bench -p sluice-nfs --bench router -- --warm-up-time 1 --measurement-time 3`
 //!
@@ -66,17 +68,23 @@ fn v4_routes(rng: &mut Rng) -> Vec<(u32, u8, u32)> {
         .collect()
 }
 
-/// /32–/64 prefixes under 4096 /32 allocations of 2000::/4.
+/// A default route, then /32–/64 prefixes under 4096 /32 allocations of
+/// 2000::/4, one in ten a /48 and one in a hundred a /128 host route.
 fn v6_routes(rng: &mut Rng) -> Vec<(u128, u8, u32)> {
-    (0..N)
-        .map(|i| {
-            let r = rng.next();
-            let len = 32 + (r % 33) as u8;
-            let top = (0x2000u128 << 112) | (((r >> 8) as u128 & 0xfff) << 96);
-            let a = (top | ((rng.next() as u128) << 32)) & (u128::MAX << (128 - len as u32));
-            (a, len, 1 + (i as u32 % 64))
-        })
-        .collect()
+    let mut routes = vec![(0, 0, 1)];
+    routes.extend((1..N).map(|i| {
+        let r = rng.next();
+        let len = match r % 100 {
+            0 => 128,
+            1..=10 => 48,
+            _ => 32 + ((r >> 40) % 33) as u8,
+        };
+        let top = (0x2000u128 << 112) | (((r >> 8) as u128 & 0xfff) << 96);
+        let low = (rng.next() as u128) << 32 | (rng.next() as u128 & 0xffff_ffff);
+        let a = (top | low) & (u128::MAX << (128 - len as u32));
+        (a, len, 1 + (i as u32 % 64))
+    }));
+    routes
 }
 
 fn lpm(c: &mut Criterion) {
@@ -85,11 +93,13 @@ fn lpm(c: &mut Criterion) {
     let t4 = LpmV4::build(&r4);
     let addrs4: Vec<u32> = (0..1 << 16).map(|_| rng.next() as u32).collect();
     let r6 = v6_routes(&mut rng);
+    let t0 = std::time::Instant::now();
     let t6 = LpmV6::build(&r6);
     eprintln!(
-        "v4: {} tbl8 groups; v6: {} MiB",
+        "v4: {} tbl8 groups; v6: {} MiB, built in {} ms",
         t4.tbl8_groups(),
-        t6.memory_bytes() >> 20
+        t6.memory_bytes() >> 20,
+        t0.elapsed().as_millis()
     );
     // Addresses inside random routes' /32 allocations (random v6
     // addresses would all stop at the direct table).

@@ -114,7 +114,7 @@ impl RouteTable {
     }
 
     /// The LPM values (0: no route) of many IPv6 destinations at once,
-    /// their trie walks interleaved (see [`LpmV6::lookup_batch`]).
+    /// their walks advancing together (see [`LpmV6::lookup_batch`]).
     pub fn v6_values(&self, dsts: &[u128], out: &mut [u32]) {
         self.v6.lookup_batch(dsts, out);
     }
