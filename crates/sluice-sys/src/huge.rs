@@ -20,6 +20,16 @@ pub fn vec_on_huge_pages<T: Clone>(len: usize, value: T) -> Vec<T> {
     v
 }
 
+/// A copy of `items` in a vector backed like [`vec_on_huge_pages`]: for
+/// tables built by pushing, once their size is known.
+pub fn copy_to_huge_pages<T: Clone>(items: &[T]) -> Vec<T> {
+    let mut v: Vec<T> = Vec::with_capacity(items.len());
+    let spare = v.spare_capacity_mut();
+    advise_huge_pages(spare.as_ptr() as usize, std::mem::size_of_val(spare));
+    v.extend_from_slice(items);
+    v
+}
+
 /// Asks for huge pages on the whole 2 MiB pages inside `[addr, addr + len)`.
 fn advise_huge_pages(addr: usize, len: usize) {
     let start = addr.next_multiple_of(HUGE_PAGE);
@@ -46,6 +56,7 @@ mod tests {
         let v = vec_on_huge_pages(3 * HUGE_PAGE / 8, 7u64);
         assert_eq!(v.len(), 3 * HUGE_PAGE / 8);
         assert!(v.iter().all(|&x| x == 7));
+        assert_eq!(copy_to_huge_pages(&v), v);
         let small = vec_on_huge_pages(5, 1u8);
         assert_eq!(small, vec![1; 5]);
         assert!(vec_on_huge_pages(0, 0u32).is_empty());
@@ -72,7 +83,10 @@ mod tests {
         let after = anon_huge_kb();
         // At least some of the 32 MiB must be on 2 MiB pages (all of it
         // unless memory is too fragmented to compact).
-        assert!(after >= before + 2048, "AnonHugePages {before} → {after} kB");
+        assert!(
+            after >= before + 2048,
+            "AnonHugePages {before} → {after} kB"
+        );
         drop(v);
     }
 }

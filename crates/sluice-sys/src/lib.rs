@@ -14,7 +14,7 @@ use std::io;
 
 mod huge;
 mod net;
-pub use huge::{vec_on_huge_pages, HUGE_PAGE};
+pub use huge::{copy_to_huge_pages, vec_on_huge_pages, HUGE_PAGE};
 pub use net::{enter_netns, send_copies};
 
 pub use rustix::process::Pid;

@@ -123,7 +123,7 @@ impl Conntrack {
             table: Table::new(settings.capacity, 0x5eed_c0de_f00d_cafe),
             timeouts: settings.timeouts,
             tcp_loose: settings.tcp_loose,
-            flow_cache: vec![0; flow_capacity as usize],
+            flow_cache: sluice_sys::vec_on_huge_pages(flow_capacity as usize, 0),
         }
     }
 

@@ -45,7 +45,7 @@ impl Index {
     pub(crate) fn with_capacity(capacity: usize) -> Index {
         let n = (capacity.max(1) * 2).next_power_of_two();
         Index {
-            buckets: vec![0u64; n].into_boxed_slice(),
+            buckets: sluice_sys::vec_on_huge_pages(n, 0u64).into_boxed_slice(),
             mask: n - 1,
         }
     }

@@ -217,7 +217,7 @@ struct Slab<T> {
 impl<T: Default + Clone> Slab<T> {
     fn new(cap: usize) -> Self {
         Slab {
-            items: vec![T::default(); cap],
+            items: sluice_sys::vec_on_huge_pages(cap, T::default()),
             free: (0..cap as u32).rev().collect(),
         }
     }
@@ -293,7 +293,7 @@ impl Tables {
         let fcap = if adf { capacity } else { 0 };
         Tables {
             seed,
-            sessions: vec![Session::default(); capacity],
+            sessions: sluice_sys::vec_on_huge_pages(capacity, Session::default()),
             s_slab: Slab::new(capacity),
             s_in: Index::with_capacity(capacity),
             s_out: Index::with_capacity(capacity),

@@ -125,7 +125,7 @@ impl Nat {
             tables,
             forward_addrs,
             hairpin,
-            cache: vec![0; flow_capacity as usize],
+            cache: sluice_sys::vec_on_huge_pages(flow_capacity as usize, 0),
             stats: NatStats::default(),
         }
     }
