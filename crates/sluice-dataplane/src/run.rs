@@ -84,6 +84,8 @@ pub fn run(
     opts: RunOptions,
 ) -> Result<RunReport, RunError> {
     let plan = Plan::build(spec, registry)?;
+    // Before the template forks, so NF processes inherit the calibration.
+    sluice_sys::calibrate_cycles();
     let settings = &spec.settings;
     let workers = u32::from(settings.workers.max(1));
     let arena = Arena::create(ArenaConfig {

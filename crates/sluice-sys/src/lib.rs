@@ -12,8 +12,10 @@
 
 use std::io;
 
+mod cycles;
 mod huge;
 mod net;
+pub use cycles::{calibrate_cycles, cycles, cycles_to_ns};
 pub use huge::{copy_to_huge_pages, vec_on_huge_pages, HUGE_PAGE};
 pub use net::{enter_netns, send_copies};
 
