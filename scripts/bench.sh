@@ -9,11 +9,16 @@ cargo build --release -p sluice-cli >/dev/null
 bin=./target/release/sluice
 
 echo "## System: sluice bench chain (64 B UDP, ${secs} s each, median of 3)"
+# Hypervisor steal (USER_HZ ticks, all CPUs) during a command: on a shared
+# VM it explains most of the run-to-run spread, so it is printed next to
+# every system figure.
+steal() { awk '/^cpu /{print $9}' /proc/stat; }
+with_steal() { local s0; s0=$(steal); "$@"; echo "  (hypervisor steal: $(( $(steal) - s0 )) ticks)"; }
 chain() { # length isolation [rate [workers]]
   local args=(bench chain --length "$1" --isolation "$2" --duration "$secs" --json)
   [ -n "${3:-}" ] && args+=(--rate "$3")
   [ -n "${4:-}" ] && args+=(--workers "$4")
-  for _ in 1 2 3; do "$bin" "${args[@]}"; done | python3 scripts/median.py
+  with_steal bash -c 'for _ in 1 2 3; do "$0" "$@"; done | python3 scripts/median.py' "$bin" "${args[@]}"
 }
 chain 1 inline
 chain 3 inline
@@ -26,7 +31,7 @@ chain 3 process $((max / 2))
 
 echo
 echo "## The realistic chain: sluice bench nfs (firewall → NAT → monitor → router, 4096 flows, median of 3)"
-for _ in 1 2 3; do "$bin" bench nfs --duration "$secs" --json; done | python3 scripts/median.py
+with_steal bash -c 'for _ in 1 2 3; do "$0" bench nfs --duration "$1" --json; done | python3 scripts/median.py' "$bin" "$secs"
 
 echo
 echo "## Micro-benchmarks (criterion)"
