@@ -2,7 +2,9 @@
 //! addresses, both families), and the routes file at a million routes.
 
 mod common;
+mod lpm_reference;
 use common::*;
+use lpm_reference::*;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -15,43 +17,6 @@ use sluice_nfs::router::compile;
 use sluice_nfs::router::lpm_v4::LpmV4;
 use sluice_nfs::router::lpm_v6::LpmV6;
 use sluice_spec::ConfigNode;
-
-fn mask4(a: u32, len: u8) -> u32 {
-    if len == 0 {
-        0
-    } else {
-        a & (u32::MAX << (32 - len))
-    }
-}
-
-fn mask6(a: u128, len: u8) -> u128 {
-    if len == 0 {
-        0
-    } else {
-        a & (u128::MAX << (128 - len as u32))
-    }
-}
-
-/// Longest match by scanning every route; the later of equal prefixes wins.
-fn naive4(routes: &[(u32, u8, u32)], a: u32) -> u32 {
-    let mut best: Option<(u8, u32)> = None;
-    for &(p, l, v) in routes {
-        if mask4(a, l) == mask4(p, l) && best.is_none_or(|(bl, _)| l >= bl) {
-            best = Some((l, v));
-        }
-    }
-    best.map_or(0, |b| b.1)
-}
-
-fn naive6(routes: &[(u128, u8, u32)], a: u128) -> u32 {
-    let mut best: Option<(u8, u32)> = None;
-    for &(p, l, v) in routes {
-        if mask6(a, l) == mask6(p, l) && best.is_none_or(|(bl, _)| l >= bl) {
-            best = Some((l, v));
-        }
-    }
-    best.map_or(0, |b| b.1)
-}
 
 /// Prefixes clustered under a few roots so that they nest and overlap
 /// (uniformly random prefixes almost never do).

@@ -9,24 +9,8 @@ use std::net::Ipv6Addr;
 use proptest::prelude::*;
 use sluice_nfs::router::lpm_v6::LpmV6;
 
-fn mask6(a: u128, len: u8) -> u128 {
-    if len == 0 {
-        0
-    } else {
-        a & (u128::MAX << (128 - len as u32))
-    }
-}
-
-/// Longest match by scanning every route; the later of equal prefixes wins.
-fn naive6(routes: &[(u128, u8, u32)], a: u128) -> u32 {
-    let mut best: Option<(u8, u32)> = None;
-    for &(p, l, v) in routes {
-        if mask6(a, l) == mask6(p, l) && best.is_none_or(|(bl, _)| l >= bl) {
-            best = Some((l, v));
-        }
-    }
-    best.map_or(0, |b| b.1)
-}
+mod lpm_reference;
+use lpm_reference::{mask6, naive6};
 
 /// Routes under a few /32s (BGP-like /33–/64s, /48s, /128 hosts, nested),
 /// plus scattered ones of any length, sometimes a default route.
