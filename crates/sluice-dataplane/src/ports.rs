@@ -34,6 +34,21 @@ pub struct PortStats {
     pub rx_dropped: u64,
 }
 
+/// Adds another copy's counters (the same port run by several workers).
+/// Next to the struct so a new counter cannot be left out of the sum.
+impl std::ops::AddAssign<&PortStats> for PortStats {
+    fn add_assign(&mut self, t: &PortStats) {
+        self.rx_packets += t.rx_packets;
+        self.rx_bytes += t.rx_bytes;
+        self.tx_packets += t.tx_packets;
+        self.tx_bytes += t.tx_bytes;
+        self.tx_errors += t.tx_errors;
+        self.rx_oversize += t.rx_oversize;
+        self.rx_no_buffer += t.rx_no_buffer;
+        self.rx_dropped += t.rx_dropped;
+    }
+}
+
 /// How many times a NIC transmit is retried while the interface takes
 /// nothing (a full socket buffer or ring) before the rest of the batch is
 /// dropped as `port_tx_error`; each retry yields the CPU once (≈ 1 µs).

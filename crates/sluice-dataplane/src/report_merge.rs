@@ -85,15 +85,7 @@ impl RunReport {
                 add_nf(a, b);
             }
             for (a, b) in r.ports.iter_mut().zip(&o.ports) {
-                let (s, t) = (&mut a.stats, &b.stats);
-                s.rx_packets += t.rx_packets;
-                s.rx_bytes += t.rx_bytes;
-                s.tx_packets += t.tx_packets;
-                s.tx_bytes += t.tx_bytes;
-                s.tx_errors += t.tx_errors;
-                s.rx_oversize += t.rx_oversize;
-                s.rx_no_buffer += t.rx_no_buffer;
-                s.rx_dropped += t.rx_dropped;
+                a.stats += &b.stats;
                 let add = |x: &mut Option<u64>, y: Option<u64>| {
                     if let (Some(x), Some(y)) = (x.as_mut(), y) {
                         *x += y;
