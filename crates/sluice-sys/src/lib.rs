@@ -1,7 +1,8 @@
 //! The few operating-system primitives sluice needs beyond std: forking
 //! NF processes from a template, tying their lifetime to their parent,
 //! reaping them, ignoring terminal signals, naming and pinning threads,
-//! and putting large lookup tables on huge pages.
+//! putting large lookup tables on huge pages, reading the cycle counter
+//! and prefetching cache lines.
 //!
 //! `fork` is only offered when the calling process is single-threaded
 //! ([`fork_single_threaded`] checks `/proc/self/status`): after a fork only
@@ -15,9 +16,11 @@ use std::io;
 mod cycles;
 mod huge;
 mod net;
+mod prefetch;
 pub use cycles::{calibrate_cycles, cycles, cycles_to_ns};
 pub use huge::{copy_to_huge_pages, vec_on_huge_pages, HUGE_PAGE};
 pub use net::{enter_netns, send_copies};
+pub use prefetch::prefetch;
 
 pub use rustix::process::Pid;
 
