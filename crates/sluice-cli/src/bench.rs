@@ -52,8 +52,8 @@ impl Figures {
 pub fn chain_spec(a: &ChainArgs) -> String {
     let isolation = isolation_name(a.isolation);
     let mut s = format!(
-        "settings:\n  batch: {}\n  buffers: 32768\n  ring_size: 1024\n  workers: {}\nports:\n  - name: gen\n    kind: generator\n    flows: {}\n    protocol: udp\n    size: {}\n",
-        a.batch, a.workers, a.flows, a.packet_size
+        "settings:\n  batch: {}\n  buffers: 32768\n  ring_size: 1024\n  workers: {}\n  wakeup: {{ max_batch: {}, timeout_us: {} }}\nports:\n  - name: gen\n    kind: generator\n    flows: {}\n    protocol: udp\n    size: {}\n",
+        a.batch, a.workers, a.wake_batch, a.wake_timeout_us, a.flows, a.packet_size
     );
     if let Some(r) = a.rate {
         s.push_str(&format!("    rate_pps: {r}\n"));

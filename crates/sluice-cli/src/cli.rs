@@ -160,6 +160,15 @@ pub struct ChainArgs {
     /// NF instances (more than 1 needs `--isolation inline`).
     #[arg(long, default_value_t = 1)]
     pub workers: u16,
+    /// Adaptive wake-up batching of sleeping process NFs: most packets to
+    /// hold back before waking one (`settings.wakeup.max_batch`; 1: wake
+    /// at once).
+    #[arg(long, default_value_t = 1)]
+    pub wake_batch: u32,
+    /// Longest a held packet waits for its NF to be woken, µs
+    /// (`settings.wakeup.timeout_us`).
+    #[arg(long, default_value_t = 20)]
+    pub wake_timeout_us: u64,
     /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,

@@ -23,6 +23,7 @@ pub mod route;
 pub mod run;
 pub mod shard;
 pub mod template;
+pub mod wakeup;
 pub mod worker;
 
 pub use report::RunReport;

@@ -89,6 +89,8 @@ pub struct NfRt<'a> {
     pub startup_us: Vec<f64>,
     /// Futex wake-ups issued to this NF.
     pub wakeups: u64,
+    /// Of those, wake-ups by the adaptive batching timeout.
+    pub wakeups_by_timeout: u64,
     /// Ring entries it returned that were not buffers it owned.
     pub invalid_handles: u64,
     /// Totals of exited instances.

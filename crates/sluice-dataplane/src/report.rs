@@ -70,6 +70,9 @@ pub struct NfReport {
     pub yields: u64,
     /// Futex wake-ups the platform issued to it.
     pub wakeups: u64,
+    /// Of those, wake-ups for packets held back (adaptive wake-up batching,
+    /// `settings.wakeup`) until the timeout.
+    pub wakeups_by_timeout: u64,
     /// Ring entries it returned that were not buffers it owned (rejected).
     pub invalid_handles: u64,
     /// Packets the NF created (reject replies, flood copies, …).
@@ -220,6 +223,7 @@ fn nf_report(nf: &NfRt<'_>, drop_names: &[String], counter_names: &[(usize, Stri
         sleeps: nf.retired.sleeps + s.sleeps.load(Ordering::Relaxed),
         yields: nf.retired.yields + s.yields.load(Ordering::Relaxed),
         wakeups: nf.wakeups,
+        wakeups_by_timeout: nf.wakeups_by_timeout,
         invalid_handles: nf.invalid_handles,
         originated: nf.originated,
         ext_counters: {

@@ -55,6 +55,7 @@ fn add_nf(into: &mut NfReport, from: &NfReport) {
     into.sleeps += from.sleeps;
     into.yields += from.yields;
     into.wakeups += from.wakeups;
+    into.wakeups_by_timeout += from.wakeups_by_timeout;
     into.invalid_handles += from.invalid_handles;
     into.originated += from.originated;
     add_vec(&mut into.ext_counters, &from.ext_counters);

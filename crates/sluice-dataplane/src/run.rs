@@ -228,6 +228,7 @@ pub(crate) fn build_nfs<'a>(
             last_exit: None,
             startup_us: Vec::new(),
             wakeups: 0,
+            wakeups_by_timeout: 0,
             invalid_handles: 0,
             retired: Retired::default(),
             originated: 0,
@@ -254,5 +255,6 @@ pub(crate) fn worker_config(spec: &Spec, opts: &RunOptions) -> WorkerConfig {
         restart: spec.settings.restart.clone(),
         live: opts.live,
         drain_timeout_ns: 2_000_000_000,
+        wakeup: crate::wakeup::WakePolicy::from_settings(&spec.settings.wakeup),
     }
 }

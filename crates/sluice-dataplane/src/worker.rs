@@ -21,7 +21,10 @@
 //!    (ending flows send an end marker down their chain).
 //!
 //! With no work the worker spins briefly, yields, then sleeps on its wake
-//! word; NF processes wake it when they return packets.
+//! word; NF processes wake it when they return packets. A sleeping process
+//! NF is woken when packets reach it, at once or, with adaptive wake-up
+//! batching (`settings.wakeup`, [`crate::wakeup`]), once enough wait or the
+//! first has waited long enough.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,6 +44,7 @@ use crate::plan::{Hop, Plan};
 use crate::ports::PortRt;
 use crate::route::{after_nf, first_hop, uniform_next, Dest};
 use crate::template::{Template, TemplateEvent};
+use crate::wakeup::{WakeGate, WakePolicy};
 
 const MS: u64 = 1_000_000;
 
@@ -58,6 +62,8 @@ pub struct WorkerConfig {
     pub live: bool,
     /// How long to wait for in-flight packets at shutdown.
     pub drain_timeout_ns: u64,
+    /// When sleeping process NFs are woken.
+    pub wakeup: WakePolicy,
 }
 
 /// The worker.
@@ -90,6 +96,10 @@ pub struct Worker<'a> {
     nic_fds: Vec<std::os::fd::RawFd>,
     sleep_on_nics: bool,
     idle: u32,
+    /// Per NF: its adaptive wake-up state.
+    gates: Vec<WakeGate>,
+    /// NFs whose gate holds packets back (their timers run in the loop).
+    holding: Vec<u16>,
     pub(crate) started_ns: u64,
     pub(crate) stopped_ns: u64,
     last_live: (u64, u64, u64),
@@ -159,6 +169,8 @@ impl<'a> Worker<'a> {
             nic_fds,
             sleep_on_nics,
             idle: 0,
+            gates: vec![WakeGate::default(); plan.nfs.len()],
+            holding: Vec::new(),
             started_ns: 0,
             stopped_ns: 0,
             last_live: (0, 0, 0),
@@ -231,6 +243,7 @@ impl<'a> Worker<'a> {
             return Ok(());
         };
         p.generation = p.generation.wrapping_add(1);
+        self.gates[i] = WakeGate::default();
         control.reset();
         // Packets may queue before the NF runs: its spare stash must be
         // filled from the start, not once it announces its own target.
@@ -682,8 +695,19 @@ impl<'a> Worker<'a> {
                     }
                     match p.link.send(self.pool, b) {
                         Ok(n) if n > 0 => {
-                            if p.link.wake() {
-                                nf.wakeups += 1;
+                            let gate = &mut self.gates[i as usize];
+                            let policy = &self.cfg.wakeup;
+                            if !policy.batches() || !p.link.sleeps() {
+                                gate.release();
+                                if p.link.wake() {
+                                    nf.wakeups += 1;
+                                }
+                            } else if gate.on_queued(p.link.queued(), now, policy) {
+                                if p.link.wake() {
+                                    nf.wakeups += 1;
+                                }
+                            } else if !self.holding.contains(&i) {
+                                self.holding.push(i);
                             }
                         }
                         Ok(_) => {}
@@ -772,6 +796,37 @@ impl<'a> Worker<'a> {
             self.group(dest, h);
         });
         self.flush_groups();
+    }
+
+    /// Wakes the sleeping NFs whose held packets have waited the wake-up
+    /// timeout.
+    fn fire_wake_timers(&mut self, now: u64) {
+        let mut k = 0;
+        while k < self.holding.len() {
+            let i = self.holding[k] as usize;
+            let policy = self.cfg.wakeup;
+            let gate = &mut self.gates[i];
+            let nf = &mut self.nfs[i];
+            let Some(p) = nf.process() else {
+                gate.release();
+                self.holding.swap_remove(k);
+                continue;
+            };
+            if !gate.is_holding() || !p.link.control().wake.is_sleeping() {
+                // Woken meanwhile (by count, an event or its own nap): it
+                // sees its ring itself.
+                gate.release();
+            } else if gate.on_timer(now, &policy) {
+                if p.link.wake() {
+                    nf.wakeups += 1;
+                    nf.wakeups_by_timeout += 1;
+                }
+            } else {
+                k += 1;
+                continue;
+            }
+            self.holding.swap_remove(k);
+        }
     }
 
     fn poll_nfs(&mut self, now: u64) -> usize {
@@ -870,6 +925,9 @@ impl<'a> Worker<'a> {
                 }
             }
             done += self.poll_nfs(now);
+            if !self.holding.is_empty() {
+                self.fire_wake_timers(now);
+            }
             if now >= next_maint {
                 self.maintain(now);
                 next_maint = now + MS;
@@ -893,7 +951,8 @@ impl<'a> Worker<'a> {
 
     fn idle(&mut self, now: u64, next_timer: u64) {
         self.idle += 1;
-        if self.idle < 64 {
+        // Held packets need their wake-up timer, which runs in this loop.
+        if self.idle < 64 || !self.holding.is_empty() {
             std::hint::spin_loop();
             return;
         }

@@ -113,6 +113,17 @@ impl<'a> NfLink<'a> {
         self.in_flight
     }
 
+    /// Entries waiting in the NF's receive ring (packets, spares, events).
+    pub fn queued(&self) -> u32 {
+        self.rx_ring.occupancy()
+    }
+
+    /// Whether the NF sleeps and needs [`wake`](Self::wake) to see what was
+    /// just sent (see [`WakeWord::sleeps_after_publish`]).
+    pub fn sleeps(&self) -> bool {
+        self.control.wake.sleeps_after_publish()
+    }
+
     /// How many more buffers may be sent now (ring space and quota, which
     /// covers packets and spares alike).
     pub fn room(&mut self) -> Result<usize, RingCorrupt> {

@@ -47,6 +47,16 @@ impl WakeWord {
         self.state.load(Ordering::Relaxed) == SLEEPING
     }
 
+    /// Like [`wake`](Self::wake)'s check, without waking: after publishing
+    /// work (full fence), whether the owner sleeps and would need a wake-up
+    /// to see it. A producer that defers the wake-up (adaptive batching)
+    /// must then wake the owner later itself; `false` means the owner is
+    /// running and will find the work.
+    pub fn sleeps_after_publish(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.state.load(Ordering::Relaxed) == SLEEPING
+    }
+
     /// Blocks until woken or `timeout` passes (spurious returns are allowed),
     /// then marks the owner running.
     #[cfg(not(loom))]
@@ -92,8 +102,10 @@ mod tests {
         let w = WakeWord::default();
         assert!(!w.wake());
         w.prepare_sleep();
+        assert!(w.sleeps_after_publish());
         assert!(w.wake());
         assert!(!w.is_sleeping());
+        assert!(!w.sleeps_after_publish());
     }
 
     #[test]

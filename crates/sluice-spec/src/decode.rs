@@ -9,7 +9,7 @@ use crate::fields::{self, Fields, Res};
 use crate::limits;
 use crate::location::SourceName;
 use crate::model::{Isolation, NfSpec, Spec};
-use crate::settings::{FlowTableSettings, RestartMode, RestartPolicy, Settings};
+use crate::settings::{FlowTableSettings, RestartMode, RestartPolicy, Settings, WakeupSettings};
 use crate::{decode_chains, decode_ports};
 
 /// Top-level keys.
@@ -75,6 +75,7 @@ fn settings(node: &ConfigNode) -> Res<Settings> {
             "workers",
             "restart",
             "flow_table",
+            "wakeup",
         ],
     )?;
     let d = Settings::default();
@@ -95,6 +96,10 @@ fn settings(node: &ConfigNode) -> Res<Settings> {
         flow_table: match f.opt("flow_table") {
             Some(n) => flow_table(n)?,
             None => d.flow_table,
+        },
+        wakeup: match f.opt("wakeup") {
+            Some(n) => wakeup(n)?,
+            None => d.wakeup,
         },
     };
     if u32::from(s.batch) > s.ring_size {
@@ -139,6 +144,16 @@ fn flow_table(node: &ConfigNode) -> Res<FlowTableSettings> {
         capacity: opt_int(&f, "capacity", limits::FLOW_CAPACITY)?.unwrap_or(d.capacity),
         idle_timeout_ms: opt_int(&f, "idle_timeout_ms", limits::IDLE_TIMEOUT_MS)?
             .unwrap_or(d.idle_timeout_ms),
+    })
+}
+
+fn wakeup(node: &ConfigNode) -> Res<WakeupSettings> {
+    let f = Fields::of(node, "wake-up settings")?;
+    f.deny_unknown("wakeup", &["max_batch", "timeout_us"])?;
+    let d = WakeupSettings::default();
+    Ok(WakeupSettings {
+        max_batch: opt_int(&f, "max_batch", limits::WAKE_MAX_BATCH)?.unwrap_or(d.max_batch),
+        timeout_us: opt_int(&f, "timeout_us", limits::WAKE_TIMEOUT_US)?.unwrap_or(d.timeout_us),
     })
 }
 

@@ -73,4 +73,4 @@ pub use ports::{
     SinkSpec, SizeSpec,
 };
 pub use resolve::ResolvedChain;
-pub use settings::{FlowTableSettings, RestartMode, RestartPolicy, Settings};
+pub use settings::{FlowTableSettings, RestartMode, RestartPolicy, Settings, WakeupSettings};

@@ -37,6 +37,10 @@ pub(crate) const BACKOFF_MS: Limit = range(0, u64::MAX);
 pub(crate) const FLOW_CAPACITY: Limit = pow2(1024, 16_777_216);
 /// `settings.flow_table.idle_timeout_ms`.
 pub(crate) const IDLE_TIMEOUT_MS: Limit = range(1, u64::MAX);
+/// `settings.wakeup.max_batch`.
+pub(crate) const WAKE_MAX_BATCH: Limit = range(1, 256);
+/// `settings.wakeup.timeout_us`.
+pub(crate) const WAKE_TIMEOUT_US: Limit = range(1, 100_000);
 /// Generator `flows`.
 pub(crate) const FLOWS: Limit = range(1, 1_000_000);
 /// Generator fixed `size` (frame bytes).

@@ -211,6 +211,16 @@ fn settings(cx: &Ctx<'_>) -> Res<()> {
         limits::IDLE_TIMEOUT_MS,
         s.flow_table.idle_timeout_ms,
     )?;
+    cx.limit(
+        "settings.wakeup.max_batch",
+        limits::WAKE_MAX_BATCH,
+        s.wakeup.max_batch.into(),
+    )?;
+    cx.limit(
+        "settings.wakeup.timeout_us",
+        limits::WAKE_TIMEOUT_US,
+        s.wakeup.timeout_us,
+    )?;
     if u32::from(s.batch) > s.ring_size {
         return Err(cx.err(
             "settings.batch",

@@ -108,7 +108,7 @@ ports:
 settings:
   ringsize: 64
 ",
-        "bad.yaml:2:3: settings.ringsize: unknown key \"ringsize\" in settings (valid keys: buffers, ring_size, batch, hugepages, workers, restart, flow_table); did you mean \"ring_size\"?",
+        "bad.yaml:2:3: settings.ringsize: unknown key \"ringsize\" in settings (valid keys: buffers, ring_size, batch, hugepages, workers, restart, flow_table, wakeup); did you mean \"ring_size\"?",
     );
     check(
         "
@@ -489,6 +489,32 @@ settings:
     capacity: 100000
 ",
         "bad.yaml:3:15: settings.flow_table.capacity: must be a power of two between 1024 and 16777216, got 100000 (nearest: 65536 or 131072)",
+    );
+}
+
+#[test]
+fn wakeup_settings_are_checked() {
+    check(
+        "
+settings:
+  wakeup:
+    max_batch: 0
+",
+        "bad.yaml:3:16: settings.wakeup.max_batch: must be an integer between 1 and 256, got 0",
+    );
+    check(
+        "
+settings:
+  wakeup: { timeout_us: 1000000 }
+",
+        "bad.yaml:2:25: settings.wakeup.timeout_us: must be an integer between 1 and 100000, got 1000000",
+    );
+    check(
+        "
+settings:
+  wakeup: { max_batch: 8, timeout: 5 }
+",
+        "bad.yaml:2:27: settings.wakeup.timeout: unknown key \"timeout\" in wakeup (valid keys: max_batch, timeout_us)",
     );
 }
 

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use sluice_spec::{
     load, ChainSpec, ConfigNode, FlowTableSettings, GeneratorSpec, IpVersionChoice, Isolation,
     Location, MatchSpec, NicSpec, PcapInSpec, PcapOutSpec, PortKind, PortRange, PortSpec, Protocol,
-    RestartMode, RestartPolicy, Settings, SinkSpec, SizeSpec,
+    RestartMode, RestartPolicy, Settings, SinkSpec, SizeSpec, WakeupSettings,
 };
 
 const TYPES: &[&str] = &["acl", "mon", "nat"];
@@ -43,6 +43,7 @@ fn full_spec_loads_into_expected_structs() {
                 capacity: 131072,
                 idle_timeout_ms: 10000,
             },
+            wakeup: WakeupSettings::default(),
         }
     );
 
@@ -203,6 +204,8 @@ fn minimal_spec_gets_documented_defaults() {
     assert_eq!(spec.settings.batch, 32);
     assert_eq!(spec.settings.restart.policy, RestartMode::Always);
     assert_eq!(spec.settings.flow_table.capacity, 65536);
+    assert_eq!(spec.settings.wakeup.max_batch, 1);
+    assert_eq!(spec.settings.wakeup.timeout_us, 20);
     let PortKind::Generator(g) = &spec.ports[0].kind else {
         panic!("not a generator")
     };
