@@ -277,6 +277,30 @@ fn descriptor_and_config_errors() {
 }
 
 #[test]
+fn tcp_control_bits_include_ns_and_the_reserved_bits() {
+    // RFC 7125: tcpControlBits carries bytes 12-13 of the TCP header without
+    // the data offset, so NS (0x100) and the three reserved bits are
+    // reported, not only the eight classic flags.
+    let mut col = Collector::new();
+    let mut nf = monitor(&col, 1500);
+    let mut h = Harness::new();
+    let syn = tcp_flags("10.0.0.1", 40000, "10.0.0.2", 80, TcpFlags::SYN, b"");
+    let mut ns_ack = tcp_flags("10.0.0.1", 40000, "10.0.0.2", 80, TcpFlags::ACK, b"x");
+    // Byte 12 of the TCP header (after 14 B Ethernet + 20 B IPv4): data
+    // offset 5, reserved bit 0x2 and NS set.
+    assert_eq!(ns_ack[46], 0x50);
+    ns_ack[46] = 0x53;
+    h.run(&mut nf, &[syn.clone(), ns_ack]);
+    let id = h.flow_id_of(&syn).unwrap();
+    h.end_flow(&mut nf, id);
+    nf.on_tick(T0 + 1_000_000);
+    let msgs = col.messages();
+    assert_eq!(msgs.len(), 1);
+    assert_eq!(msgs[0].records.len(), 1);
+    assert_eq!(rec(&msgs[0].records[0].1).flags, 0x0312);
+}
+
+#[test]
 fn tcp_flow_end_exports_both_directions_with_every_field() {
     let mut col = Collector::new();
     let mut nf = monitor(&col, 1500);

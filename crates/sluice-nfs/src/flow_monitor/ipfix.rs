@@ -106,8 +106,10 @@ pub struct FlowRecord {
     pub dst_port: u16,
     /// IP protocol.
     pub proto: u8,
-    /// TCP flags seen, OR-ed (low 8 bits of tcpControlBits).
-    pub tcp_flags: u8,
+    /// TCP control bits seen, OR-ed, as tcpControlBits (RFC 7125): the low
+    /// 12 bits of the TCP header's 13th and 14th bytes (reserved bits, NS,
+    /// CWR, ECE, URG, ACK, PSH, RST, SYN, FIN), data offset masked off.
+    pub tcp_flags: u16,
     /// IP bytes (IP header and payload) since the last report.
     pub octets: u64,
     /// Packets since the last report.
@@ -154,7 +156,7 @@ impl FlowRecord {
         out.extend_from_slice(&self.src_port.to_be_bytes());
         out.extend_from_slice(&self.dst_port.to_be_bytes());
         out.push(self.proto);
-        out.extend_from_slice(&u16::from(self.tcp_flags).to_be_bytes());
+        out.extend_from_slice(&self.tcp_flags.to_be_bytes());
         out.extend_from_slice(&self.octets.to_be_bytes());
         out.extend_from_slice(&self.packets.to_be_bytes());
         out.extend_from_slice(&self.start_ms.to_be_bytes());

@@ -199,10 +199,12 @@ impl NetworkFunction for FlowMonitor {
                 non_ip += 1;
                 return;
             };
+            // RFC 7125: bytes 12-13 of the TCP header without the data
+            // offset, so NS (and the reserved bits) are reported too.
             let tcp_flags = if h.l4_protocol == IpProtocol::TCP && h.has_l4_header() {
-                data.get(usize::from(h.l4_offset) + 13)
-                    .copied()
-                    .unwrap_or(0)
+                let at = usize::from(h.l4_offset) + 12;
+                data.get(at..at + 2)
+                    .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]) & 0x0fff)
             } else {
                 0
             };

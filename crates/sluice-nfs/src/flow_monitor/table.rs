@@ -15,8 +15,9 @@ pub struct Observation {
     pub key: FlowKey,
     /// IP bytes (header and payload, no link padding).
     pub ip_bytes: u64,
-    /// TCP flags of the packet (0 for other protocols).
-    pub tcp_flags: u8,
+    /// TCP control bits of the packet as tcpControlBits (0 for other
+    /// protocols).
+    pub tcp_flags: u16,
     /// When it was seen (CLOCK_MONOTONIC ns).
     pub now_ns: u64,
 }
@@ -27,7 +28,7 @@ struct Direction {
     packets: u64,
     first_ns: u64,
     last_ns: u64,
-    flags: u8,
+    flags: u16,
 }
 
 #[derive(Debug, Clone, Copy)]
