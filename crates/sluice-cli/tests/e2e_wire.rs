@@ -440,6 +440,68 @@ fn tcp_and_udp_cross_an_af_packet_bump_in_the_wire() {
 }
 
 #[test]
+fn two_workers_share_the_wire_and_keep_each_connection_on_one_worker() {
+    // settings.workers = 2 opens each af_packet port once per worker, all
+    // copies in one symmetric PACKET_FANOUT_HASH group. A stateful firewall
+    // that only lets NEW connections in from the client side proves that
+    // a connection's replies (arriving on the other port) reach the worker
+    // that saw its SYN: elsewhere the SYN-ACK would be INVALID and dropped.
+    if !privileged() {
+        return;
+    }
+    const N: usize = 2_000;
+    let env = WireEnv::new("w").expect("namespaces");
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("workers.yaml");
+    std::fs::write(
+        &spec,
+        format!(
+            r#"settings:
+  workers: 2
+  buffers: 8192
+ports:
+  - {{ name: cli, kind: af_packet, interface: {WIRE_CLI} }}
+  - {{ name: srv, kind: af_packet, interface: {WIRE_SRV} }}
+nfs:
+  - name: fw
+    type: firewall
+    isolation: inline
+    config:
+      default: drop
+      tcp_loose: false
+      rules:
+        - {{ action: accept, proto: tcp, dst: {SRV_IP}/32, dst_port: {OPEN_PORT} }}
+  - {{ name: mon, type: monitor, isolation: inline }}
+chains:
+  - {{ name: wire, from: cli, nfs: [fw, mon], to: srv, bidirectional: true }}
+"#
+        ),
+    )
+    .unwrap();
+    let server = HttpServer::start(&env);
+    let sluice = start_sluice(&env, &spec, 4);
+    let conns = many_connections(&env, N);
+    assert_eq!(conns.reset, 0, "connections reset: {conns:?}");
+    assert_eq!(conns.ok, N as u64, "{conns:?}");
+    std::thread::sleep(Duration::from_millis(200));
+    let (code, r, stderr) = stop_sluice(sluice);
+    assert_eq!(code, Some(0), "sluice failed: {stderr}");
+    common::assert_accounted(&r);
+    let fw = common::nf(&r, "fw");
+    assert_eq!(
+        fw["counters"]["invalid"], 0,
+        "a reply met the wrong worker: {fw:#}"
+    );
+    // Both workers carried connections, and together all of them.
+    let per = fw["counters_by_worker"].as_array().expect("two workers");
+    assert_eq!(per.len(), 2);
+    let new: Vec<u64> = per.iter().map(|c| c["new"].as_u64().unwrap()).collect();
+    assert!(new.iter().all(|&n| n > 0), "one worker idle: {new:?}");
+    assert!(new.iter().sum::<u64>() >= N as u64, "{new:?}");
+    drop(server);
+}
+
+#[test]
 fn a_tap_port_carries_traffic_and_vanishes_after_sigterm_and_sigkill() {
     if !privileged() {
         return;

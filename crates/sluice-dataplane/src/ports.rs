@@ -176,7 +176,7 @@ impl PortRt {
                     .map_err(|e| err(format!("cannot create {}: {e}", p.path.display())))?;
                 PortIo::PcapOut(Box::new(w))
             }
-            other => match sluice_nic::open(other) {
+            other => match sluice_nic::open(other, u16::try_from(shard.count).unwrap_or(u16::MAX)) {
                 Ok(Some(port)) => PortIo::Nic {
                     port,
                     rx_failed: false,

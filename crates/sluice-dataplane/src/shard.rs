@@ -7,13 +7,20 @@
 //! NF, pinned to its own CPU. Packets of one flow (both directions) never
 //! leave their worker, so per-flow NF state needs no locks. Workers share
 //! the arena and the buffer pool (each with a private cache). The spec
-//! validator admits only what shards this way: generator and sink ports,
-//! inline NFs.
+//! validator admits only what shards this way: generator, sink and
+//! `af_packet` ports, inline NFs.
+//!
+//! An `af_packet` port is opened once per worker, every copy a member of
+//! one `PACKET_FANOUT_HASH` group: the kernel spreads flows over the
+//! members with a symmetric hash, and member `i` of every port's group is
+//! worker `i`'s copy because workers open their ports in turn (the kernel
+//! numbers members in join order). So both directions of a flow, arriving
+//! on two ports, reach the same worker.
 //!
 //! Start-up is all or nothing: every worker builds its ports and NFs, then
 //! all meet at a barrier; if any failed, none runs.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Barrier;
 
 use sluice_mem::{Arena, BufferPool};
@@ -39,6 +46,8 @@ pub(crate) fn run_sharded(
     let duration_ns = opts.duration.map(|d| d.as_nanos() as u64);
     let barrier = Barrier::new(workers as usize);
     let failed = AtomicBool::new(false);
+    // Whose turn it is to open its ports (fanout members join in order).
+    let turn = AtomicU32::new(0);
     let nf_count = plan.nfs.len() as u32;
     if opts.live {
         eprintln!("sluice: {workers} workers; live rates are worker 0's share");
@@ -47,7 +56,8 @@ pub(crate) fn run_sharded(
     let results: Vec<Result<Option<ShardResult>, RunError>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..workers)
             .map(|w| {
-                let (pool, barrier, failed, placement) = (&pool, &barrier, &failed, &placement);
+                let (pool, barrier, failed, placement, turn) =
+                    (&pool, &barrier, &failed, &placement, &turn);
                 s.spawn(move || {
                     let cpu = placement.shard_cpu(w as usize);
                     if let Err(e) = sluice_sys::pin_to_cpu(cpu) {
@@ -57,7 +67,12 @@ pub(crate) fn run_sharded(
                         index: w,
                         count: workers,
                     };
-                    let parts = open_ports(plan, duration_ns, shard)
+                    while turn.load(Ordering::Acquire) != w {
+                        std::thread::yield_now();
+                    }
+                    let ports = open_ports(plan, duration_ns, shard);
+                    turn.store(w + 1, Ordering::Release);
+                    let parts = ports
                         .and_then(|ports| Ok((ports, build_nfs(spec, plan, arena, w * nf_count)?)));
                     if parts.is_err() {
                         failed.store(true, Ordering::Release);

@@ -107,12 +107,18 @@ pub fn check_options(kind: &PortKind) -> Result<(), SpecError> {
 
 /// Opens a NIC port of a kind this crate runs; `Ok(None)` for other kinds
 /// (and for `dpdk` when built without the `dpdk` feature).
-pub fn open(kind: &PortKind) -> Result<Option<Box<dyn NicPort>>, NicError> {
+///
+/// `workers` is how many platform workers each open their own copy of the
+/// port (`settings.workers`). Only `af_packet` can be shared that way:
+/// every copy joins the same `PACKET_FANOUT_HASH` group, whose hash is
+/// symmetric, so both directions of a flow reach the same worker provided
+/// every port's copies are opened in worker order.
+pub fn open(kind: &PortKind, workers: u16) -> Result<Option<Box<dyn NicPort>>, NicError> {
     let bad = |e: SpecError| NicError(e.to_string());
     Ok(Some(match kind {
         PortKind::AfPacket(n) => {
             let o = AfPacketOptions::from_node(&n.options).map_err(bad)?;
-            Box::new(AfPacketPort::open(&n.interface, &o)?)
+            Box::new(AfPacketPort::open(&n.interface, &o, workers)?)
         }
         PortKind::Tap(n) => {
             let o = TapOptions::from_node(&n.options).map_err(bad)?;

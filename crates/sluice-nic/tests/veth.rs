@@ -132,8 +132,8 @@ fn moves_frames(ring: RingVersion, tag: &str) {
         ring,
         ..AfPacketOptions::default()
     };
-    let mut a = AfPacketPort::open(&veth.0, &o).expect("open a");
-    let mut b = AfPacketPort::open(&veth.1, &o).expect("open b");
+    let mut a = AfPacketPort::open(&veth.0, &o, 1).expect("open a");
+    let mut b = AfPacketPort::open(&veth.1, &o, 1).expect("open b");
     let kernel = |n: &str, c: &str| -> u64 {
         std::fs::read_to_string(format!("/sys/class/net/{n}/statistics/{c}"))
             .unwrap()
@@ -173,12 +173,12 @@ fn af_packet_fanout_queues_share_the_traffic() {
     let arena = arena();
     let pool = BufferPool::new(arena.buffers());
     let mut cache = PoolCache::new(&pool, 64);
-    let mut a = AfPacketPort::open(&veth.0, &AfPacketOptions::default()).expect("open a");
+    let mut a = AfPacketPort::open(&veth.0, &AfPacketOptions::default(), 1).expect("open a");
     let o = AfPacketOptions {
         queues: 4,
         ..AfPacketOptions::default()
     };
-    let mut b = AfPacketPort::open(&veth.1, &o).expect("open b with fanout");
+    let mut b = AfPacketPort::open(&veth.1, &o, 1).expect("open b with fanout");
     assert!(b.rx_fd().is_some());
     let frames: Vec<Vec<u8>> = (0..50u8).map(frame).collect();
     let mut batch = fill(&arena, &mut cache, &frames);
@@ -197,7 +197,7 @@ fn af_packet_fanout_queues_share_the_traffic() {
 
 #[test]
 fn missing_interfaces_are_reported_clearly() {
-    let e = AfPacketPort::open("sluice-nope0", &AfPacketOptions::default())
+    let e = AfPacketPort::open("sluice-nope0", &AfPacketOptions::default(), 1)
         .err()
         .expect("no such interface");
     assert!(e.0.contains("`sluice-nope0` does not exist"), "{e}");
@@ -221,7 +221,7 @@ fn tap_port_exchanges_frames_and_vanishes_on_close() {
     // Frames written to the tap arrive on the interface (the kernel's
     // rx counter), frames the kernel sends out come back to us.
     let mut sock =
-        AfPacketPort::open(&name, &AfPacketOptions::default()).expect("af_packet on tap");
+        AfPacketPort::open(&name, &AfPacketOptions::default(), 1).expect("af_packet on tap");
     let frames: Vec<Vec<u8>> = (0..10u8).map(frame).collect();
     let mut batch = fill(&arena, &mut cache, &frames);
     while !batch.is_empty() {

@@ -165,6 +165,19 @@ fn sharding(cx: &Ctx<'_>) -> Res<()> {
     for (i, p) in cx.spec.ports.iter().enumerate() {
         match &p.kind {
             PortKind::Sink(_) => {}
+            PortKind::AfPacket(n) => {
+                // Every worker's copy joins one fanout group; only the hash
+                // mode keeps a flow (both directions) on one worker.
+                if let Some(mode) = n.options.get("fanout") {
+                    if mode.as_str() != Some("hash") {
+                        return Err(mode.error(format!(
+                            "port {} has fanout `{}`, but settings.workers = {workers} spreads its packets over the workers with the kernel's fanout, and only `hash` (symmetric: both directions of a flow reach the same worker) keeps each flow on one worker; use `fanout: hash` or set `workers: 1`",
+                            p.name,
+                            mode.as_str().unwrap_or("?")
+                        )));
+                    }
+                }
+            }
             PortKind::Generator(g) if g.flows >= u32::from(workers) => {}
             PortKind::Generator(g) => {
                 return Err(cx.err(
@@ -179,7 +192,7 @@ fn sharding(cx: &Ctx<'_>) -> Res<()> {
                 return Err(cx.err(
                     format!("ports[{i}].kind"),
                     format!(
-                        "port {} is of kind `{}`, which one worker serves; settings.workers = {workers} is supported with generator and sink ports (set `workers: 1`)",
+                        "port {} is of kind `{}`, which one worker serves; settings.workers = {workers} is supported with generator, sink and af_packet ports (set `workers: 1`)",
                         p.name,
                         other.kind_name()
                     ),

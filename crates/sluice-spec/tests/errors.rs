@@ -704,7 +704,7 @@ fn workers_need_shardable_ports_and_inline_nfs() {
             "  - name: gen\n    kind: generator\n  - name: out\n    kind: pcap_out\n    path: /tmp/x.pcap\n",
             "inline",
         ),
-        "bad.yaml:7:11: ports[1].kind: port out is of kind `pcap_out`, which one worker serves; settings.workers = 2 is supported with generator and sink ports (set `workers: 1`)",
+        "bad.yaml:7:11: ports[1].kind: port out is of kind `pcap_out`, which one worker serves; settings.workers = 2 is supported with generator, sink and af_packet ports (set `workers: 1`)",
     );
     check(
         &spec(
@@ -713,5 +713,28 @@ fn workers_need_shardable_ports_and_inline_nfs() {
             "inline",
         ),
         "bad.yaml:6:12: ports[0].flows: generator gen has 1 flows but settings.workers = 2: each worker sends its own share of the flows, so it needs at least one flow per worker",
+    );
+    // af_packet ports are shared through a symmetric fanout group.
+    let wire = |fanout: &str| {
+        format!("  - name: gen\n    kind: af_packet\n    interface: veth0\n{fanout}  - name: out\n    kind: af_packet\n    interface: veth1\n")
+    };
+    parse_str(&spec("", &wire(""), "inline"), "ok.yaml", TYPES).unwrap();
+    parse_str(
+        &spec("", &wire("    fanout: hash\n"), "inline"),
+        "ok.yaml",
+        TYPES,
+    )
+    .unwrap();
+    check(
+        &spec("", &wire("    fanout: lb\n"), "inline"),
+        "bad.yaml:7:13: ports[0].fanout: port gen has fanout `lb`, but settings.workers = 2 spreads its packets over the workers with the kernel's fanout, and only `hash` (symmetric: both directions of a flow reach the same worker) keeps each flow on one worker; use `fanout: hash` or set `workers: 1`",
+    );
+    check(
+        &spec(
+            "",
+            "  - name: gen\n    kind: af_xdp\n    interface: veth0\n  - name: out\n    kind: sink\n",
+            "inline",
+        ),
+        "bad.yaml:5:11: ports[0].kind: port gen is of kind `af_xdp`, which one worker serves; settings.workers = 2 is supported with generator, sink and af_packet ports (set `workers: 1`)",
     );
 }

@@ -54,10 +54,17 @@ pub struct AfPacketPort {
 const KERNEL_STATS_PERIOD: Duration = Duration::from_millis(1);
 
 impl AfPacketPort {
-    /// Opens `o.queues` sockets on `interface`.
-    pub fn open(interface: &str, o: &AfPacketOptions) -> Result<AfPacketPort, NicError> {
+    /// Opens `o.queues` sockets on `interface`. With `o.queues > 1`, or
+    /// when `workers > 1` workers each open their own copy of the port,
+    /// the sockets join one `PACKET_FANOUT` group (the same group for every
+    /// copy in this process).
+    pub fn open(
+        interface: &str,
+        o: &AfPacketOptions,
+        workers: u16,
+    ) -> Result<AfPacketPort, NicError> {
         let ifindex = sys::if_index(interface)?;
-        let fanout = (o.queues > 1).then(|| {
+        let fanout = (o.queues > 1 || workers > 1).then(|| {
             o.fanout_group.unwrap_or_else(|| {
                 // Unique per process and interface, so two sluice instances
                 // (or two ports) never join each other's group.
