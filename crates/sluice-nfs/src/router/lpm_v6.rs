@@ -391,13 +391,14 @@ impl LpmV6 {
     /// without branching on the data, and the range lines (the cache
     /// misses) of all `W` walks are prefetched before any is searched, so
     /// they are in flight together instead of one walk's miss at a time.
-    // ≈ 33 ns per address vs ≈ 50 ns before (plain loads, every stage for
-    // every walk until the deepest one ended) and ≈ 100 ns one after
-    // another, on a cache-cold 1 M-route table; ≈ 146 vs 171 instructions
-    // per address (bench: router/lpm_v6_lookup_batch_1M, CPU time on a
-    // loaded 2-core VM; callgrind). The prefetch is most of the gain:
-    // the same code with a touch (`black_box(line.vals[0])`, a load that
-    // must complete before it retires) instead took ≈ 47 ns.
+    // ≈ 29 ns per address vs ≈ 49 ns before (plain loads, every stage for
+    // every walk until the deepest one ended; 34 ns on a quiet VM) and
+    // ≈ 100 ns one after another, on a cache-cold 1 M-route table;
+    // ≈ 146 vs 171 instructions per address (bench:
+    // router/lpm_v6_lookup_batch_1M, CPU time on a loaded 2-core VM;
+    // callgrind). The prefetch is most of the gain: the same code with a
+    // touch (`black_box(line.vals[0])`, a load that must complete before
+    // it retires) took ≈ 47 vs 33 ns, timed alternately in one process.
     pub fn lookup_batch(&self, addrs: &[u128], out: &mut [u32]) {
         // 32 lanes beat 8, 16 and 128 (bench: router/lpm_v6_lookup_batch_1M).
         const W: usize = 32;
