@@ -394,7 +394,7 @@ impl LpmV6 {
     // ≈ 29 ns per address vs ≈ 49 ns before (plain loads, every stage for
     // every walk until the deepest one ended; 34 ns on a quiet VM) and
     // ≈ 100 ns one after another, on a cache-cold 1 M-route table;
-    // ≈ 146 vs 171 instructions per address (bench:
+    // ≈ 147 vs 171 instructions per address (bench:
     // router/lpm_v6_lookup_batch_1M, CPU time on a loaded 2-core VM;
     // callgrind). The prefetch is most of the gain: the same code with a
     // touch (`black_box(line.vals[0])`, a load that must complete before
