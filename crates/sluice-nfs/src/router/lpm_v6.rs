@@ -25,7 +25,8 @@
 //! workspace builds without the `popcnt` instruction, where Poptrie's
 //! bitmaps cost ≈ 12 instructions a level). In
 //! [`LpmV6::lookup_batch`] many walks advance stage by stage without
-//! data-dependent branches, so their cache misses overlap.
+//! data-dependent branches, prefetching their range lines before
+//! searching any, so their cache misses overlap.
 //!
 //! Built once from the whole route list (a later duplicate prefix
 //! replaces an earlier one, as `ip route replace`), recursively over the
@@ -353,101 +354,121 @@ impl LpmV6 {
     }
 
     /// The value of the longest prefix containing `addr`, or [`NONE`].
-    // ≈ 133 ns per random lookup at 1 M routes (bench mix), cache-cold,
-    // vs ≈ 287 ns for the Poptrie this replaced (same session, CPU time
-    // under load): the root and the /16's table are cached, the /40's
-    // range line is not, and one walk's reads depend on each other
-    // (bench: router/lpm_v6_lookup_1M; use `lookup_batch` for many).
+    // ≈ 100 ns per random lookup at 1 M routes (bench mix), cache-cold,
+    // ≈ 31 ns with the lines cached: the root and the /16's table are
+    // cached, the /40's range line is not, and one walk's reads depend on
+    // each other (bench: router/lpm_v6_lookup_1M, CPU time under load;
+    // use `lookup_batch` for many).
     #[inline]
     pub fn lookup(&self, addr: u128) -> u32 {
         let b = bytes(addr);
-        let mut e = PTR | STRIDE16 << KIND_SHIFT;
         let mut at = 0;
+        let e = self.walk(PTR | STRIDE16 << KIND_SHIFT, &b, &mut at);
+        self.finish(e, &b, at)
+    }
+
+    /// Walks on from entry `e` at byte depth `at` (moved on with the walk)
+    /// to a value or a 64-/128-bit range line for [`Self::finish`].
+    #[inline]
+    fn walk(&self, mut e: u32, b: &Bytes, at: &mut u32) -> u32 {
         loop {
             while is_stride(e) {
-                let (next, n) = self.stride_step(e, &b, at);
+                let (next, n) = self.stride_step(e, b, *at);
                 e = next;
-                at += n;
+                *at += n;
             }
             if !is_range(e) {
-                return self.finish(e, &b, at);
+                return e;
             }
-            let (next, n) = self.range_step(e, Self::range_line_of(e, &b, at), &b, at);
+            let (next, n) = self.range_step(e, Self::range_line_of(e, b, *at), b, *at);
             e = next;
-            at += n;
+            *at += n;
         }
     }
 
     /// Looks up every address of `addrs` into `out` (same length). Walks
-    /// run `W` at a time, stage by stage: each stage makes one read per
-    /// walk without branching on the data, so the reads of all `W` walks
-    /// are in flight together instead of one walk's chain of misses at a
-    /// time.
-    // ≈ 63 ns per address vs ≈ 133 ns one after another on a cache-cold
-    // 1 M-route table, and ≈ 214 ns for the eight-way interleaved Poptrie
-    // this replaced (bench: router/lpm_v6_lookup_batch_1M, CPU time on a
-    // loaded 2-core VM where independent random reads of 64 MiB take
-    // ≈ 17 ns each and the ≈ 160 instructions per address ≈ 25 ns).
+    /// run `W` at a time, stage by stage: each stage handles every walk
+    /// without branching on the data, and the range lines (the cache
+    /// misses) of all `W` walks are prefetched before any is searched, so
+    /// they are in flight together instead of one walk's miss at a time.
+    // ≈ 29 ns per address vs ≈ 49 ns before (plain loads, every stage for
+    // every walk until the deepest one ended; 34 ns on a quiet VM) and
+    // ≈ 100 ns one after another, on a cache-cold 1 M-route table;
+    // ≈ 147 vs 171 instructions per address (bench:
+    // router/lpm_v6_lookup_batch_1M, CPU time on a loaded 2-core VM;
+    // callgrind). The prefetch is most of the gain: the same code with a
+    // touch (`black_box(line.vals[0])`, a load that must complete before
+    // it retires) took ≈ 47 vs 33 ns, timed alternately in one process.
     pub fn lookup_batch(&self, addrs: &[u128], out: &mut [u32]) {
         // 32 lanes beat 8, 16 and 128 (bench: router/lpm_v6_lookup_batch_1M).
         const W: usize = 32;
+        // The root is always first; as an array its index (the top 16
+        // bits) needs no bounds check.
+        let Some(root) = self.tbl.first_chunk::<{ 1 << 16 }>() else {
+            for (a, o) in addrs.iter().zip(out.iter_mut()) {
+                *o = self.lookup(*a);
+            }
+            return;
+        };
         for (a, o) in addrs.chunks(W).zip(out.chunks_mut(W)) {
             // A short last chunk walks zero addresses in the spare lanes.
             let mut b = [[0u8; 32]; W];
-            for (b, a) in b.iter_mut().zip(a) {
-                *b = bytes(*a);
-            }
-            // The root (a 2^16 table, mostly cached) for all walks first.
             let mut e = [NONE; W];
-            let mut at = [2u32; W];
             let mut more = false;
             for i in 0..W {
-                let top = u16::from_be_bytes([b[i][0], b[i][1]]);
-                e[i] = self.tbl.get(top as usize).copied().unwrap_or(NONE);
+                let x = a.get(i).copied().unwrap_or(0);
+                b[i] = bytes(x);
+                e[i] = root[(x >> 112) as usize];
                 more |= is_stride(e[i]);
             }
-            loop {
-                // Stride tables: every walk's read first (the index and one
-                // load each), then every walk's update.
-                while more {
-                    let mut next = [NONE; W];
-                    for i in 0..W {
-                        next[i] = self
-                            .tbl
-                            .get(Self::stride_slot(e[i], &b[i], at[i]))
-                            .copied()
-                            .unwrap_or(NONE);
-                    }
-                    more = false;
-                    for i in 0..W {
-                        let m = 0u32.wrapping_sub(is_stride(e[i]) as u32);
-                        at[i] += (1 + (e[i] >> KIND_SHIFT & 1)) & m;
-                        e[i] = next[i] & m | e[i] & !m;
-                        more |= is_stride(e[i]);
-                    }
-                }
-                // Range lines are mostly cache misses: first touch every
-                // walk's line (a few instructions each, so all W misses
-                // are in flight at once), then search them.
-                let mut line = [0u32; W];
+            let mut at = [2u32; W];
+            // Stride tables (for the bench's table, one step: the busy
+            // /16's 2^16 table, mostly cached): every walk's read first,
+            // then every walk's update. Prefetching these reads too was
+            // ≈ 2 % slower (bench: router/lpm_v6_lookup_batch_1M).
+            while more {
+                let mut next = [NONE; W];
                 for i in 0..W {
-                    line[i] = Self::range_line_of(e[i], &b[i], at[i]);
-                    if let Some(r) = self.r32.get(line[i] as usize) {
-                        std::hint::black_box(r.vals[0]);
-                    }
+                    next[i] = self
+                        .tbl
+                        .get(Self::stride_slot(e[i], &b[i], at[i]))
+                        .copied()
+                        .unwrap_or(NONE);
                 }
                 more = false;
                 for i in 0..W {
-                    let (next, n) = self.range_step(e[i], line[i], &b[i], at[i]);
-                    e[i] = next;
-                    at[i] += n;
-                    more |= is_stride(next) | is_range(next);
-                }
-                if !more {
-                    break;
+                    let m = 0u32.wrapping_sub(is_stride(e[i]) as u32);
+                    at[i] += (1 + (e[i] >> KIND_SHIFT & 1)) & m;
+                    e[i] = next[i] & m | e[i] & !m;
+                    more |= is_stride(e[i]);
                 }
             }
-            for (i, o) in o.iter_mut().enumerate().take(a.len()) {
+            // Range lines are mostly cache misses: prefetch every walk's
+            // line (a prefetch, unlike a load, does not hold up
+            // retirement), then search them.
+            let mut line = [0u32; W];
+            for i in 0..W {
+                line[i] = Self::range_line_of(e[i], &b[i], at[i]);
+                if let Some(r) = self.r32.get(line[i] as usize) {
+                    sluice_sys::prefetch(r);
+                }
+            }
+            let mut deep = 0u32;
+            for i in 0..W {
+                let (next, n) = self.range_step(e[i], line[i], &b[i], at[i]);
+                e[i] = next;
+                at[i] += n;
+                deep |= ((is_stride(next) | is_range(next)) as u32) << i;
+            }
+            // The few walks that go on past a range array (≈ 1 % of the
+            // bench's, under a /40 too busy for one line) finish one by
+            // one rather than taking all W lanes through more stages.
+            while deep != 0 {
+                let i = deep.trailing_zeros() as usize;
+                deep &= deep - 1;
+                e[i] = self.walk(e[i], &b[i], &mut at[i]);
+            }
+            for (i, o) in o.iter_mut().enumerate() {
                 *o = self.finish(e[i], &b[i], at[i]);
             }
         }
