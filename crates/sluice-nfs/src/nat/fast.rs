@@ -52,13 +52,21 @@ fn put32(b: &mut [u8; HDR], o: usize, v: u32) {
 }
 
 impl Nat {
-    /// Reads the hint and the session line of `flow_id` so that their
-    /// cache misses overlap across a batch (the first pass of `process`).
+    /// Prefetches the hint slot of `flow_id` (first pass of `process`).
     #[inline(always)]
-    pub(crate) fn warm(&self, flow_id: u32) {
+    pub(crate) fn prefetch_hint(&self, flow_id: u32) {
+        if let Some(c) = self.cache.get(flow_id as usize) {
+            sluice_sys::prefetch(c);
+        }
+    }
+
+    /// Prefetches the session line the hint of `flow_id` names (second
+    /// pass of `process`, once the hints are on their way).
+    #[inline(always)]
+    pub(crate) fn prefetch_session(&self, flow_id: u32) {
         if let Some(&c) = self.cache.get(flow_id as usize) {
             if let Some(s) = self.tables.sessions.get(c.wrapping_sub(1) as usize) {
-                std::hint::black_box(s.expires);
+                sluice_sys::prefetch(s);
             }
         }
     }

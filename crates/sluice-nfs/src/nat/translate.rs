@@ -161,6 +161,13 @@ impl Nat {
         self.tables.expire(now, budget, &mut self.pool)
     }
 
+    /// [`Self::expire`] reading every slot (the reference of the
+    /// per-block bounds' tests).
+    #[cfg(test)]
+    pub(crate) fn expire_plain(&mut self, now: u64, budget: usize) -> usize {
+        self.tables.expire_plain(now, budget, &mut self.pool)
+    }
+
     /// Forgets the per-flow hint of a platform flow that ended.
     pub fn flow_end(&mut self, flow_id: u32) {
         if let Some(c) = self.cache.get_mut(flow_id as usize) {
