@@ -144,9 +144,10 @@ impl NetworkFunction for NatNf {
         // read) every packet's session line, then translate; the batch's
         // cache misses overlap, the second level's without waiting for a
         // read to retire. At 100 k mappings (bench nat/outbound_100k, NAT
-        // share, on-CPU under load): ≈ 200 ns/packet with no warm-up,
-        // ≈ 70–100 with touch reads of hint and session, ≈ 55–65 with
-        // these prefetches.
+        // share, on-CPU under load, sweep reading every slot): ≈ 150–175
+        // ns/packet with no warm-up, ≈ 96–98 with touch reads of hint
+        // and session, ≈ 65–69 with these prefetches; ≈ 46–59 with the
+        // bounded sweep too.
         batch.for_each(|p| nat.prefetch_hint(p.flow_id()));
         batch.for_each(|p| nat.prefetch_session(p.flow_id()));
         batch.for_each(|p| {

@@ -108,6 +108,8 @@ pub struct Nat {
 
 /// Session slots checked for expiry per batch (a full sweep of 128 k
 /// sessions every ≈ 2 k batches; `tick` sweeps more, traffic or not).
+/// Blocks of slots where nothing can have timed out are passed unread
+/// (`expiry.rs`).
 pub const SWEEP_PER_BATCH: usize = 64;
 
 impl Nat {
