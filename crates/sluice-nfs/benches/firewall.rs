@@ -1,22 +1,34 @@
 //! Firewall hot path at scale: 1 k rules, 100 k tracked TCP connections.
 //!
 //! - `firewall/hit_cached`: a packet of an established connection whose
-//!   platform flow id points at its entry: the established fast path
-//!   (entry checked against the header bytes, no flow key, no hashing);
-//! - `firewall/hit_cached_warm`: the same with the batch's conntrack lines
-//!   warmed first, as the NF's `process` does;
-//! - `firewall/hit_hashed`: the same without a flow id (full path: flow
-//!   key, hash + probe);
+//!   platform flow id points at its entry, through `Firewall::decide_frame`
+//!   as `process` calls it: the established fast path straight from the
+//!   frame's bytes (no header parse, no flow key, no hashing);
+//! - `firewall/hit_cached_warm`: the same with the batch's flow-id slots
+//!   and conntrack entries prefetched first, as the NF's `process` does;
+//! - `firewall/hit_hashed`: the same without a flow id (parse + full path:
+//!   flow key, hash + probe);
+//! - `firewall/process_100k`: the NF's real `process` on a batch of 32
+//!   buffers in an arena, refilled before each call with the frames of 32
+//!   random connections (as the platform hands them over: just written),
+//!   on-CPU time; `firewall/copy_only_100k` is that refill alone, to
+//!   subtract;
 //! - `firewall/new_denied_1k_rules`: a NEW connection scanning all 1 k
 //!   rules to the default drop.
 //!
 //! Each iteration decides a batch of 32 packets of random connections
-//! (parse + conntrack + verdict); time per packet = time / 32. Run with
+//! (parse where needed + conntrack + verdict); time per packet = time /
+//! 32. The `hit_*` frames are picked at random out of 100 k, so unlike in
+//! `process_100k` they are not in cache. Run with
 //! `cargo bench -p sluice-nfs --bench firewall -- --warm-up-time 1 --measurement-time 3`.
 //! On a busy machine use `FIREWALL_CPU_NS=1` (on-CPU time; it also prints
-//! the bench's own share, frame pick + touch pass + parse, as
-//! `calibration/batch_touch+parse`) or `FIREWALL_INSTR=<variant>` under
-//! callgrind (see docs/nfs/firewall.md).
+//! the bench's own share, frame pick + prefetch pass, as
+//! `calibration/batch_pick`, the earlier frame pick + touch pass + parse
+//! as `calibration/batch_touch+parse`, and `process_100k` minus its
+//! refill) or `FIREWALL_INSTR=<variant>` under callgrind (`hit_cached`,
+//! `hit_cached_warm`, `hit_hashed` with `--toggle-collect='*hit_batch*'`;
+//! `process`, `copy_only` with `--toggle-collect='*Rig*'`; see
+//! docs/nfs/firewall.md).
 
 #![allow(missing_docs)] // criterion_group! generates an undocumented pub fn
 

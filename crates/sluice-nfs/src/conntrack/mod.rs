@@ -23,6 +23,10 @@
 //! the packet's tuple (compared with the header bytes directly), it
 //! applies the packet with the same state machine and timeouts, without
 //! building a [`FlowKey`] or [`CtPacket`]. Anything else falls back.
+//! [`Conntrack::classify_frame`] does the same straight from the frame's
+//! bytes, with no header parse, for frames of the common shape (untagged
+//! Ethernet, IPv4 without options or IPv6 without extension headers,
+//! lengths valid); the caller parses the rest.
 
 mod fast;
 mod packet;
@@ -198,11 +202,13 @@ impl Conntrack {
         flow_id: u32,
         now_ns: u64,
     ) -> Option<Classified> {
-        // With the firewall's decide around it: ≈ 164 instructions per hit
-        // against 412 through CtPacket + classify; 34 ns/packet on-CPU at
-        // 1 k connections with parse, 142–186 ns at 100 k under load, mostly
-        // the entry's miss (callgrind / FIREWALL_CPU_NS; bench:
-        // firewall/hit_cached_warm).
+        // Now the way for packets `classify_frame` leaves (VLAN tags, IP
+        // options, extension headers). With the firewall's decide around
+        // it: ≈ 164 instructions per hit against 412 through CtPacket +
+        // classify, parse not included; 34 ns/packet on-CPU at 1 k
+        // connections with parse, 142–186 ns at 100 k under load, mostly the
+        // entry's miss (callgrind / FIREWALL_CPU_NS; bench:
+        // firewall/hit_cached_warm when it still took this way).
         let i = self.flow_cache.get(flow_id as usize)?.checked_sub(1)?;
         let raw = RawTuple::read(frame, h)?;
         self.apply_cached(i, &raw, zone, now_ns)
@@ -224,9 +230,9 @@ impl Conntrack {
         flow_id: u32,
         now_ns: u64,
     ) -> Option<Classified> {
-        // ≈ 65 instructions per hit with the firewall around it, where
-        // parse + classify_cached took ≈ 240 (callgrind, 20 k connections;
-        // bench: firewall/hit_cached_warm).
+        // ≈ 163 instructions per hit with the firewall's decide_frame
+        // around it, where parse + decide took ≈ 239 (callgrind, 20 k
+        // connections; bench: firewall/hit_cached_warm).
         let i = self.flow_cache.get(flow_id as usize)?.checked_sub(1)?;
         let raw = RawTuple::read_frame(frame)?;
         self.apply_cached(i, &raw, zone, now_ns)
