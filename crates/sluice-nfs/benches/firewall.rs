@@ -1,22 +1,34 @@
 //! Firewall hot path at scale: 1 k rules, 100 k tracked TCP connections.
 //!
 //! - `firewall/hit_cached`: a packet of an established connection whose
-//!   platform flow id points at its entry: the established fast path
-//!   (entry checked against the header bytes, no flow key, no hashing);
-//! - `firewall/hit_cached_warm`: the same with the batch's conntrack lines
-//!   warmed first, as the NF's `process` does;
-//! - `firewall/hit_hashed`: the same without a flow id (full path: flow
-//!   key, hash + probe);
+//!   platform flow id points at its entry, through `Firewall::decide_frame`
+//!   as `process` calls it: the established fast path straight from the
+//!   frame's bytes (no header parse, no flow key, no hashing);
+//! - `firewall/hit_cached_warm`: the same with the batch's flow-id slots
+//!   and conntrack entries prefetched first, as the NF's `process` does;
+//! - `firewall/hit_hashed`: the same without a flow id (parse + full path:
+//!   flow key, hash + probe);
+//! - `firewall/process_100k`: the NF's real `process` on a batch of 32
+//!   buffers in an arena, refilled before each call with the frames of 32
+//!   random connections (as the platform hands them over: just written),
+//!   on-CPU time; `firewall/copy_only_100k` is that refill alone, to
+//!   subtract;
 //! - `firewall/new_denied_1k_rules`: a NEW connection scanning all 1 k
 //!   rules to the default drop.
 //!
 //! Each iteration decides a batch of 32 packets of random connections
-//! (parse + conntrack + verdict); time per packet = time / 32. Run with
+//! (parse where needed + conntrack + verdict); time per packet = time /
+//! 32. The `hit_*` frames are picked at random out of 100 k, so unlike in
+//! `process_100k` they are not in cache. Run with
 //! `cargo bench -p sluice-nfs --bench firewall -- --warm-up-time 1 --measurement-time 3`.
 //! On a busy machine use `FIREWALL_CPU_NS=1` (on-CPU time; it also prints
-//! the bench's own share, frame pick + touch pass + parse, as
-//! `calibration/batch_touch+parse`) or `FIREWALL_INSTR=<variant>` under
-//! callgrind (see docs/nfs/firewall.md).
+//! the bench's own share, frame pick + prefetch pass, as
+//! `calibration/batch_pick`, the earlier frame pick + touch pass + parse
+//! as `calibration/batch_touch+parse`, and `process_100k` minus its
+//! refill) or `FIREWALL_INSTR=<variant>` under callgrind (`hit_cached`,
+//! `hit_cached_warm`, `hit_hashed` with `--toggle-collect='*hit_batch*'`;
+//! `process`, `copy_only` with `--toggle-collect='*Rig*'`; see
+//! docs/nfs/firewall.md).
 
 #![allow(missing_docs)] // criterion_group! generates an undocumented pub fn
 
@@ -25,8 +37,9 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use serde_json::json;
-use sluice_nf::{BuildContext, NfId, PortId, Resolver};
-use sluice_nfs::firewall::{Decision, Firewall};
+use sluice_mem::{Arena, ArenaConfig, BufferPool, HandleBatch, PoolCache};
+use sluice_nf::{Batch, BuildContext, Context, NetworkFunction, NfId, PortId, Resolver, Verdict};
+use sluice_nfs::firewall::{counters, Decision, Firewall};
 use sluice_packet::{parse, write_frame, FrameSpec, L4Spec, MacAddr, TcpFlags};
 use sluice_spec::ConfigNode;
 
@@ -111,9 +124,10 @@ fn order(n: usize, seed: u64) -> Vec<usize> {
 }
 
 /// One batch of 32 packets of random established connections, as the NF's
-/// `process` does it: a first pass touching each frame's headers (the
-/// platform has just classified them, so they are hot) and, with `warm`,
-/// warming the conntrack lines; then parse + decide.
+/// `process` does it: a first pass gathering the flow ids and prefetching
+/// each frame's headers and, with `warm`, prefetching the conntrack lines;
+/// then `decide_frame` (which parses only the packets its fast path cannot
+/// take).
 #[inline(never)]
 fn hit_batch(
     fw: &mut Firewall,
@@ -126,7 +140,6 @@ fn hit_batch(
 ) {
     let mut idx = [0usize; BATCH];
     let mut ids = [u32::MAX; BATCH];
-    let mut touch = 0u8;
     for k in 0..BATCH {
         let i = seq[*pos];
         *pos = if *pos + 1 == seq.len() { 0 } else { *pos + 1 };
@@ -134,20 +147,32 @@ fn hit_batch(
         if cached {
             ids[k] = i as u32;
         }
-        touch ^= frames[i][23];
+        sluice_sys::prefetch(&frames[i][0]);
     }
-    black_box(touch);
     if warm {
         fw.warm(&ids);
     }
     for k in 0..BATCH {
         let f = &frames[idx[k]];
-        let h = parse(f).unwrap();
-        black_box(fw.decide(f, &h, 0, ids[k], now));
+        black_box(fw.decide_frame(f, 0, ids[k], now).unwrap());
     }
 }
 
-/// `hit_batch` without the firewall: frame choice, touch pass, parse.
+/// The bench's own share of `hit_batch`: frame choice and the prefetch
+/// pass.
+#[inline(never)]
+fn pick_batch(frames: &[Vec<u8>], seq: &[usize], pos: &mut usize) {
+    let mut idx = [0usize; BATCH];
+    for slot in idx.iter_mut() {
+        let i = seq[*pos];
+        *pos = if *pos + 1 == seq.len() { 0 } else { *pos + 1 };
+        *slot = i;
+        sluice_sys::prefetch(&frames[i][0]);
+    }
+    black_box(idx);
+}
+
+/// The previous calibration: frame choice, touch pass, parse.
 #[inline(never)]
 fn touch_parse_batch(frames: &[Vec<u8>], seq: &[usize], pos: &mut usize) {
     let mut idx = [0usize; BATCH];
@@ -163,6 +188,90 @@ fn touch_parse_batch(frames: &[Vec<u8>], seq: &[usize], pos: &mut usize) {
         let f = &frames[i];
         black_box(parse(f).unwrap());
     }
+}
+
+/// A batch of 32 buffers in a real arena, refilled before each call, for
+/// running the NF's real `process` (as benches/nat.rs does).
+struct Rig {
+    arena: Arena,
+    handles: HandleBatch,
+}
+
+impl Rig {
+    fn new() -> Rig {
+        let arena = Arena::create(ArenaConfig {
+            buffers: 1024,
+            ring_size: 64,
+            nf_slots: 1,
+            workers: 1,
+            hugepages: false,
+        })
+        .unwrap();
+        let pool = BufferPool::new(arena.buffers());
+        let mut cache = PoolCache::new(&pool, 64);
+        let mut handles = HandleBatch::new();
+        for _ in 0..BATCH {
+            let mut h = cache.alloc().unwrap();
+            arena.pkt(&mut h).reset(64);
+            handles.push(h).unwrap();
+        }
+        Rig { arena, handles }
+    }
+
+    /// Loads the batch with the frames of the next 32 connections of
+    /// `seq` (from `*pos`), flow id = connection, verdict `Next`, as the
+    /// platform hands them over (just written, so in cache).
+    #[inline(never)]
+    fn fill(&mut self, frames: &[[u8; 64]], seq: &[usize], pos: &mut usize) {
+        Batch::new(&self.arena, &mut self.handles).for_each(|p| {
+            let i = seq[*pos];
+            *pos = if *pos + 1 == seq.len() { 0 } else { *pos + 1 };
+            p.data_mut().copy_from_slice(&frames[i]);
+            p.raw().set_flow_id(i as u32);
+            p.set_verdict(Verdict::Next);
+        });
+    }
+
+    #[inline(never)]
+    fn process(&mut self, fw: &mut Firewall, now: u64) {
+        let mut batch = Batch::new(&self.arena, &mut self.handles);
+        let mut ctx = Context::new(self.arena.nf_control(0), &self.arena, now);
+        fw.process(&mut batch, &mut ctx);
+    }
+
+    fn counter(&self, i: usize) -> u64 {
+        self.arena.nf_control(0).counters[i].load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// The frames padded to 64 bytes (the Ethernet minimum with FCS), for
+/// the arena's fixed-length buffers; the IP length still bounds them.
+fn padded(frames: &[Vec<u8>]) -> Vec<[u8; 64]> {
+    frames
+        .iter()
+        .map(|f| {
+            let mut b = [0u8; 64];
+            b[..f.len()].copy_from_slice(f);
+            b
+        })
+        .collect()
+}
+
+/// One iteration of `process_100k` (`run`) or `copy_only_100k`.
+#[inline(always)]
+fn process_step(
+    rig: &mut Rig,
+    fw: &mut Firewall,
+    frames: &[[u8; 64]],
+    seq: &[usize],
+    pos: &mut usize,
+    run: bool,
+) {
+    rig.fill(frames, seq, pos);
+    if run {
+        rig.process(fw, NOW);
+    }
+    black_box(&rig.handles);
 }
 
 /// On-CPU time of this thread (ns), which a busy machine's descheduling
@@ -221,8 +330,25 @@ fn cpu_time_report() {
         );
     }
     // Calibration: the bench's own share of `hit_cached_warm` (picking
-    // 32 random frames out of 100 k, the touch pass, the parse), so the
-    // firewall's share is the difference.
+    // 32 random frames out of 100 k and prefetching them), so the
+    // firewall's share, its parse included, is the difference.
+    let mut runs = Vec::new();
+    let mut pos = 0;
+    for _ in 0..5 {
+        let batches = 2_000_000 / BATCH;
+        let t0 = cpu_ns();
+        for _ in 0..batches {
+            pick_batch(&frames, &seq, &mut pos);
+        }
+        runs.push((cpu_ns() - t0) as f64 / (batches * BATCH) as f64);
+    }
+    runs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    println!(
+        "calibration/batch_pick: {:.1} ns/packet on-CPU (median of 5; runs {runs:.1?})",
+        runs[2]
+    );
+    // The previous calibration (frame pick, touch pass, parse), to
+    // compare with figures taken before the firewall parsed for itself.
     let mut runs = Vec::new();
     let mut pos = 0;
     for _ in 0..5 {
@@ -237,6 +363,38 @@ fn cpu_time_report() {
     println!(
         "calibration/batch_touch+parse: {:.1} ns/packet on-CPU (median of 5; runs {runs:.1?})",
         runs[2]
+    );
+    // The NF's real `process` on a batch in an arena: refill (copy 32
+    // frames of random connections, as the platform would have written
+    // them) + process, and the refill alone to subtract.
+    let mut rig = Rig::new();
+    let padded = padded(&frames);
+    let mut medians = [0.0; 2];
+    for (k, (name, run)) in [("process_100k", true), ("copy_only_100k", false)]
+        .into_iter()
+        .enumerate()
+    {
+        let mut runs = Vec::new();
+        let mut pos = 0;
+        for _ in 0..5 {
+            let batches = 2_000_000 / BATCH;
+            let t0 = cpu_ns();
+            for _ in 0..batches {
+                process_step(&mut rig, &mut fw, &padded, &seq, &mut pos, run);
+            }
+            runs.push((cpu_ns() - t0) as f64 / (batches * BATCH) as f64);
+        }
+        runs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        medians[k] = runs[2];
+        println!(
+            "firewall/{name}: {:.1} ns/packet on-CPU (median of 5; runs {runs:.1?})",
+            runs[2]
+        );
+    }
+    assert_eq!(rig.counter(counters::INVALID), 0);
+    println!(
+        "firewall/process_100k minus copy_only_100k: {:.1} ns/packet",
+        medians[0] - medians[1]
     );
     // Calibration under the same load: parse + flow key + symmetric hash
     // alone (docs/benchmarks.md: ≈ 10 + 33 ns on a quiet machine).
@@ -265,6 +423,19 @@ fn cpu_time_report() {
 /// (`--toggle-collect='*hit_batch*'`), which machine load does not move.
 fn instr_run(variant: &str) {
     let (mut fw, frames, seq) = setup();
+    if let Some(run) = match variant {
+        "process" => Some(true),
+        "copy_only" => Some(false),
+        _ => None,
+    } {
+        let mut rig = Rig::new();
+        let padded = padded(&frames);
+        let mut pos = 0;
+        for _ in 0..10_000 {
+            process_step(&mut rig, &mut fw, &padded, &seq, &mut pos, run);
+        }
+        return;
+    }
     let (cached, warm) = match variant {
         "hit_cached" => (true, false),
         "hit_cached_warm" => (true, true),
@@ -300,6 +471,24 @@ fn bench(c: &mut Criterion) {
             b.iter(|| hit_batch(&mut fw, &frames, &seq, &mut pos, cached, warm, now))
         });
     }
+    // The real `process` (on-CPU time: this machine is shared) and the
+    // batch refill it includes, to subtract.
+    let mut rig = Rig::new();
+    let padded = padded(&frames);
+    for (name, run) in [("process_100k", true), ("copy_only_100k", false)] {
+        let mut pos = 0;
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let t0 = sluice_sys::thread_cpu_ns();
+                for _ in 0..iters {
+                    process_step(&mut rig, &mut fw, &padded, &seq, &mut pos, run);
+                }
+                std::time::Duration::from_nanos(sluice_sys::thread_cpu_ns() - t0)
+            })
+        });
+    }
+    assert!(rig.counter(counters::ESTABLISHED) > 0);
+    assert_eq!(rig.counter(counters::INVALID), 0);
     // NEW connections no rule accepts (another destination): nothing is
     // inserted, every packet scans 1 k rules to the default drop.
     let denied: Vec<Vec<u8>> = (0..1024u32)
@@ -311,8 +500,7 @@ fn bench(c: &mut Criterion) {
             for _ in 0..BATCH {
                 let f = &denied[pos];
                 pos = (pos + 1) % denied.len();
-                let h = parse(f).unwrap();
-                black_box(fw.decide(f, &h, 0, u32::MAX, now));
+                black_box(fw.decide_frame(f, 0, u32::MAX, now).unwrap());
             }
         })
     });

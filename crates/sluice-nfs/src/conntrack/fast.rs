@@ -15,6 +15,8 @@ use super::L4;
 
 const FIN_SYN_RST: u8 = 0x07;
 const ACK: u8 = 0x10;
+/// Untagged Ethernet header length.
+const ETH: usize = 14;
 
 /// Source and destination address as they appear in the header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,6 +98,70 @@ impl<'a> RawTuple<'a> {
         })
     }
 
+    /// Reads a fast-path candidate straight from the bytes of a frame of
+    /// the common shape, without [`sluice_packet::parse`]: untagged
+    /// Ethernet, then IPv4 with a 20-byte header (IHL 5) that is not a
+    /// fragment or IPv6 whose next header is TCP or UDP (no extension
+    /// headers), then a TCP ACK-class segment or a UDP datagram, every
+    /// length field as `parse` requires it (IP total / payload length
+    /// within the frame, TCP data offset or UDP length within the IP
+    /// payload). `parse` accepts every frame this accepts and finds its
+    /// IP header at 14 and its transport header at 34 (IPv4) or 54
+    /// (IPv6), which is where this reads, so the answer is the one
+    /// [`RawTuple::read`] gives after `parse`. `None` for anything else
+    /// (VLAN tags, IP options, extension headers, fragments, other
+    /// protocols, SYN/FIN/RST, bad lengths, short frames): the caller
+    /// parses and takes the general path, which decides those exactly as
+    /// before.
+    #[inline(always)]
+    pub(super) fn read_frame(f: &'a [u8]) -> Option<RawTuple<'a>> {
+        let eth: &[u8; ETH] = f.first_chunk()?;
+        // One copy of the rest per family, so every offset is a constant.
+        match u16::from_be_bytes([eth[12], eth[13]]) {
+            0x0800 => Self::read_v4(f),
+            0x86dd => Self::read_v6(f),
+            _ => None,
+        }
+    }
+
+    /// [`RawTuple::read_frame`] for an IPv4 frame.
+    #[inline(always)]
+    fn read_v4(f: &'a [u8]) -> Option<RawTuple<'a>> {
+        // Ethernet + IPv4 header + 8 bytes of transport: the shortest
+        // frame that can qualify.
+        let h: &[u8; ETH + 28] = f.first_chunk()?;
+        let total = usize::from(u16::from_be_bytes([h[16], h[17]]));
+        // Version 4, IHL 5; MF clear and offset 0 (DF may be set).
+        if h[14] != 0x45 || (h[20] & 0x3f) | h[21] != 0 || total < 20 || total > f.len() - ETH {
+            return None;
+        }
+        let (ports, l4) = transport::<{ ETH + 20 }>(f, total - 20, h[23])?;
+        let pair = v4_pair([h[26], h[27], h[28], h[29]], [h[30], h[31], h[32], h[33]]);
+        Some(RawTuple {
+            addrs: Addrs::V4(pair),
+            ports,
+            proto: h[23],
+            l4,
+        })
+    }
+
+    /// [`RawTuple::read_frame`] for an IPv6 frame.
+    #[inline(always)]
+    fn read_v6(f: &'a [u8]) -> Option<RawTuple<'a>> {
+        let h: &[u8; ETH + 40] = f.first_chunk()?;
+        let payload = usize::from(u16::from_be_bytes([h[18], h[19]]));
+        if h[14] >> 4 != 6 || 40 + payload > f.len() - ETH {
+            return None;
+        }
+        let (ports, l4) = transport::<{ ETH + 40 }>(f, payload, h[20])?;
+        Some(RawTuple {
+            addrs: Addrs::V6(h[22..].first_chunk()?),
+            ports,
+            proto: h[20],
+            l4,
+        })
+    }
+
     /// Whether this tuple is `key` (a canonical key) in its own direction
     /// (`Some(true)`: the packet's source is the key's source), reversed
     /// (`Some(false)`), or another connection (`None`). The same answers
@@ -134,9 +200,42 @@ impl<'a> RawTuple<'a> {
     }
 }
 
+/// The transport part of [`RawTuple::read_frame`]: the ports and class of
+/// a UDP datagram or TCP ACK-class segment at offset `AT` whose IP payload
+/// is `seg` bytes long, if its header lies within `seg` as `parse`
+/// requires (UDP: `8 <= length <= seg`; TCP: `20 <= data offset <= seg`).
+#[inline(always)]
+fn transport<const AT: usize>(f: &[u8], seg: usize, proto: u8) -> Option<(u32, L4)> {
+    let class = match proto {
+        17 => {
+            let u: &[u8; 8] = f.get(AT..)?.first_chunk()?;
+            let ulen = usize::from(u16::from_be_bytes([u[4], u[5]]));
+            if seg < 8 || ulen < 8 || ulen > seg {
+                return None;
+            }
+            L4::Udp
+        }
+        6 => {
+            let t: &[u8; 20] = f.get(AT..)?.first_chunk()?;
+            let thl = usize::from(t[12] >> 4) * 4;
+            let flags = t[13];
+            if seg < 20 || thl < 20 || thl > seg || flags & FIN_SYN_RST != 0 || flags & ACK == 0 {
+                return None;
+            }
+            L4::Tcp { flags: ACK }
+        }
+        _ => return None,
+    };
+    let p: &[u8; 4] = f.get(AT..)?.first_chunk()?;
+    let ports = u32::from(u16::from_be_bytes([p[0], p[1]]))
+        | u32::from(u16::from_be_bytes([p[2], p[3]])) << 16;
+    Some((ports, class))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use sluice_packet::{parse, write_frame, FrameSpec, L4Spec, MacAddr, TcpFlags};
     use std::net::IpAddr;
 
@@ -165,6 +264,100 @@ mod tests {
 
     fn read(f: &[u8]) -> Option<RawTuple<'_>> {
         RawTuple::read(f, &parse(f).unwrap())
+    }
+
+    fn udp(src: &str, sp: u16, dst: &str, dp: u16) -> Vec<u8> {
+        let spec = FrameSpec {
+            src_mac: MacAddr::new(2, 0, 0, 0, 0, 1),
+            dst_mac: MacAddr::new(2, 0, 0, 0, 0, 2),
+            vlan: None,
+            src_ip: src.parse::<IpAddr>().unwrap(),
+            dst_ip: dst.parse::<IpAddr>().unwrap(),
+            ttl: 64,
+            l4: L4Spec::Udp {
+                src_port: sp,
+                dst_port: dp,
+            },
+        };
+        let mut buf = vec![0u8; spec.header_len() + 5];
+        let n = write_frame(&mut buf, &spec, b"hello").unwrap();
+        buf.truncate(n);
+        buf
+    }
+
+    /// Frames of both families and transports with random header bytes,
+    /// truncations and padding.
+    fn mutated() -> impl Strategy<Value = Vec<u8>> {
+        (
+            0..4usize,
+            prop::collection::vec((0..80usize, any::<u8>()), 0..4),
+            prop::option::of(0..90usize),
+            0..12usize,
+        )
+            .prop_map(|(base, muts, cut, pad)| {
+                let mut f = match base {
+                    0 => tcp("10.0.0.1", 1000, "10.0.0.2", 80, TcpFlags::ACK),
+                    1 => udp("10.0.0.1", 1000, "10.0.0.2", 53),
+                    2 => tcp("fd00::1", 1000, "fd00::2", 80, TcpFlags::ACK),
+                    _ => udp("fd00::1", 1000, "fd00::2", 53),
+                };
+                for (at, b) in muts {
+                    if let Some(x) = f.get_mut(at) {
+                        *x = b;
+                    }
+                }
+                if let Some(n) = cut {
+                    f.truncate(n);
+                }
+                f.resize(f.len() + pad, 0);
+                f
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(20_000))]
+
+        /// `read_frame` takes a frame only if `parse` accepts it with the
+        /// IP header at 14 and the transport header right after a 20-byte
+        /// IPv4 or 40-byte IPv6 header, and then reads what `read` reads
+        /// after `parse`; and it takes every such frame `read` takes.
+        #[test]
+        fn read_frame_is_read_after_parse_for_the_common_shape(f in mutated()) {
+            let raw = RawTuple::read_frame(&f);
+            let parsed = parse(&f).ok();
+            let common = parsed.filter(|h| {
+                h.l3_offset == 14
+                    && h.vlan_count == 0
+                    && h.l4_offset == if h.ip_version == 4 { 34 } else { 54 }
+            });
+            if let Some(r) = raw {
+                let h = common.expect("read_frame took a frame parse rejects or reads elsewhere");
+                prop_assert_eq!(RawTuple::read(&f, &h), Some(r));
+            }
+            if let Some(h) = common {
+                prop_assert_eq!(raw, RawTuple::read(&f, &h));
+            }
+        }
+    }
+
+    #[test]
+    fn read_frame_takes_plain_frames_of_both_families() {
+        for f in [
+            tcp(
+                "10.0.0.1",
+                1000,
+                "10.0.0.2",
+                80,
+                TcpFlags::ACK | TcpFlags::PSH,
+            ),
+            udp("10.0.0.1", 1000, "10.0.0.2", 53),
+            tcp("fd00::1", 1000, "fd00::2", 80, TcpFlags::ACK),
+            udp("fd00::1", 1000, "fd00::2", 53),
+        ] {
+            let r = RawTuple::read_frame(&f);
+            assert!(r.is_some());
+            assert_eq!(r, read(&f));
+        }
     }
 
     /// `direction` answers exactly what comparing flow keys answers, for

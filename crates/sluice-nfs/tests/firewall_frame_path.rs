@@ -1,0 +1,357 @@
+//! The firewall's parse-free fast path (`Firewall::decide_frame`,
+//! `Conntrack::classify_frame`): only frames of the common shape
+//! (untagged Ethernet, IPv4 without options or IPv6 without extension
+//! headers, TCP ACK-class or UDP, not a fragment, every length valid) are
+//! decided from their raw bytes; anything else (a VLAN tag, IP options, an
+//! extension header, a fragment, a truncated header, a bad length) is
+//! parsed and decided exactly as before, through `process` too, and
+//! malformed frames are still dropped with the parse error.
+
+mod common;
+mod firewall_support;
+use common::*;
+use firewall_support::*;
+
+use proptest::prelude::*;
+use serde_json::json;
+use sluice_nf::harness::Harness;
+use sluice_nf::{DropReason, Verdict};
+use sluice_nfs::conntrack::Entry;
+use sluice_nfs::firewall::{counters, Decision, Firewall, FRAGMENT};
+use sluice_packet::{parse, FrameSpec, L4Spec, MacAddr, ParseError, TcpFlags};
+
+const S: u64 = 1_000_000_000;
+/// The flow id every connection of the deterministic tests gets.
+const ID: u32 = 5;
+
+fn accept_all() -> Firewall {
+    firewall(json!({ "default": "accept", "timeouts": { "tcp_established": 10, "udp": 5 } }))
+}
+
+/// The full path's answer: parse, then `decide` without a flow id (no
+/// fast path of any kind).
+fn full(fw: &mut Firewall, f: &[u8], now: u64) -> Result<Decision, ParseError> {
+    let h = parse(f)?;
+    Ok(fw.decide(f, &h, 0, u32::MAX, now))
+}
+
+fn table(fw: &Firewall) -> Vec<(u32, Entry)> {
+    fw.conntrack()
+        .table()
+        .iter()
+        .map(|(i, e)| (i, *e))
+        .collect()
+}
+
+/// IPv4 frame `f` with 4 bytes of NOP options (IHL 6).
+fn with_ipv4_options(f: &[u8]) -> Vec<u8> {
+    let mut g = [&f[..34], &[1, 1, 1, 1], &f[34..]].concat();
+    g[14] = 0x46;
+    let total = u16::from_be_bytes([g[16], g[17]]) + 4;
+    g[16..18].copy_from_slice(&total.to_be_bytes());
+    g
+}
+
+/// `f` with an 802.1Q tag (VLAN 7).
+fn with_vlan(f: &[u8]) -> Vec<u8> {
+    [&f[..12], &[0x81, 0x00, 0x00, 0x07], &f[12..]].concat()
+}
+
+/// IPv6 frame `f` with an 8-byte hop-by-hop options header (PadN).
+fn with_hop_by_hop(f: &[u8]) -> Vec<u8> {
+    let next = f[20];
+    let mut g = [&f[..54], &[next, 0, 1, 4, 0, 0, 0, 0], &f[54..]].concat();
+    g[20] = 0;
+    let pl = u16::from_be_bytes([g[18], g[19]]) + 8;
+    g[18..20].copy_from_slice(&pl.to_be_bytes());
+    g
+}
+
+fn set_u16(f: &[u8], at: usize, v: u16) -> Vec<u8> {
+    let mut g = f.to_vec();
+    g[at..at + 2].copy_from_slice(&v.to_be_bytes());
+    g
+}
+
+fn set_u8(f: &[u8], at: usize, v: u8) -> Vec<u8> {
+    let mut g = f.to_vec();
+    g[at] = v;
+    g
+}
+
+/// The four connections of the tests (TCP and UDP, IPv4 and IPv6), as
+/// (ACK-class or UDP packet in the original direction, which opens the
+/// connection (`tcp_loose`), its reply).
+fn connections() -> Vec<[Vec<u8>; 2]> {
+    let mut v = Vec::new();
+    for (a, b) in [("10.0.0.1", "10.0.0.2"), ("fd00::1", "fd00::2")] {
+        v.push([
+            tcp_seg(a, 4000, b, 80, ACK | PSH, 1, 1, b"data"),
+            tcp_seg(b, 80, a, 4000, ACK, 1, 5, b""),
+        ]);
+        v.push([udp(a, 5000, b, 53), udp(b, 53, a, 5000)]);
+    }
+    v
+}
+
+/// Each variant of a tracked connection's packet `f` that must leave the
+/// raw fast path, by name: IP options, a VLAN tag, an IPv6 extension
+/// header, a fragment, truncations and bad lengths (the parse fails), SYN,
+/// FIN and RST.
+fn off_path_variants(f: &[u8]) -> Vec<(&'static str, Vec<u8>)> {
+    let v6 = f[12..14] == [0x86, 0xdd];
+    let l4 = if v6 { 54 } else { 34 };
+    let tcp = f[if v6 { 20 } else { 23 }] == 6;
+    let mut v = vec![
+        ("vlan", with_vlan(f)),
+        ("truncated transport header", f[..l4 + 6].to_vec()),
+        ("truncated ip header", f[..l4 - 4].to_vec()),
+        ("ethernet only", f[..14].to_vec()),
+    ];
+    if v6 {
+        v.push(("extension header", with_hop_by_hop(f)));
+        let pl = u16::from_be_bytes([f[18], f[19]]);
+        v.push(("payload length beyond frame", set_u16(f, 18, pl + 1)));
+        v.push(("version 4 in an IPv6 ethertype", set_u8(f, 14, 0x40)));
+    } else {
+        v.push(("ip options", with_ipv4_options(f)));
+        v.push(("more fragments", set_u8(f, 20, 0x20)));
+        v.push(("fragment offset", set_u8(f, 21, 0x01)));
+        let total = u16::from_be_bytes([f[16], f[17]]);
+        v.push(("total length beyond frame", set_u16(f, 16, total + 1)));
+        v.push(("total length below the header", set_u16(f, 16, 19)));
+        v.push(("total length cuts the transport header", set_u16(f, 16, 24)));
+        v.push(("ihl 4", set_u8(f, 14, 0x44)));
+        v.push(("version 6 in an IPv4 ethertype", set_u8(f, 14, 0x65)));
+    }
+    if tcp {
+        v.push(("data offset 4", set_u8(f, l4 + 12, 0x40)));
+        v.push(("data offset beyond segment", set_u8(f, l4 + 12, 0xf0)));
+        v.push(("syn", set_u8(f, l4 + 13, SYN | ACK)));
+        v.push(("fin", set_u8(f, l4 + 13, FIN | ACK)));
+        v.push(("rst", set_u8(f, l4 + 13, RST | ACK)));
+        v.push(("no ack", set_u8(f, l4 + 13, PSH)));
+    } else {
+        let ulen = u16::from_be_bytes([f[l4 + 4], f[l4 + 5]]);
+        v.push(("udp length beyond segment", set_u16(f, l4 + 4, ulen + 1)));
+        v.push(("udp length below 8", set_u16(f, l4 + 4, 7)));
+    }
+    v
+}
+
+/// Variants that change nothing the firewall looks at, so they stay on
+/// the raw fast path and get the same verdict: link padding, DF, a wrong
+/// IP checksum, TTL 0, a wrong transport checksum.
+fn on_path_variants(f: &[u8]) -> Vec<(&'static str, Vec<u8>)> {
+    let v6 = f[12..14] == [0x86, 0xdd];
+    let l4 = if v6 { 54 } else { 34 };
+    let tcp = f[if v6 { 20 } else { 23 }] == 6;
+    let csum = l4 + if tcp { 16 } else { 6 };
+    let mut v = vec![
+        ("padding", [f, &[0u8; 10][..]].concat()),
+        ("transport checksum", set_u16(f, csum, 0x1234)),
+    ];
+    if v6 {
+        v.push(("hop limit 0", set_u8(f, 21, 0)));
+    } else {
+        v.push(("dont fragment", set_u8(f, 20, 0x40)));
+        v.push(("ip checksum", set_u16(f, 24, 0xbeef)));
+        v.push(("ttl 0", set_u8(f, 22, 0)));
+    }
+    v
+}
+
+/// Every off-path variant of a tracked connection's packet misses the raw
+/// fast path and is decided exactly as the full path decides it (the
+/// same decision or the same parse error, the same table); every on-path
+/// variant and the plain packets hit it, with the same outcome too.
+#[test]
+fn only_the_common_shape_is_decided_from_raw_bytes() {
+    for [out, back] in connections() {
+        let mut cases: Vec<(&str, Vec<u8>, bool)> = Vec::new();
+        for f in [&out, &back] {
+            cases.push(("plain", f.clone(), true));
+            cases.extend(off_path_variants(f).into_iter().map(|(n, g)| (n, g, false)));
+            cases.extend(on_path_variants(f).into_iter().map(|(n, g)| (n, g, true)));
+        }
+        for (name, f, raw) in cases {
+            // A fresh pair per case: some variants (FIN, RST) change the
+            // connection's state.
+            let (mut fw, mut twin) = (accept_all(), accept_all());
+            assert_eq!(
+                fw.decide_frame(&out, 0, ID, S),
+                Ok(Decision::New { rule: None })
+            );
+            assert_eq!(full(&mut twin, &out, S), Ok(Decision::New { rule: None }));
+            let now = 2 * S;
+            let zone = fw.zone_of(0);
+            let hit = fw
+                .conntrack_mut()
+                .classify_frame(&f, zone, ID, now)
+                .is_some();
+            assert_eq!(hit, raw, "{name}: {f:02x?}");
+            // A hit updated the entry already; deciding again at the same
+            // time updates it the same way.
+            let got = fw.decide_frame(&f, 0, ID, now);
+            let want = full(&mut twin, &f, now);
+            assert_eq!(got, want, "{name}");
+            if raw {
+                assert_eq!(got, Ok(Decision::Established), "{name}");
+            }
+            assert_eq!(table(&fw), table(&twin), "{name}");
+        }
+    }
+}
+
+/// The same frames through the NF's `process` (the harness gives them
+/// flow ids): established packets of the common shape and with a VLAN
+/// tag or IP options pass, a fragment is dropped as `fragment`, truncated
+/// and bad-length frames as malformed with the parse error, and the
+/// counters add up.
+#[test]
+fn process_decides_off_path_frames_as_before() {
+    let mut fw = accept_all();
+    let mut h = Harness::new();
+    let c = "10.0.0.1";
+    let sv = "10.0.0.2";
+    let syn = tcp_seg(c, 4000, sv, 80, SYN, 0, 0, b"");
+    let syn_ack = tcp_seg(sv, 80, c, 4000, SYN | ACK, 0, 1, b"");
+    let ack = tcp_seg(c, 4000, sv, 80, ACK, 1, 1, b"");
+    let out = h.run(&mut fw, &[syn, syn_ack, ack.clone()]);
+    assert!(out.iter().all(|o| o.verdict == Verdict::Next));
+    let frag = set_u8(&ack, 20, 0x20);
+    let short = ack[..40].to_vec();
+    let long_total = set_u16(&ack, 16, 41);
+    let bad_offset = set_u8(&ack, 34 + 12, 0x40);
+    let frames = [
+        ack.clone(),
+        with_vlan(&ack),
+        with_ipv4_options(&ack),
+        frag,
+        short.clone(),
+        long_total.clone(),
+        bad_offset.clone(),
+        set_u16(&ack, 24, 0xbeef),
+    ];
+    let verdicts: Vec<Verdict> = h
+        .run(&mut fw, &frames)
+        .into_iter()
+        .map(|o| o.verdict)
+        .collect();
+    let malformed = |f: &[u8]| Verdict::Drop(DropReason::malformed(parse(f).unwrap_err()));
+    assert_eq!(
+        verdicts,
+        [
+            Verdict::Next,
+            Verdict::Next,
+            Verdict::Next,
+            Verdict::Drop(FRAGMENT),
+            malformed(&short),
+            malformed(&long_total),
+            malformed(&bad_offset),
+            Verdict::Next,
+        ]
+    );
+    // 2 (SYN/ACK, ACK) + 4 established passes after the SYN's NEW.
+    assert_eq!(h.counter(counters::NEW), 1);
+    assert_eq!(h.counter(counters::ESTABLISHED), 6);
+    assert_eq!(h.counter(counters::ACCEPTED), 7);
+    assert_eq!(fw.conntrack().len(), 1);
+}
+
+/// A VLAN-tagged connection: the raw path never takes it, the
+/// header-based fast path still does (after the parse), both ways.
+#[test]
+fn vlan_tagged_connections_still_take_the_parsed_fast_path() {
+    let spec = |src: &str, sp: u16, dst: &str, dp: u16, flags: u8| FrameSpec {
+        src_mac: MacAddr::new(2, 0, 0, 0, 0, 1),
+        dst_mac: MacAddr::new(2, 0, 0, 0, 0, 2),
+        vlan: Some(9),
+        src_ip: src.parse().unwrap(),
+        dst_ip: dst.parse().unwrap(),
+        ttl: 64,
+        l4: L4Spec::Tcp {
+            src_port: sp,
+            dst_port: dp,
+            seq: 1,
+            ack: 1,
+            flags: TcpFlags::from_bits(flags),
+            window: 100,
+        },
+    };
+    let build = |s: FrameSpec| {
+        let mut b = vec![0u8; s.header_len()];
+        let n = sluice_packet::write_frame(&mut b, &s, b"").unwrap();
+        b.truncate(n);
+        b
+    };
+    let mut fw = accept_all();
+    let syn = build(spec("10.0.0.1", 1, "10.0.0.2", 2, SYN));
+    let back = build(spec("10.0.0.2", 2, "10.0.0.1", 1, ACK));
+    assert_eq!(
+        fw.decide_frame(&syn, 0, ID, S),
+        Ok(Decision::New { rule: None })
+    );
+    assert_eq!(fw.conntrack_mut().classify_frame(&back, 0, ID, 2 * S), None);
+    let h = parse(&back).unwrap();
+    assert!(fw
+        .conntrack_mut()
+        .classify_cached(&back, &h, 0, ID, 2 * S)
+        .is_some());
+    assert_eq!(
+        fw.decide_frame(&back, 0, ID, 2 * S),
+        Ok(Decision::Established)
+    );
+}
+
+/// Header bytes of a base frame changed at random.
+fn mutated() -> impl Strategy<Value = (usize, bool, Vec<u8>)> {
+    (
+        0..4usize,
+        any::<bool>(),
+        prop::collection::vec((0..80usize, any::<u8>()), 0..4),
+        prop::option::of(0..90usize),
+        0..12usize,
+    )
+        .prop_map(|(conn, reply, muts, cut, pad)| {
+            let [out, back] = connections().swap_remove(conn);
+            let mut f = if reply { back } else { out };
+            for (at, b) in muts {
+                if let Some(x) = f.get_mut(at) {
+                    *x = b;
+                }
+            }
+            if let Some(n) = cut {
+                f.truncate(n);
+            }
+            f.resize(f.len() + pad, 0);
+            (conn, reply, f)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// Over tracked connections' packets with random header bytes,
+    /// truncations and padding, `decide_frame` with the connections' flow
+    /// ids decides exactly as parse + the full path without flow ids, and
+    /// both end with the same table.
+    #[test]
+    fn raw_and_full_paths_agree_on_mutated_frames(
+        frames in prop::collection::vec(mutated(), 1..24),
+    ) {
+        let (mut fw, mut twin) = (accept_all(), accept_all());
+        let conns = connections();
+        for (i, [out, _]) in conns.iter().enumerate() {
+            prop_assert_eq!(fw.decide_frame(out, 0, i as u32, S), full(&mut twin, out, S));
+        }
+        let mut now = 2 * S;
+        for (conn, _, f) in frames {
+            now += S / 4;
+            let a = fw.decide_frame(&f, 0, conn as u32, now);
+            let b = full(&mut twin, &f, now);
+            prop_assert_eq!(a, b, "{:02x?}", f);
+            prop_assert_eq!(table(&fw), table(&twin));
+        }
+    }
+}
