@@ -8,6 +8,7 @@ pub mod chaos;
 pub mod conntrack;
 pub mod delay;
 pub mod elements;
+mod expiry_bounds;
 pub mod firewall;
 pub mod flow_monitor;
 pub mod forwarder;

@@ -258,7 +258,10 @@ impl Conntrack {
         }
         let same_dir = raw.direction(&e.key)?;
         let reply = same_dir != (e.flags & ORIG_IS_SRC != 0);
-        advance(e, timeouts, i, reply, raw.l4, now_ns)
+        let before = e.expires_ns;
+        let r = advance(e, timeouts, i, reply, raw.l4, now_ns);
+        table.expiry_changed(i, before);
+        r
     }
 
     /// Classifies `p` (platform flow id `flow_id`, time `now_ns`) and
@@ -330,7 +333,10 @@ impl Conntrack {
         } = self;
         let e = table.get_mut(i)?;
         let reply = e.is_reply(&p.key);
-        advance(e, timeouts, i, reply, p.l4, now_ns)
+        let before = e.expires_ns;
+        let r = advance(e, timeouts, i, reply, p.l4, now_ns);
+        table.expiry_changed(i, before);
+        r
     }
 
     /// Tracks the connection `n` opens (its first packet was accepted);

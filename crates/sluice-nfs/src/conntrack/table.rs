@@ -6,6 +6,8 @@
 
 use sluice_packet::FlowKey;
 
+use crate::expiry_bounds::{Bounds, BLOCK};
+
 /// Entry flag: the slab entry holds a connection.
 pub const LIVE: u8 = 0x01;
 /// Entry flag: a packet was seen in the reply direction.
@@ -63,6 +65,9 @@ pub struct Table {
     free: Vec<u32>,
     seed: u64,
     cursor: usize,
+    /// Lower bounds of the expiries per block of entries, so the sweep
+    /// skips blocks where nothing can have timed out.
+    bounds: Bounds,
 }
 
 #[inline]
@@ -86,6 +91,7 @@ impl Table {
             free: (0..capacity as u32).rev().collect(),
             seed,
             cursor: 0,
+            bounds: Bounds::new(capacity),
         }
     }
 
@@ -118,10 +124,22 @@ impl Table {
         self.entries.get(i as usize)
     }
 
-    /// Entry `i`, mutable.
+    /// Entry `i`, mutable. A caller that changes its `expires_ns` must
+    /// then call [`Table::expiry_changed`].
     #[inline]
     pub fn get_mut(&mut self, i: u32) -> Option<&mut Entry> {
         self.entries.get_mut(i as usize)
+    }
+
+    /// Entry `i`'s expiry was `before` and may have changed: an earlier one
+    /// lowers its block's sweep bound (the common later one costs a compare).
+    #[inline]
+    pub fn expiry_changed(&mut self, i: u32, before: u64) {
+        if let Some(e) = self.entries.get(i as usize) {
+            if e.expires_ns < before {
+                self.bounds.lower(i, e.expires_ns);
+            }
+        }
     }
 
     /// The entry of `(zone, canon)` (`canon` in canonical order) with
@@ -152,6 +170,7 @@ impl Table {
     pub fn insert(&mut self, mut e: Entry, hash: u32) -> Option<u32> {
         let idx = self.free.pop()?;
         e.flags |= LIVE;
+        self.bounds.lower(idx, e.expires_ns);
         self.entries[idx as usize] = e;
         let mut i = hash as usize & self.mask;
         while self.slots[i] != 0 {
@@ -206,31 +225,92 @@ impl Table {
 
     /// Removes up to `budget` slab positions' worth of expired entries,
     /// continuing where the last sweep stopped; returns how many it removed.
+    /// Blocks whose bound says nothing there can have timed out are passed
+    /// without reading them (see `expiry_bounds.rs`): the same removals, in
+    /// the same order, as reading every position. At 100 k connections
+    /// that takes the sweep's two cold lines per packet (64 positions per
+    /// batch of 32) off the packet path (bench: firewall/process_100k).
     pub fn sweep(&mut self, now_ns: u64, budget: usize) -> usize {
         let n = self.entries.len();
         let mut left = budget.min(n);
-        let mut cursor = self.cursor;
+        // The positions visited are the `left` after the cursor.
+        let mut i = if self.cursor + 1 >= n {
+            0
+        } else {
+            self.cursor + 1
+        };
         let mut removed = 0;
-        // The scan between removals borrows the slab alone, so the cursor
-        // and the slab's bounds stay in registers: ≈ 12 instead of ≈ 14
-        // instructions per position, the firewall's 64 positions per batch
-        // of 32 ≈ 24 per packet (callgrind; bench: firewall/process_100k).
         while left > 0 {
-            let mut expired = None;
-            for e in 0..left {
-                cursor = if cursor + 1 >= n { 0 } else { cursor + 1 };
-                let en = &self.entries[cursor];
-                if en.is_live() && en.expires_ns <= now_ns {
-                    expired = Some(e);
-                    break;
-                }
+            let b = i / BLOCK;
+            let block_end = (b * BLOCK + BLOCK).min(n);
+            let end = (i + left).min(block_end);
+            if i == b * BLOCK {
+                self.bounds.start(b);
             }
-            let Some(e) = expired else { break };
-            left -= e + 1;
-            self.remove(cursor as u32);
-            removed += 1;
+            if self.bounds.due(b, now_ns) {
+                removed += self.sweep_run(i, end, b, now_ns);
+            } else {
+                self.bounds.skip(b);
+            }
+            if end == block_end {
+                self.bounds.end(b);
+            }
+            left -= end - i;
+            self.cursor = end - 1;
+            i = if end == n { 0 } else { end };
         }
-        self.cursor = cursor;
+        removed
+    }
+
+    /// Reads positions `i..end` of block `b`, removing expired entries and
+    /// telling the bounds the earliest expiry among the others.
+    fn sweep_run(&mut self, mut i: usize, end: usize, b: usize, now_ns: u64) -> usize {
+        let mut removed = 0;
+        while i < end {
+            // A slice scan between removals keeps the bounds in registers.
+            let mut earliest = u64::MAX;
+            let found = self.entries.get(i..end).and_then(|run| {
+                run.iter().position(|e| {
+                    if e.is_live() {
+                        if e.expires_ns <= now_ns {
+                            return true;
+                        }
+                        earliest = earliest.min(e.expires_ns);
+                    }
+                    false
+                })
+            });
+            self.bounds.saw(b, earliest);
+            match found {
+                Some(k) => {
+                    self.remove((i + k) as u32);
+                    removed += 1;
+                    i += k + 1;
+                }
+                None => i = end,
+            }
+        }
+        removed
+    }
+
+    /// The plain sweep, reading every position: the reference the bounded
+    /// [`Table::sweep`] must match.
+    #[cfg(test)]
+    fn sweep_plain(&mut self, now_ns: u64, budget: usize) -> usize {
+        let n = self.entries.len();
+        let mut removed = 0;
+        for _ in 0..budget.min(n) {
+            self.cursor = if self.cursor + 1 >= n {
+                0
+            } else {
+                self.cursor + 1
+            };
+            let e = &self.entries[self.cursor];
+            if e.is_live() && e.expires_ns <= now_ns {
+                self.remove(self.cursor as u32);
+                removed += 1;
+            }
+        }
         removed
     }
 
@@ -241,6 +321,7 @@ impl Table {
         self.free.clear();
         self.free.extend((0..self.entries.len() as u32).rev());
         self.cursor = 0;
+        self.bounds.reset();
     }
 
     /// Live entries (for tests and diagnostics; not for the packet path).
@@ -343,5 +424,68 @@ mod tests {
         assert_eq!(t.len(), 1);
         t.clear();
         assert!(t.is_empty());
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert { id: u32, expires: u64 },
+        Refresh { pick: u32, expires: u64 },
+        Sweep { now: u64, budget: usize },
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            3 => (0u32..400, 0u64..1000).prop_map(|(id, expires)| Op::Insert { id, expires }),
+            2 => (any::<u32>(), 0u64..1000).prop_map(|(pick, expires)| Op::Refresh { pick, expires }),
+            2 => (0u64..1000, 0usize..200).prop_map(|(now, budget)| Op::Sweep { now, budget }),
+        ]
+    }
+
+    proptest::proptest! {
+        /// The bounded sweep removes exactly what reading every position
+        /// removes, in the same order, over inserts, refreshes (earlier and
+        /// later) and sweeps with budgets that do and do not line up with
+        /// the blocks, on a table with a partial last block.
+        #[test]
+        fn bounded_sweep_removes_exactly_what_a_plain_sweep_removes(
+            ops in proptest::collection::vec(op(), 1..400)
+        ) {
+            let (mut bounded, mut plain) = (Table::new(150, 3), Table::new(150, 3));
+            for op in ops {
+                match op {
+                    Op::Insert { id, expires } => {
+                        for t in [&mut bounded, &mut plain] {
+                            let e = Entry { expires_ns: expires, ..entry(id, 0) };
+                            let h = t.hash(0, &e.key);
+                            if t.find(0, &e.key, h).is_none() {
+                                t.insert(e, h);
+                            }
+                        }
+                    }
+                    Op::Refresh { pick, expires } => {
+                        let live: Vec<u32> = plain.iter().map(|(i, _)| i).collect();
+                        if live.is_empty() {
+                            continue;
+                        }
+                        let i = live[pick as usize % live.len()];
+                        for t in [&mut bounded, &mut plain] {
+                            let e = t.get_mut(i).unwrap();
+                            let before = e.expires_ns;
+                            e.expires_ns = expires;
+                            t.expiry_changed(i, before);
+                        }
+                    }
+                    Op::Sweep { now, budget } => {
+                        let a = bounded.sweep(now, budget);
+                        let b = plain.sweep_plain(now, budget);
+                        proptest::prop_assert_eq!(a, b);
+                        proptest::prop_assert_eq!(bounded.cursor, plain.cursor);
+                    }
+                }
+                let live = |t: &Table| t.iter().map(|(i, e)| (i, *e)).collect::<Vec<_>>();
+                proptest::prop_assert_eq!(live(&bounded), live(&plain));
+            }
+        }
     }
 }

@@ -20,102 +20,7 @@
 //! mappings (bench nat/outbound_100k with the sweep on and off, on-CPU
 //! under load).
 
-/// Session slots per block.
-pub(crate) const BLOCK: usize = 64;
-
-/// No block: no walk in progress.
-const NO_BLOCK: usize = usize::MAX;
-
-/// The bounds, and the walk of the block the sweep's hand is in.
-pub(crate) struct Bounds {
-    /// Per block: at most the expiry of each of its live sessions.
-    min: Vec<u64>,
-    /// The block the sweep has walked from its first slot to its hand,
-    /// and the earliest expiry of its live sessions seen (or lowered)
-    /// since.
-    walk: usize,
-    walk_min: u64,
-}
-
-impl Bounds {
-    /// Bounds for `slots` session slots, all empty.
-    pub(crate) fn new(slots: usize) -> Bounds {
-        Bounds {
-            min: vec![u64::MAX; slots.div_ceil(BLOCK)],
-            walk: NO_BLOCK,
-            walk_min: u64::MAX,
-        }
-    }
-
-    /// Session `slot` now expires at `expires`, possibly earlier than
-    /// its block's bound.
-    #[inline]
-    pub(crate) fn lower(&mut self, slot: u32, expires: u64) {
-        let b = slot as usize / BLOCK;
-        if let Some(m) = self.min.get_mut(b) {
-            *m = (*m).min(expires);
-        }
-        if b == self.walk {
-            self.walk_min = self.walk_min.min(expires);
-        }
-    }
-
-    /// Whether block `b` may hold a session timed out at `now`.
-    #[inline]
-    pub(crate) fn due(&self, b: usize, now: u64) -> bool {
-        self.min.get(b).is_none_or(|&m| m <= now)
-    }
-
-    /// The sweep is at the first slot of block `b`: start its walk.
-    #[inline]
-    pub(crate) fn start(&mut self, b: usize) {
-        self.walk = b;
-        self.walk_min = u64::MAX;
-    }
-
-    /// The sweep passed live sessions of block `b` expiring at `expires`
-    /// at the earliest (for a skipped run, the block's bound).
-    #[inline]
-    pub(crate) fn saw(&mut self, b: usize, expires: u64) {
-        if b == self.walk {
-            self.walk_min = self.walk_min.min(expires);
-        }
-    }
-
-    /// The sweep passed slots of block `b` without reading them (not
-    /// due): they expire at its bound or later.
-    #[inline]
-    pub(crate) fn skip(&mut self, b: usize) {
-        if let Some(&m) = self.min.get(b) {
-            self.saw(b, m);
-        }
-    }
-
-    /// The sweep reached the end of block `b`: if it walked the whole
-    /// block, what it saw is the block's new bound.
-    #[inline]
-    pub(crate) fn end(&mut self, b: usize) {
-        if b == self.walk {
-            if let Some(m) = self.min.get_mut(b) {
-                *m = self.walk_min;
-            }
-            self.walk = NO_BLOCK;
-        }
-    }
-
-    /// Back to all-empty.
-    pub(crate) fn reset(&mut self) {
-        self.min.fill(u64::MAX);
-        self.walk = NO_BLOCK;
-        self.walk_min = u64::MAX;
-    }
-
-    /// The bound of block `b` (tests).
-    #[cfg(test)]
-    pub(crate) fn bound(&self, b: usize) -> u64 {
-        self.min[b]
-    }
-}
+pub(crate) use crate::expiry_bounds::{Bounds, BLOCK};
 
 #[cfg(test)]
 mod tests {
@@ -288,32 +193,5 @@ mod tests {
         assert_eq!(n.expire(T0 + 490 * S, 150), 1);
         assert_eq!(n.session_count(), 0);
         assert_eq!(n.tables.bound(0), u64::MAX);
-    }
-
-    #[test]
-    fn a_walk_of_a_whole_block_sets_its_bound() {
-        let mut b = Bounds::new(130);
-        assert_eq!(b.min.len(), 3);
-        b.lower(3, 50);
-        b.lower(70, 40);
-        assert!(b.due(0, 50) && !b.due(0, 49));
-        assert!(!b.due(2, u64::MAX - 1), "empty block");
-        b.start(0);
-        b.saw(0, 90);
-        b.saw(0, 80);
-        // Lowered during the walk (a slot already passed): kept.
-        b.lower(5, 60);
-        b.end(0);
-        assert_eq!(b.bound(0), 60);
-        // A walk that did not start at the block's first slot sets nothing.
-        b.saw(1, 100);
-        b.end(1);
-        assert_eq!(b.bound(1), 40);
-        // An empty walk leaves an empty block.
-        b.start(1);
-        b.end(1);
-        assert_eq!(b.bound(1), u64::MAX);
-        b.reset();
-        assert_eq!(b.bound(0), u64::MAX);
     }
 }
