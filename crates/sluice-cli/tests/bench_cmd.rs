@@ -87,6 +87,21 @@ fn bench_nfs_runs_the_realistic_chain_with_a_cost_per_nf() {
 }
 
 #[test]
+fn bench_nfs_sizes_its_tables_for_the_flows_asked_for() {
+    // 100 000 flows do not fit the file's 65 536-entry flow and NAT tables;
+    // the bench sizes them, so nothing is dropped as table_full.
+    let (out, r) = bench(&["nfs", "--duration", "1", "--flows", "100000", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(r["drops_total"], 0, "{r:#}");
+    assert_eq!(r["drops"], serde_json::json!({}), "{r:#}");
+    assert!(r["packets_out"].as_u64().unwrap() > 0, "{r:#}");
+}
+
+#[test]
 fn nat_refuses_to_run_as_per_worker_copies() {
     let (_d, path) = spec_file(
         "settings: { workers: 2 }\nports:\n  - { name: lan, kind: generator, flows: 8 }\n  - { name: wan, kind: sink }\nnfs:\n  - name: nat\n    type: nat\n    isolation: inline\n    config: { inside: [10.0.0.0/16], pool: [192.0.2.1/32] }\nchains:\n  - { name: c, from: lan, nfs: [nat], to: wan }\n",
