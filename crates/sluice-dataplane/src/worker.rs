@@ -697,18 +697,21 @@ impl<'a> Worker<'a> {
                         Ok(n) if n > 0 => {
                             let gate = &mut self.gates[i as usize];
                             let policy = &self.cfg.wakeup;
-                            if !policy.batches() || !p.link.sleeps() {
+                            let woke = if !policy.batches() {
+                                p.link.wake()
+                            } else if !p.link.sleeps() {
+                                // Running: it finds the packets itself.
                                 gate.release();
-                                if p.link.wake() {
-                                    nf.wakeups += 1;
-                                }
+                                false
                             } else if gate.on_queued(p.link.queued(), now, policy) {
-                                if p.link.wake() {
-                                    nf.wakeups += 1;
+                                p.link.wake()
+                            } else {
+                                if !self.holding.contains(&i) {
+                                    self.holding.push(i);
                                 }
-                            } else if !self.holding.contains(&i) {
-                                self.holding.push(i);
-                            }
+                                false
+                            };
+                            nf.wakeups += u64::from(woke);
                         }
                         Ok(_) => {}
                         Err(_) => corrupt = true,
