@@ -115,6 +115,101 @@ impl Bounds {
     }
 }
 
+/// A table of timed entries that a clock hand sweeps with [`sweep`].
+pub(crate) trait Expiring {
+    /// Slots in the table.
+    fn slots(&self) -> usize;
+    /// The table's bounds.
+    fn bounds(&mut self) -> &mut Bounds;
+    /// The first slot of `i..end` whose live entry has timed out at `now`
+    /// (as an offset from `i`), and the earliest expiry of the live entries
+    /// before it (see [`first_expired`]).
+    fn first_expired(&self, i: usize, end: usize, now: u64) -> (Option<usize>, u64);
+    /// Removes the (timed-out) entry in slot `i`.
+    fn remove(&mut self, i: usize);
+}
+
+/// Scans `run` for the first entry timed out at `now`; `expiry` gives a
+/// live entry's expiry and `None` for a free slot. Also returns the
+/// earliest expiry of the live entries passed before it. A slice scan:
+/// ≈ 3 instructions per slot, against ≈ 15 for an indexed loop.
+#[inline]
+pub(crate) fn first_expired<E>(
+    run: &[E],
+    now: u64,
+    expiry: impl Fn(&E) -> Option<u64>,
+) -> (Option<usize>, u64) {
+    let mut earliest = u64::MAX;
+    let found = run.iter().position(|e| match expiry(e) {
+        Some(x) if x <= now => true,
+        Some(x) => {
+            earliest = earliest.min(x);
+            false
+        }
+        None => false,
+    });
+    (found, earliest)
+}
+
+/// Sweeps the `budget` slots from `first` on (wrapping at the end of the
+/// table), removing the entries timed out at `now` and reading only the
+/// blocks whose bound is due. Returns how many it removed and the slot
+/// after the last one visited.
+pub(crate) fn sweep<T: Expiring>(
+    t: &mut T,
+    first: usize,
+    budget: usize,
+    now: u64,
+) -> (usize, usize) {
+    let n = t.slots();
+    if n == 0 {
+        return (0, first);
+    }
+    let mut removed = 0;
+    let mut left = budget.min(n);
+    let mut i = first % n;
+    while left > 0 {
+        let b = i / BLOCK;
+        let block_end = (b * BLOCK + BLOCK).min(n);
+        let end = (i + left).min(block_end);
+        if i == b * BLOCK {
+            t.bounds().start(b);
+        }
+        if t.bounds().due(b, now) {
+            removed += scan(t, i, end, b, now);
+        } else {
+            // Nothing to remove in [i, end): what is live there expires
+            // after `now`, at the bound or later.
+            t.bounds().skip(b);
+        }
+        if end == block_end {
+            t.bounds().end(b);
+        }
+        left -= end - i;
+        i = if end == n { 0 } else { end };
+    }
+    (removed, i)
+}
+
+/// Reads slots `i..end` of block `b`, removing the timed-out entries and
+/// telling the bounds the earliest expiry among the others.
+fn scan<T: Expiring>(t: &mut T, mut i: usize, end: usize, b: usize, now: u64) -> usize {
+    let mut removed = 0;
+    while i < end {
+        let (found, earliest) = t.first_expired(i, end, now);
+        t.bounds().saw(b, earliest);
+        match found {
+            Some(k) => {
+                t.remove(i + k);
+                removed += 1;
+                i += k + 1;
+            }
+            None => i = end,
+        }
+    }
+    removed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

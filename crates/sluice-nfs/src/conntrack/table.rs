@@ -6,7 +6,7 @@
 
 use sluice_packet::FlowKey;
 
-use crate::expiry_bounds::{Bounds, BLOCK};
+use crate::expiry_bounds::{self, Bounds, Expiring};
 
 /// Entry flag: the slab entry holds a connection.
 pub const LIVE: u8 = 0x01;
@@ -232,64 +232,18 @@ impl Table {
     /// batch of 32) off the packet path (bench: firewall/process_100k).
     pub fn sweep(&mut self, now_ns: u64, budget: usize) -> usize {
         let n = self.entries.len();
-        let mut left = budget.min(n);
-        // The positions visited are the `left` after the cursor.
-        let mut i = if self.cursor + 1 >= n {
+        if budget == 0 || n == 0 {
+            return 0;
+        }
+        // The positions visited are the `budget` after the cursor, which
+        // then rests on the last one.
+        let first = if self.cursor + 1 >= n {
             0
         } else {
             self.cursor + 1
         };
-        let mut removed = 0;
-        while left > 0 {
-            let b = i / BLOCK;
-            let block_end = (b * BLOCK + BLOCK).min(n);
-            let end = (i + left).min(block_end);
-            if i == b * BLOCK {
-                self.bounds.start(b);
-            }
-            if self.bounds.due(b, now_ns) {
-                removed += self.sweep_run(i, end, b, now_ns);
-            } else {
-                self.bounds.skip(b);
-            }
-            if end == block_end {
-                self.bounds.end(b);
-            }
-            left -= end - i;
-            self.cursor = end - 1;
-            i = if end == n { 0 } else { end };
-        }
-        removed
-    }
-
-    /// Reads positions `i..end` of block `b`, removing expired entries and
-    /// telling the bounds the earliest expiry among the others.
-    fn sweep_run(&mut self, mut i: usize, end: usize, b: usize, now_ns: u64) -> usize {
-        let mut removed = 0;
-        while i < end {
-            // A slice scan between removals keeps the bounds in registers.
-            let mut earliest = u64::MAX;
-            let found = self.entries.get(i..end).and_then(|run| {
-                run.iter().position(|e| {
-                    if e.is_live() {
-                        if e.expires_ns <= now_ns {
-                            return true;
-                        }
-                        earliest = earliest.min(e.expires_ns);
-                    }
-                    false
-                })
-            });
-            self.bounds.saw(b, earliest);
-            match found {
-                Some(k) => {
-                    self.remove((i + k) as u32);
-                    removed += 1;
-                    i += k + 1;
-                }
-                None => i = end,
-            }
-        }
+        let (removed, next) = expiry_bounds::sweep(self, first, budget, now_ns);
+        self.cursor = if next == 0 { n - 1 } else { next - 1 };
         removed
     }
 
@@ -331,6 +285,26 @@ impl Table {
             .enumerate()
             .filter(|(_, e)| e.is_live())
             .map(|(i, e)| (i as u32, e))
+    }
+}
+
+impl Expiring for Table {
+    fn slots(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn bounds(&mut self) -> &mut Bounds {
+        &mut self.bounds
+    }
+
+    #[inline]
+    fn first_expired(&self, i: usize, end: usize, now: u64) -> (Option<usize>, u64) {
+        let run = self.entries.get(i..end).unwrap_or_default();
+        expiry_bounds::first_expired(run, now, |e| e.is_live().then_some(e.expires_ns))
+    }
+
+    fn remove(&mut self, i: usize) {
+        Table::remove(self, i as u32);
     }
 }
 

@@ -1,31 +1,16 @@
-//! Per-block lower bounds of the session expiries, so the expiry sweep
-//! skips blocks in which nothing can have timed out instead of reading
-//! their 64 session lines.
+//! The NAT session table's expiry sweep skips blocks of sessions in which
+//! nothing can have timed out ([`crate::expiry_bounds`]); these tests check
+//! it against reading every slot, through the NF.
 //!
-//! The session table is cut into blocks of [`BLOCK`] slots. Invariant:
-//! `min[b]` is at most the expiry of every live session of block `b`.
-//! A new session lowers its block's bound; a refresh that moves a session's
-//! expiry *earlier* (a TCP connection going from established to
-//! transitory) lowers it too; a later expiry (the common refresh) leaves it
-//! alone, so the packet path does not touch this array. The sweep reads a
-//! block only when its bound is due (`min[b] <= now`), which gives exactly
-//! the removals a plain scan would (a skipped block holds nothing to
-//! remove, and the hand moves the same way), and when it has walked a
-//! whole block from its first slot it sets the bound to the earliest
-//! expiry it saw there, so a block is read again only once one of its
-//! sessions may really have timed out.
-//!
-//! Without this the per-batch sweep (64 slots, 2 cold lines per packet of
-//! a batch of 32) cost ≈ 17–25 ns of the ≈ 70–100 ns per packet at 100 k
-//! mappings (bench nat/outbound_100k with the sweep on and off, on-CPU
-//! under load).
-
-pub(crate) use crate::expiry_bounds::{Bounds, BLOCK};
+//! Without the bounds the per-batch sweep (64 slots, 2 cold lines per
+//! packet of a batch of 32) cost ≈ 17–25 ns of the ≈ 70–100 ns per packet
+//! at 100 k mappings (bench nat/outbound_100k with the sweep on and off,
+//! on-CPU under load).
 
 #[cfg(test)]
 mod tests {
     use super::super::{build_nf, Action, Nat};
-    use super::*;
+    use crate::expiry_bounds::BLOCK;
     use proptest::prelude::*;
     use sluice_nf::{BuildContext, NfId, PortId, Resolver};
     use sluice_packet::builder::{write_frame, FrameSpec, L4Spec};

@@ -15,10 +15,10 @@
 //! address-dependent filtering, a reference count per (mapping, remote
 //! address).
 
-use super::expiry::{Bounds, BLOCK};
 use super::index::{hash, Index};
 use super::pool::{class_of, Pool};
 use super::rewrite::delta;
+use crate::expiry_bounds::{self, Bounds, Expiring};
 
 /// No slot.
 pub(crate) const NONE: u32 = u32::MAX;
@@ -741,73 +741,10 @@ impl Tables {
     /// reading them (see `expiry.rs`): the same removals, in the same
     /// order, as reading every slot.
     pub(crate) fn expire(&mut self, now: u64, budget: usize, pool: &mut Pool) -> usize {
-        let n = self.sessions.len();
-        if n == 0 {
-            return 0;
-        }
-        let mut removed = 0;
-        let mut left = budget.min(n);
-        let mut i = self.hand;
-        while left > 0 {
-            let b = i / BLOCK;
-            let block_end = (b * BLOCK + BLOCK).min(n);
-            let end = (i + left).min(block_end);
-            if i == b * BLOCK {
-                self.bounds.start(b);
-            }
-            if self.bounds.due(b, now) {
-                removed += self.sweep_run(i, end, b, now, pool);
-            } else {
-                // Nothing to remove in [i, end): what is live there expires
-                // after `now`, at the bound or later.
-                self.bounds.skip(b);
-            }
-            if end == block_end {
-                self.bounds.end(b);
-            }
-            left -= end - i;
-            i = if end == n { 0 } else { end };
-        }
-        self.hand = i;
-        removed
-    }
-
-    /// Reads slots `i..end` of block `b`, removing the timed-out sessions
-    /// and telling the bounds the earliest expiry among the others.
-    fn sweep_run(
-        &mut self,
-        mut i: usize,
-        end: usize,
-        b: usize,
-        now: u64,
-        pool: &mut Pool,
-    ) -> usize {
-        let mut removed = 0;
-        while i < end {
-            // Slices between removals (≈ 3 instructions per slot instead of
-            // ≈ 15 for an indexed loop).
-            let mut earliest = u64::MAX;
-            let found = self.sessions.get(i..end).and_then(|run| {
-                run.iter().position(|x| {
-                    if x.live {
-                        if x.expires <= now {
-                            return true;
-                        }
-                        earliest = earliest.min(x.expires);
-                    }
-                    false
-                })
-            });
-            self.bounds.saw(b, earliest);
-            match found {
-                Some(k) => {
-                    self.remove_session((i + k) as u32, pool);
-                    removed += 1;
-                    i += k + 1;
-                }
-                None => i = end,
-            }
-        }
+        let first = self.hand;
+        let (removed, next) =
+            expiry_bounds::sweep(&mut Sweep { tables: self, pool }, first, budget, now);
+        self.hand = next;
         removed
     }
 
@@ -876,5 +813,32 @@ impl Tables {
         self.bounds.reset();
         self.hand = 0;
         self.stats = TableStats::default();
+    }
+}
+
+/// The session table with the port pool its removals return ports to, as
+/// the expiry sweep sees it.
+struct Sweep<'a> {
+    tables: &'a mut Tables,
+    pool: &'a mut Pool,
+}
+
+impl Expiring for Sweep<'_> {
+    fn slots(&self) -> usize {
+        self.tables.sessions.len()
+    }
+
+    fn bounds(&mut self) -> &mut Bounds {
+        &mut self.tables.bounds
+    }
+
+    #[inline]
+    fn first_expired(&self, i: usize, end: usize, now: u64) -> (Option<usize>, u64) {
+        let run = self.tables.sessions.get(i..end).unwrap_or_default();
+        expiry_bounds::first_expired(run, now, |x| x.live.then_some(x.expires))
+    }
+
+    fn remove(&mut self, i: usize) {
+        self.tables.remove_session(i as u32, self.pool);
     }
 }
