@@ -32,13 +32,16 @@
 
 #![allow(missing_docs)] // criterion_group! generates an undocumented pub fn
 
+#[path = "common/rig.rs"]
+mod rig;
+use rig::Rig;
+
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use serde_json::json;
-use sluice_mem::{Arena, ArenaConfig, BufferPool, HandleBatch, PoolCache};
-use sluice_nf::{Batch, BuildContext, Context, NetworkFunction, NfId, PortId, Resolver, Verdict};
+use sluice_nf::{BuildContext, NfId, PortId, Resolver, Verdict};
 use sluice_nfs::firewall::{counters, Decision, Firewall};
 use sluice_packet::{parse, write_frame, FrameSpec, L4Spec, MacAddr, TcpFlags};
 use sluice_spec::ConfigNode;
@@ -190,58 +193,17 @@ fn touch_parse_batch(frames: &[Vec<u8>], seq: &[usize], pos: &mut usize) {
     }
 }
 
-/// A batch of 32 buffers in a real arena, refilled before each call, for
-/// running the NF's real `process` (as benches/nat.rs does).
-struct Rig {
-    arena: Arena,
-    handles: HandleBatch,
-}
-
-impl Rig {
-    fn new() -> Rig {
-        let arena = Arena::create(ArenaConfig {
-            buffers: 1024,
-            ring_size: 64,
-            nf_slots: 1,
-            workers: 1,
-            hugepages: false,
-        })
-        .unwrap();
-        let pool = BufferPool::new(arena.buffers());
-        let mut cache = PoolCache::new(&pool, 64);
-        let mut handles = HandleBatch::new();
-        for _ in 0..BATCH {
-            let mut h = cache.alloc().unwrap();
-            arena.pkt(&mut h).reset(64);
-            handles.push(h).unwrap();
-        }
-        Rig { arena, handles }
-    }
-
-    /// Loads the batch with the frames of the next 32 connections of
-    /// `seq` (from `*pos`), flow id = connection, verdict `Next`, as the
-    /// platform hands them over (just written, so in cache).
-    #[inline(never)]
-    fn fill(&mut self, frames: &[[u8; 64]], seq: &[usize], pos: &mut usize) {
-        Batch::new(&self.arena, &mut self.handles).for_each(|p| {
-            let i = seq[*pos];
-            *pos = if *pos + 1 == seq.len() { 0 } else { *pos + 1 };
-            p.data_mut().copy_from_slice(&frames[i]);
-            p.raw().set_flow_id(i as u32);
-            p.set_verdict(Verdict::Next);
-        });
-    }
-
-    #[inline(never)]
-    fn process(&mut self, fw: &mut Firewall, now: u64) {
-        let mut batch = Batch::new(&self.arena, &mut self.handles);
-        let mut ctx = Context::new(self.arena.nf_control(0), &self.arena, now);
-        fw.process(&mut batch, &mut ctx);
-    }
-
-    fn counter(&self, i: usize) -> u64 {
-        self.arena.nf_control(0).counters[i].load(std::sync::atomic::Ordering::Relaxed)
-    }
+/// Loads the rig's batch with the frames of the next 32 connections of
+/// `seq` (from `*pos`), flow id = connection, verdict `Next`, as the
+/// platform hands them over.
+fn fill(rig: &mut Rig, frames: &[[u8; 64]], seq: &[usize], pos: &mut usize) {
+    rig.fill(|p| {
+        let i = seq[*pos];
+        *pos = if *pos + 1 == seq.len() { 0 } else { *pos + 1 };
+        p.data_mut().copy_from_slice(&frames[i]);
+        p.raw().set_flow_id(i as u32);
+        p.set_verdict(Verdict::Next);
+    });
 }
 
 /// The frames padded to 64 bytes (the Ethernet minimum with FCS), for
@@ -267,7 +229,7 @@ fn process_step(
     pos: &mut usize,
     run: bool,
 ) {
-    rig.fill(frames, seq, pos);
+    fill(rig, frames, seq, pos);
     if run {
         rig.process(fw, NOW);
     }
@@ -367,7 +329,7 @@ fn cpu_time_report() {
     // The NF's real `process` on a batch in an arena: refill (copy 32
     // frames of random connections, as the platform would have written
     // them) + process, and the refill alone to subtract.
-    let mut rig = Rig::new();
+    let mut rig = Rig::new(BATCH);
     let padded = padded(&frames);
     let mut medians = [0.0; 2];
     for (k, (name, run)) in [("process_100k", true), ("copy_only_100k", false)]
@@ -428,7 +390,7 @@ fn instr_run(variant: &str) {
         "copy_only" => Some(false),
         _ => None,
     } {
-        let mut rig = Rig::new();
+        let mut rig = Rig::new(BATCH);
         let padded = padded(&frames);
         let mut pos = 0;
         for _ in 0..10_000 {
@@ -473,7 +435,7 @@ fn bench(c: &mut Criterion) {
     }
     // The real `process` (on-CPU time: this machine is shared) and the
     // batch refill it includes, to subtract.
-    let mut rig = Rig::new();
+    let mut rig = Rig::new(BATCH);
     let padded = padded(&frames);
     for (name, run) in [("process_100k", true), ("copy_only_100k", false)] {
         let mut pos = 0;

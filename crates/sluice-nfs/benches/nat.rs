@@ -41,11 +41,14 @@
 
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 
+#[path = "common/rig.rs"]
+mod rig;
+use rig::Rig;
+
 use std::time::Duration;
 
 use criterion::{black_box, criterion_group, Bencher, Criterion, Throughput};
-use sluice_mem::{Arena, ArenaConfig, BufferPool, HandleBatch, PoolCache};
-use sluice_nf::{Batch, BuildContext, Context, NetworkFunction, NfId, PortId, Resolver, Verdict};
+use sluice_nf::{Batch, BuildContext, NfId, PortId, Resolver, Verdict};
 use sluice_nfs::nat::{build_nf, counters, NatNf};
 use sluice_packet::builder::{write_frame, FrameSpec, L4Spec};
 use sluice_packet::MacAddr;
@@ -105,62 +108,22 @@ fn nat() -> NatNf {
 /// One 64-byte frame per flow.
 type Frames = Vec<[u8; 64]>;
 
-/// A batch of 32 buffers in a real arena, refilled before each call.
-struct Rig {
-    arena: Arena,
-    handles: HandleBatch,
-}
-
-impl Rig {
-    fn new() -> Rig {
-        let arena = Arena::create(ArenaConfig {
-            buffers: 1024,
-            ring_size: 64,
-            nf_slots: 1,
-            workers: 1,
-            hugepages: false,
-        })
-        .unwrap();
-        let pool = BufferPool::new(arena.buffers());
-        let mut cache = PoolCache::new(&pool, 64);
-        let mut handles = HandleBatch::new();
-        for _ in 0..BATCH {
-            let mut h = cache.alloc().unwrap();
-            arena.pkt(&mut h).reset(64);
-            handles.push(h).unwrap();
-        }
-        Rig { arena, handles }
-    }
-
-    /// Loads the batch with the frames of the next 32 flows of `seq`
-    /// (from `*pos`), with flow id `id_base + flow` (none if `id_base` is
-    /// `u32::MAX`), as the platform hands them over: verdict `Next`.
-    #[inline(never)]
-    fn fill(&mut self, frames: &[[u8; 64]], seq: &[u32], pos: &mut usize, id_base: u32) {
-        Batch::new(&self.arena, &mut self.handles).for_each(|p| {
-            let i = seq[*pos];
-            *pos = if *pos + 1 == seq.len() { 0 } else { *pos + 1 };
-            p.data_mut().copy_from_slice(&frames[i as usize]);
-            let id = if id_base == u32::MAX {
-                u32::MAX
-            } else {
-                id_base + i
-            };
-            p.raw().set_flow_id(id);
-            p.set_verdict(Verdict::Next);
-        });
-    }
-
-    #[inline(never)]
-    fn process(&mut self, nf: &mut NatNf, now: u64) {
-        let mut batch = Batch::new(&self.arena, &mut self.handles);
-        let mut ctx = Context::new(self.arena.nf_control(0), &self.arena, now);
-        nf.process(&mut batch, &mut ctx);
-    }
-
-    fn counter(&self, i: usize) -> u64 {
-        self.arena.nf_control(0).counters[i].load(std::sync::atomic::Ordering::Relaxed)
-    }
+/// Loads the rig's batch with the frames of the next 32 flows of `seq`
+/// (from `*pos`), with flow id `id_base + flow` (none if `id_base` is
+/// `u32::MAX`), as the platform hands them over: verdict `Next`.
+fn fill(rig: &mut Rig, frames: &[[u8; 64]], seq: &[u32], pos: &mut usize, id_base: u32) {
+    rig.fill(|p| {
+        let i = seq[*pos];
+        *pos = if *pos + 1 == seq.len() { 0 } else { *pos + 1 };
+        p.data_mut().copy_from_slice(&frames[i as usize]);
+        let id = if id_base == u32::MAX {
+            u32::MAX
+        } else {
+            id_base + i
+        };
+        p.raw().set_flow_id(id);
+        p.set_verdict(Verdict::Next);
+    });
 }
 
 /// A fixed shuffle of `0..n` (xorshift Fisher–Yates).
@@ -188,7 +151,7 @@ struct Setup {
 /// frames, their replies and a random order over all flows.
 fn setup() -> Setup {
     let mut nf = nat();
-    let mut rig = Rig::new();
+    let mut rig = Rig::new(BATCH);
     let remote = Ipv4Addr::new(198, 51, 100, 1);
     let out: Frames = (0..FLOWS)
         .map(|i| {
@@ -204,7 +167,7 @@ fn setup() -> Setup {
     let in_order: Vec<u32> = (0..FLOWS).collect();
     let mut pos = 0;
     for _ in 0..FLOWS as usize / BATCH {
-        rig.fill(&out, &in_order, &mut pos, 0);
+        fill(&mut rig, &out, &in_order, &mut pos, 0);
         rig.process(&mut nf, NOW);
         Batch::new(&rig.arena, &mut rig.handles).for_each(|p| {
             assert_eq!(p.verdict(), Verdict::Next);
@@ -299,7 +262,7 @@ const CASES: [Case; 6] = [
 fn step(s: &mut Setup, case: &Case, pos: &mut usize) {
     let frames = if case.inbound { &s.back } else { &s.out };
     let seq = &s.seq[..case.span];
-    s.rig.fill(frames, seq, pos, case.id_base);
+    fill(&mut s.rig, frames, seq, pos, case.id_base);
     if case.translate {
         s.rig.process(&mut s.nf, NOW);
     }
