@@ -275,57 +275,24 @@ fn cpu_time_report() {
         ("hit_cached_warm", true, true),
         ("hit_hashed", false, false),
     ] {
-        let mut runs = Vec::new();
         let mut pos = 0;
-        for _ in 0..5 {
-            let batches = 2_000_000 / BATCH;
-            let t0 = cpu_ns();
-            for _ in 0..batches {
-                hit_batch(&mut fw, &frames, &seq, &mut pos, cached, warm, NOW);
-            }
-            runs.push((cpu_ns() - t0) as f64 / (batches * BATCH) as f64);
-        }
-        runs.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        println!(
-            "firewall/{name}: {:.1} ns/packet on-CPU (median of 5; runs {runs:.1?})",
-            runs[2]
-        );
+        on_cpu(&format!("firewall/{name}"), || {
+            hit_batch(&mut fw, &frames, &seq, &mut pos, cached, warm, NOW)
+        });
     }
     // Calibration: the bench's own share of `hit_cached_warm` (picking
     // 32 random frames out of 100 k and prefetching them), so the
     // firewall's share, its parse included, is the difference.
-    let mut runs = Vec::new();
     let mut pos = 0;
-    for _ in 0..5 {
-        let batches = 2_000_000 / BATCH;
-        let t0 = cpu_ns();
-        for _ in 0..batches {
-            pick_batch(&frames, &seq, &mut pos);
-        }
-        runs.push((cpu_ns() - t0) as f64 / (batches * BATCH) as f64);
-    }
-    runs.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    println!(
-        "calibration/batch_pick: {:.1} ns/packet on-CPU (median of 5; runs {runs:.1?})",
-        runs[2]
-    );
+    on_cpu("calibration/batch_pick", || {
+        pick_batch(&frames, &seq, &mut pos)
+    });
     // The previous calibration (frame pick, touch pass, parse), to
     // compare with figures taken before the firewall parsed for itself.
-    let mut runs = Vec::new();
     let mut pos = 0;
-    for _ in 0..5 {
-        let batches = 2_000_000 / BATCH;
-        let t0 = cpu_ns();
-        for _ in 0..batches {
-            touch_parse_batch(&frames, &seq, &mut pos);
-        }
-        runs.push((cpu_ns() - t0) as f64 / (batches * BATCH) as f64);
-    }
-    runs.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    println!(
-        "calibration/batch_touch+parse: {:.1} ns/packet on-CPU (median of 5; runs {runs:.1?})",
-        runs[2]
-    );
+    on_cpu("calibration/batch_touch+parse", || {
+        touch_parse_batch(&frames, &seq, &mut pos)
+    });
     // The NF's real `process` on a batch in an arena: refill (copy 32
     // frames of random connections, as the platform would have written
     // them) + process, and the refill alone to subtract.
@@ -336,22 +303,10 @@ fn cpu_time_report() {
         .into_iter()
         .enumerate()
     {
-        let mut runs = Vec::new();
         let mut pos = 0;
-        for _ in 0..5 {
-            let batches = 2_000_000 / BATCH;
-            let t0 = cpu_ns();
-            for _ in 0..batches {
-                process_step(&mut rig, &mut fw, &padded, &seq, &mut pos, run);
-            }
-            runs.push((cpu_ns() - t0) as f64 / (batches * BATCH) as f64);
-        }
-        runs.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        medians[k] = runs[2];
-        println!(
-            "firewall/{name}: {:.1} ns/packet on-CPU (median of 5; runs {runs:.1?})",
-            runs[2]
-        );
+        medians[k] = on_cpu(&format!("firewall/{name}"), || {
+            process_step(&mut rig, &mut fw, &padded, &seq, &mut pos, run)
+        });
     }
     assert_eq!(rig.counter(counters::INVALID), 0);
     println!(
@@ -360,24 +315,37 @@ fn cpu_time_report() {
     );
     // Calibration under the same load: parse + flow key + symmetric hash
     // alone (docs/benchmarks.md: ≈ 10 + 33 ns on a quiet machine).
-    let mut runs = Vec::new();
     let mut pos = 0;
-    for _ in 0..5 {
-        let t0 = cpu_ns();
-        for _ in 0..2_000_000 {
+    on_cpu("calibration/parse+flow_key+hash", || {
+        for _ in 0..BATCH {
             let f = &frames[seq[pos]];
             pos = if pos + 1 == seq.len() { 0 } else { pos + 1 };
             let h = parse(f).unwrap();
             let k = sluice_packet::FlowKey::from_headers(f, &h).unwrap();
             black_box(k.symmetric_hash());
         }
-        runs.push((cpu_ns() - t0) as f64 / 2e6);
+    });
+}
+
+/// Runs `batch` (one batch of `BATCH` packets) over 2 M packets, five
+/// times, prints the median on-CPU ns per packet under `label` with every
+/// run, and returns the median.
+fn on_cpu(label: &str, mut batch: impl FnMut()) -> f64 {
+    let batches = 2_000_000 / BATCH;
+    let mut runs = Vec::new();
+    for _ in 0..5 {
+        let t0 = cpu_ns();
+        for _ in 0..batches {
+            batch();
+        }
+        runs.push((cpu_ns() - t0) as f64 / (batches * BATCH) as f64);
     }
     runs.sort_by(|a, b| a.partial_cmp(b).unwrap());
     println!(
-        "calibration/parse+flow_key+hash: {:.1} ns/packet on-CPU (median of 5; runs {runs:.1?})",
+        "{label}: {:.1} ns/packet on-CPU (median of 5; runs {runs:.1?})",
         runs[2]
     );
+    runs[2]
 }
 
 /// `FIREWALL_INSTR=<variant>`: 10 000 batches of one hit variant and
