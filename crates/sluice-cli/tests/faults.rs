@@ -152,6 +152,68 @@ fn kill_9_under_load_is_survived() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("restarting"));
 }
 
+fn cpus_allowed(pid: u32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn kill_9_of_one_workers_nf_restarts_only_that_instance() {
+    // With two workers each runs its own instance of a process NF, on its
+    // own core; killing one must leave the other's flows untouched.
+    let nfs = "  - { name: victim, type: forwarder, isolation: process }\n";
+    let spec = chain_spec(300_000, nfs, "victim", "policy: always, backoff_ms: 5")
+        .replace("rate_pps: 300000 }", "rate_pps: 300000, count: 600000 }")
+        .replace("settings:\n", "settings:\n  workers: 2\n");
+    let (_d, path) = spec_file(&spec);
+    let child = sluice()
+        .args(["run", path.to_str().unwrap(), "--json", "--duration", "120"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut victims = Vec::new();
+    for _ in 0..100 {
+        std::thread::sleep(Duration::from_millis(20));
+        victims = descendants_named(pid, "nf:victim");
+        if victims.len() == 2 {
+            break;
+        }
+    }
+    assert_eq!(victims.len(), 2, "one victim instance per worker");
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus >= 2 {
+        // Each instance sits on its own worker's core.
+        assert_ne!(cpus_allowed(victims[0]), cpus_allowed(victims[1]));
+    }
+    std::thread::sleep(Duration::from_millis(700));
+    let status = std::process::Command::new("kill")
+        .args(["-9", &victims[0].to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (out, r) = finish_json(child);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_accounted(&r);
+    let v = nf(&r, "victim");
+    assert_eq!(v["restarts"], 1, "{r:#}");
+    assert!(v["last_exit"].as_str().unwrap().contains("SIGKILL"));
+    // Two first starts and one restart.
+    assert_eq!(v["startup_us"].as_array().unwrap().len(), 3, "{r:#}");
+    assert_eq!(stderr.matches("restarting").count(), 1, "{stderr}");
+    assert_eq!(r["packets_in"], 600_000, "{r:#}");
+    // At most ≈ 210 000 packets passed before the kill; the rest went
+    // through the surviving instance and the restarted one.
+    assert!(r["packets_out"].as_u64().unwrap() > 300_000, "{r:#}");
+}
+
 #[test]
 fn sigterm_drains_prints_the_summary_and_leaves_nothing_behind() {
     let nfs = "  - { name: f, type: forwarder, isolation: process }\n";

@@ -61,6 +61,20 @@ impl LoopConfig {
             idle_yields: if shared { 1 } else { 16 },
         }
     }
+
+    /// The policy for an NF on its worker's core (several workers): the
+    /// worker and its NFs form a pipeline on one core, so each stage runs
+    /// until its input is empty (at most a ring, a few microseconds) and
+    /// then gives the core to the next. Yielding after every batch instead
+    /// would cost two context switches per batch.
+    pub fn beside_worker(batch: usize) -> LoopConfig {
+        LoopConfig {
+            batch,
+            yield_after_batch: false,
+            idle_spins: 0,
+            idle_yields: 1,
+        }
+    }
 }
 
 /// Runs NF slot `slot` until asked to stop; returns the exit code.

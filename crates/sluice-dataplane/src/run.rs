@@ -99,24 +99,12 @@ pub fn run(
     if let Backing::NormalPagesFallback(why) = arena.backing() {
         eprintln!("sluice: {why}");
     }
+    // Fork the templates (one per worker) before anything starts a thread.
+    let mut templates = start_templates(spec, &plan, &arena, workers)?;
     if workers > 1 {
-        return crate::shard::run_sharded(spec, &plan, &arena, workers, &opts);
+        return crate::shard::run_sharded(spec, &plan, &arena, templates, &opts);
     }
-    let batch = settings.batch as usize;
-    // Fork the template before anything starts a thread.
-    let template = if has_process_nfs(&plan) {
-        Some(
-            Template::start(TemplateInputs {
-                arena: &arena,
-                plan: &plan,
-                spec,
-                batch,
-            })
-            .map_err(|e| RunError::Setup(format!("cannot start the NF template process: {e}")))?,
-        )
-    } else {
-        None
-    };
+    let template = templates.pop().flatten();
     // After the fork, so the template (and NFs it forks) are not pinned to
     // the worker's core; each NF pins itself.
     let placement = sluice_sys::Placement::current();
@@ -162,6 +150,42 @@ pub fn run(
     let report = RunReport::from_worker(spec.source.as_str(), &worker);
     drop(worker);
     Ok(report)
+}
+
+/// Forks one NF template per worker if the plan has process NFs (all or
+/// none: on failure those already started are stopped).
+fn start_templates(
+    spec: &Spec,
+    plan: &Plan,
+    arena: &Arena,
+    workers: u32,
+) -> Result<Vec<Option<Template>>, RunError> {
+    if !has_process_nfs(plan) {
+        return Ok((0..workers).map(|_| None).collect());
+    }
+    let mut templates = Vec::new();
+    for worker in 0..workers {
+        let started = Template::start(TemplateInputs {
+            arena,
+            plan,
+            spec,
+            batch: spec.settings.batch as usize,
+            worker,
+            workers,
+        });
+        match started {
+            Ok(t) => templates.push(Some(t)),
+            Err(e) => {
+                for t in templates.into_iter().flatten() {
+                    t.shutdown();
+                }
+                return Err(RunError::Setup(format!(
+                    "cannot start the NF template process: {e}"
+                )));
+            }
+        }
+    }
+    Ok(templates)
 }
 
 /// Opens every port of the plan (generators send shard `shard` of their
@@ -251,6 +275,8 @@ pub(crate) fn flow_table(spec: &Spec) -> FlowTable {
 /// Worker tuning from the spec and the run options.
 pub(crate) fn worker_config(spec: &Spec, opts: &RunOptions) -> WorkerConfig {
     WorkerConfig {
+        index: 0,
+        nfs_share_core: false,
         batch: spec.settings.batch as usize,
         restart: spec.settings.restart.clone(),
         live: opts.live,

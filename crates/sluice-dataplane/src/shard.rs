@@ -3,12 +3,19 @@
 //!
 //! Shared-nothing, as NIC RSS queues with one core each: worker `w` runs
 //! its own copy of every port (a generator sends flow slots `i` with
-//! `i % N == w`), its own flow table and its own inline instance of every
-//! NF, pinned to its own CPU. Packets of one flow (both directions) never
+//! `i % N == w`), its own flow table and its own instance of every NF,
+//! pinned to its own CPU. Packets of one flow (both directions) never
 //! leave their worker, so per-flow NF state needs no locks. Workers share
 //! the arena and the buffer pool (each with a private cache). The spec
 //! validator admits only what shards this way: generator, sink and
-//! `af_packet` ports, inline NFs.
+//! `af_packet` ports.
+//!
+//! A process NF runs once per worker, forked by that worker's own template
+//! and pinned to that worker's CPU: every core already runs a worker, and
+//! the packets the NF touches stay in the caches of the core that
+//! classified them. The two take turns on the core: the worker fills the
+//! NF's ring and yields when it can do nothing else; the NF empties it and
+//! sleeps.
 //!
 //! An `af_packet` port is opened once per worker, every copy a member of
 //! one `PACKET_FANOUT_HASH` group: the kernel spreads flows over the
@@ -31,16 +38,20 @@ use crate::plan::Plan;
 use crate::report::{merged_sink, RunReport};
 use crate::report_merge::ShardResult;
 use crate::run::{build_nfs, flow_table, open_ports, worker_config, RunError, RunOptions};
+use crate::template::Template;
 use crate::worker::Worker;
 
-/// Runs `workers` sharded workers to completion and merges their reports.
+/// Runs one sharded worker per entry of `templates` (each worker's NF
+/// template, if the plan has process NFs) to completion and merges their
+/// reports.
 pub(crate) fn run_sharded(
     spec: &Spec,
     plan: &Plan,
     arena: &Arena,
-    workers: u32,
+    templates: Vec<Option<Template>>,
     opts: &RunOptions,
 ) -> Result<RunReport, RunError> {
+    let workers = templates.len() as u32;
     let pool = BufferPool::new(arena.buffers());
     let placement = sluice_sys::Placement::current();
     let duration_ns = opts.duration.map(|d| d.as_nanos() as u64);
@@ -55,7 +66,8 @@ pub(crate) fn run_sharded(
     // Ok(None): the worker stood down because another one failed to start.
     let results: Vec<Result<Option<ShardResult>, RunError>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..workers)
-            .map(|w| {
+            .zip(templates)
+            .map(|(w, template)| {
                 let (pool, barrier, failed, placement, turn) =
                     (&pool, &barrier, &failed, &placement, &turn);
                 s.spawn(move || {
@@ -74,18 +86,39 @@ pub(crate) fn run_sharded(
                     turn.store(w + 1, Ordering::Release);
                     let parts = ports
                         .and_then(|ports| Ok((ports, build_nfs(spec, plan, arena, w * nf_count)?)));
-                    if parts.is_err() {
+                    let mut cfg = worker_config(spec, opts);
+                    cfg.index = w;
+                    cfg.nfs_share_core = template.is_some();
+                    cfg.live &= w == 0;
+                    let started = match parts {
+                        Ok((ports, nfs)) => {
+                            let flows = flow_table(spec);
+                            let mut worker =
+                                Worker::new(arena, pool, plan, nfs, ports, flows, template, cfg);
+                            match worker.start_nfs(opts.start_timeout.as_nanos() as u64) {
+                                Ok(()) => Ok(worker),
+                                Err(e) => {
+                                    worker.finish();
+                                    Err(RunError::Setup(e))
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            if let Some(t) = template {
+                                t.shutdown();
+                            }
+                            Err(e)
+                        }
+                    };
+                    if started.is_err() {
                         failed.store(true, Ordering::Release);
                     }
                     barrier.wait();
-                    let (ports, nfs) = parts?;
+                    let mut worker = started?;
                     if failed.load(Ordering::Acquire) {
+                        worker.finish();
                         return Ok(None);
                     }
-                    let mut cfg = worker_config(spec, opts);
-                    cfg.live &= w == 0;
-                    let mut worker =
-                        Worker::new(arena, pool, plan, nfs, ports, flow_table(spec), None, cfg);
                     let deadline = duration_ns.map(|d| sluice_sys::monotonic_ns() + d);
                     worker.run(&opts.stop, deadline);
                     worker.finish();

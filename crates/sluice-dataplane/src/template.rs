@@ -16,6 +16,10 @@
 //!                       exited <slot> <generation> <pid> code <n> | signal <n>
 //! ```
 //!
+//! `<slot>` is the NF's index in the plan. With several workers each worker
+//! has a template of its own, forked before any worker thread starts; its
+//! NFs use that worker's arena slots and wake word, and share its core.
+//!
 //! The template dies with the platform (PR_SET_PDEATHSIG) and NF processes
 //! die with the template, so no NF outlives a crashed platform.
 
@@ -37,7 +41,7 @@ use crate::plan::Plan;
 pub enum TemplateEvent {
     /// NF process created.
     Spawned {
-        /// NF slot.
+        /// NF index in the plan.
         slot: u32,
         /// Generation requested.
         generation: u32,
@@ -46,7 +50,7 @@ pub enum TemplateEvent {
     },
     /// NF process ended.
     Exited {
-        /// NF slot.
+        /// NF index in the plan.
         slot: u32,
         /// Generation it was started as.
         generation: u32,
@@ -133,6 +137,12 @@ pub struct TemplateInputs<'a> {
     pub spec: &'a Spec,
     /// Batch size for NF loops.
     pub batch: usize,
+    /// The worker this template serves: its NFs use arena slots
+    /// `worker * nfs ..` and wake that worker's wake word.
+    pub worker: u32,
+    /// How many workers run (more than one: each NF shares its worker's
+    /// core, see [`crate::shard`]).
+    pub workers: u32,
 }
 
 impl Template {
@@ -230,7 +240,7 @@ fn status_words(s: &ExitStatus) -> String {
 /// What the template loop decided to do next.
 enum Next {
     /// This process is a new NF child: run it.
-    BecomeNf { slot: u32 },
+    BecomeNf { index: u32 },
     /// Exit the template with this code.
     Exit(i32),
 }
@@ -244,10 +254,10 @@ fn template_main(sock: UnixStream, platform: Pid, inputs: &TemplateInputs<'_>) -
     };
     match template_loop(&mut chan, inputs) {
         Next::Exit(code) => code,
-        Next::BecomeNf { slot } => {
+        Next::BecomeNf { index } => {
             // Close the channel so only the template holds the platform's peer.
             drop(chan);
-            nf_main(slot, inputs)
+            nf_main(index, inputs)
         }
     }
 }
@@ -274,7 +284,7 @@ fn template_loop(chan: &mut LineChannel, inputs: &TemplateInputs<'_>) -> Next {
                         match sluice_sys::fork_single_threaded() {
                             Ok(Forked::Child) => {
                                 let _ = sluice_sys::die_with_parent(me);
-                                return Next::BecomeNf { slot };
+                                return Next::BecomeNf { index: slot };
                             }
                             Ok(Forked::Parent(pid)) => {
                                 children.insert(pid.as_raw_nonzero().get(), (slot, generation));
@@ -323,11 +333,29 @@ fn template_loop(chan: &mut LineChannel, inputs: &TemplateInputs<'_>) -> Next {
     }
 }
 
-fn nf_main(slot: u32, inputs: &TemplateInputs<'_>) -> i32 {
-    let nf_plan = &inputs.plan.nfs[slot as usize];
+/// Runs the worker's NF number `index` (its arena slot follows from the
+/// worker) as this process.
+fn nf_main(index: u32, inputs: &TemplateInputs<'_>) -> i32 {
+    let plan = inputs.plan;
+    let nf_plan = &plan.nfs[index as usize];
+    let slot = inputs.worker * plan.nfs.len() as u32 + index;
     sluice_sys::set_thread_name(&format!("nf:{}", nf_plan.name));
     let placement = sluice_sys::Placement::current();
-    if let Err(e) = sluice_sys::pin_to_cpu(placement.nf_cpu(slot as usize)) {
+    let is_process = |i: usize| plan.nfs[i].isolation == sluice_spec::Isolation::Process;
+    // One worker: NFs take the other cores. Several: each worker's NFs
+    // share its core (every core already runs a worker), which also keeps
+    // the packets they touch in that core's caches.
+    let (my_cpu, cfg) = if inputs.workers > 1 {
+        let cpu = placement.shard_cpu(inputs.worker as usize);
+        (cpu, LoopConfig::beside_worker(inputs.batch))
+    } else {
+        let cpu = placement.nf_cpu(index as usize);
+        let sharing = (0..plan.nfs.len())
+            .filter(|&i| is_process(i) && placement.nf_cpu(i) == cpu)
+            .count();
+        (cpu, LoopConfig::for_sharing(inputs.batch, sharing))
+    };
+    if let Err(e) = sluice_sys::pin_to_cpu(my_cpu) {
         eprintln!("sluice: NF {} cannot be pinned: {e}", nf_plan.name);
     }
     let ctl = inputs.arena.nf_control(slot);
@@ -335,7 +363,7 @@ fn nf_main(slot: u32, inputs: &TemplateInputs<'_>) -> i32 {
         sluice_sys::getpid().as_raw_nonzero().get() as u32,
         Ordering::Relaxed,
     );
-    let mut nf = match inputs.plan.build_nf(inputs.spec, slot as usize) {
+    let mut nf = match plan.build_nf(inputs.spec, index as usize) {
         Ok(nf) => nf,
         Err(e) => {
             eprintln!("sluice: NF {} failed to build: {e}", nf_plan.name);
@@ -344,15 +372,7 @@ fn nf_main(slot: u32, inputs: &TemplateInputs<'_>) -> i32 {
             return exit_code::BUILD_FAILED;
         }
     };
-    let my_cpu = placement.nf_cpu(slot as usize);
-    let sharing = (0..inputs.plan.nfs.len())
-        .filter(|&i| {
-            inputs.plan.nfs[i].isolation == sluice_spec::Isolation::Process
-                && placement.nf_cpu(i) == my_cpu
-        })
-        .count();
-    let cfg = LoopConfig::for_sharing(inputs.batch, sharing);
-    run_nf_loop(inputs.arena, slot, 0, cfg, nf.as_mut())
+    run_nf_loop(inputs.arena, slot, inputs.worker, cfg, nf.as_mut())
 }
 
 #[cfg(test)]

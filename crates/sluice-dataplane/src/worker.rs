@@ -54,6 +54,11 @@ pub(crate) const STOP_CALLS_MAX: usize = 4096;
 /// Worker tuning.
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
+    /// Which worker this is (its wake word; 0 when there is one).
+    pub index: u32,
+    /// Its process NFs run on its own core (several workers): with nothing
+    /// to do it yields at once, as spinning only delays the NF it waits for.
+    pub nfs_share_core: bool,
     /// Packets per batch.
     pub batch: usize,
     /// Restart policy for process NFs.
@@ -100,6 +105,9 @@ pub struct Worker<'a> {
     gates: Vec<WakeGate>,
     /// NFs whose gate holds packets back (their timers run in the loop).
     holding: Vec<u16>,
+    /// An NF on this worker's core was woken: it runs only once the
+    /// worker gives up the core, so the worker yields at the end of the pass.
+    yield_due: bool,
     pub(crate) started_ns: u64,
     pub(crate) stopped_ns: u64,
     last_live: (u64, u64, u64),
@@ -171,6 +179,7 @@ impl<'a> Worker<'a> {
             idle: 0,
             gates: vec![WakeGate::default(); plan.nfs.len()],
             holding: Vec::new(),
+            yield_due: false,
             started_ns: 0,
             stopped_ns: 0,
             last_live: (0, 0, 0),
@@ -712,6 +721,7 @@ impl<'a> Worker<'a> {
                                 false
                             };
                             nf.wakeups += u64::from(woke);
+                            self.yield_due |= woke && self.cfg.nfs_share_core;
                         }
                         Ok(_) => {}
                         Err(_) => corrupt = true,
@@ -823,6 +833,7 @@ impl<'a> Worker<'a> {
                 if p.link.wake() {
                     nf.wakeups += 1;
                     nf.wakeups_by_timeout += 1;
+                    self.yield_due |= self.cfg.nfs_share_core;
                 }
             } else {
                 k += 1;
@@ -948,12 +959,19 @@ impl<'a> Worker<'a> {
                 self.idle(now, next_maint);
             } else {
                 self.idle = 0;
+                if std::mem::take(&mut self.yield_due) {
+                    sluice_sys::yield_now();
+                }
             }
         }
     }
 
     fn idle(&mut self, now: u64, next_timer: u64) {
         self.idle += 1;
+        if self.cfg.nfs_share_core && self.idle < 128 {
+            sluice_sys::yield_now();
+            return;
+        }
         // Held packets need their wake-up timer, which runs in this loop.
         if self.idle < 64 || !self.holding.is_empty() {
             std::hint::spin_loop();
@@ -963,7 +981,7 @@ impl<'a> Worker<'a> {
             sluice_sys::yield_now();
             return;
         }
-        let wake = self.arena.worker_wake(0);
+        let wake = self.arena.worker_wake(self.cfg.index);
         wake.prepare_sleep();
         let mut pending = false;
         for nf in &mut self.nfs {

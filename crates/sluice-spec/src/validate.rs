@@ -12,7 +12,7 @@ use crate::error::SpecError;
 use crate::fields::{suggest, Res};
 use crate::limits::{self, Limit};
 use crate::location::Location;
-use crate::model::{Isolation, Spec};
+use crate::model::Spec;
 use crate::net::{self, PortRange};
 use crate::path::{self, Seg};
 use crate::ports::{GeneratorSpec, PortKind, SizeSpec};
@@ -144,23 +144,12 @@ pub(crate) fn validate(spec: &Spec, known_nf_types: &[&str], locator: &dyn Locat
 
 /// With `workers > 1` every worker runs its own copy of the data plane
 /// (flow table, NF instances, port queues) on a share of the flows, as
-/// RSS queues would: that needs ports that can be split by flow and NFs
-/// whose instances can be replicated per worker.
+/// RSS queues would: that needs ports that can be split by flow. NFs are
+/// replicated per worker, inline or as processes.
 fn sharding(cx: &Ctx<'_>) -> Res<()> {
     let workers = cx.spec.settings.workers;
     if workers <= 1 {
         return Ok(());
-    }
-    for (i, nf) in cx.spec.nfs.iter().enumerate() {
-        if nf.isolation != Isolation::Inline {
-            return Err(cx.err(
-                format!("nfs[{i}].isolation"),
-                format!(
-                    "NF {} runs as a process, but settings.workers = {workers} shards flows over workers that each run their own NF instances inline; make it `isolation: inline` or set `workers: 1`",
-                    nf.name
-                ),
-            ));
-        }
     }
     for (i, p) in cx.spec.ports.iter().enumerate() {
         match &p.kind {

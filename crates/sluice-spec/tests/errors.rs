@@ -685,19 +685,18 @@ fn unsupported_version() {
 }
 
 #[test]
-fn workers_need_shardable_ports_and_inline_nfs() {
+fn workers_need_shardable_ports() {
     let spec = |settings: &str, ports: &str, isolation: &str| {
         format!(
             "settings:\n  workers: 2\n{settings}ports:\n{ports}nfs:\n  - name: acl\n    type: acl\n    isolation: {isolation}\nchains:\n  - name: c\n    from: gen\n    nfs: [acl]\n    to: out\n"
         )
     };
     let gen_sink = "  - name: gen\n    kind: generator\n  - name: out\n    kind: sink\n";
-    let ok = parse_str(&spec("", gen_sink, "inline"), "ok.yaml", TYPES).unwrap();
-    assert_eq!(ok.settings.workers, 2);
-    check(
-        &spec("", gen_sink, "process"),
-        "bad.yaml:11:16: nfs[0].isolation: NF acl runs as a process, but settings.workers = 2 shards flows over workers that each run their own NF instances inline; make it `isolation: inline` or set `workers: 1`",
-    );
+    // NFs are replicated per worker whatever their isolation.
+    for isolation in ["inline", "process"] {
+        let ok = parse_str(&spec("", gen_sink, isolation), "ok.yaml", TYPES).unwrap();
+        assert_eq!(ok.settings.workers, 2);
+    }
     check(
         &spec(
             "",
