@@ -157,7 +157,7 @@ pub struct ChainArgs {
     #[arg(long, default_value_t = 32)]
     pub batch: u16,
     /// Platform workers, each with its own share of the flows and its own
-    /// NF instances (more than 1 needs `--isolation inline`).
+    /// NF instances (process NFs share their worker's core).
     #[arg(long, default_value_t = 1)]
     pub workers: u16,
     /// Adaptive wake-up batching of sleeping process NFs: most packets to

@@ -8,7 +8,8 @@
 //! duration ends, the inputs are exhausted or `stop` is set, drains, stops
 //! the NFs, audits the buffers and returns a [`report::RunReport`].
 //! With `settings.workers > 1`, [`shard`] runs that loop on several
-//! pinned threads, each with its own share of the flows.
+//! pinned threads, each with its own share of the flows, its own NF
+//! instances and, for process NFs, its own template.
 
 pub mod drops;
 pub mod flow_table;
