@@ -102,6 +102,35 @@ fn garbage_verdicts_and_metadata_are_counted_drops() {
     assert!(bad > 0, "{r:#}");
 }
 
+/// Starts `sluice run` on `spec` (a hang is bounded at 120 s) and waits
+/// until `instances` processes of the NF named `victim` run.
+fn start_with_victims(spec: &std::path::Path, instances: usize) -> (std::process::Child, Vec<u32>) {
+    let child = sluice()
+        .args(["run", spec.to_str().unwrap(), "--json", "--duration", "120"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut victims = Vec::new();
+    for _ in 0..100 {
+        std::thread::sleep(Duration::from_millis(20));
+        victims = descendants_named(child.id(), "nf:victim");
+        if victims.len() == instances {
+            break;
+        }
+    }
+    assert_eq!(victims.len(), instances, "victim processes");
+    (child, victims)
+}
+
+fn kill_9(pid: u32) {
+    let status = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
 #[test]
 fn kill_9_under_load_is_survived() {
     let nfs = "  - { name: victim, type: forwarder, isolation: process }\n  - { name: mon, type: monitor, isolation: process }\n";
@@ -111,28 +140,9 @@ fn kill_9_under_load_is_survived() {
     let spec = chain_spec(300_000, nfs, "victim, mon", "policy: always, backoff_ms: 5")
         .replace("rate_pps: 300000 }", "rate_pps: 300000, count: 600000 }");
     let (_d, path) = spec_file(&spec);
-    let child = sluice()
-        .args(["run", path.to_str().unwrap(), "--json", "--duration", "120"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let mut victims = Vec::new();
-    for _ in 0..100 {
-        std::thread::sleep(Duration::from_millis(20));
-        victims = descendants_named(pid, "nf:victim");
-        if !victims.is_empty() {
-            break;
-        }
-    }
-    assert_eq!(victims.len(), 1, "one victim process");
+    let (child, victims) = start_with_victims(&path, 1);
     std::thread::sleep(Duration::from_millis(700));
-    let status = std::process::Command::new("kill")
-        .args(["-9", &victims[0].to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    kill_9(victims[0]);
     let (out, r) = finish_json(child);
     assert!(
         out.status.success(),
@@ -171,33 +181,14 @@ fn kill_9_of_one_workers_nf_restarts_only_that_instance() {
         .replace("rate_pps: 300000 }", "rate_pps: 300000, count: 600000 }")
         .replace("settings:\n", "settings:\n  workers: 2\n");
     let (_d, path) = spec_file(&spec);
-    let child = sluice()
-        .args(["run", path.to_str().unwrap(), "--json", "--duration", "120"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let mut victims = Vec::new();
-    for _ in 0..100 {
-        std::thread::sleep(Duration::from_millis(20));
-        victims = descendants_named(pid, "nf:victim");
-        if victims.len() == 2 {
-            break;
-        }
-    }
-    assert_eq!(victims.len(), 2, "one victim instance per worker");
+    let (child, victims) = start_with_victims(&path, 2);
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cpus >= 2 {
         // Each instance sits on its own worker's core.
         assert_ne!(cpus_allowed(victims[0]), cpus_allowed(victims[1]));
     }
     std::thread::sleep(Duration::from_millis(700));
-    let status = std::process::Command::new("kill")
-        .args(["-9", &victims[0].to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    kill_9(victims[0]);
     let (out, r) = finish_json(child);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
