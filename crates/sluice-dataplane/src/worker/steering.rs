@@ -1,0 +1,349 @@
+//! Steering: ingress, grouping packets by destination, delivering groups
+//! to inline NFs (run here), process NFs (ring + wake-up), ports and drop
+//! counters, and draining what process NFs return.
+
+use sluice_mem::HandleBatch;
+use sluice_nf::runtime::{run_batch, run_tick, Services};
+use sluice_nf::{DropReason, NetworkFunction};
+
+use super::classify::classify;
+use super::Worker;
+use crate::nf_io::InlineIo;
+use crate::nf_rt::{Exec, Phase};
+use crate::route::{after_nf, first_hop, uniform_next, Dest};
+
+impl<'a> Worker<'a> {
+    /// Room in process NF `i`'s receive ring (a full batch if it is not
+    /// accepting: packets sent there are dropped as `nf_down`, not held).
+    pub(super) fn room(&mut self, i: u16) -> usize {
+        let batch = self.cfg.batch;
+        match self.nfs[i as usize].process() {
+            Some(p) if matches!(p.phase, Phase::Starting | Phase::Running) => {
+                p.link.room().unwrap_or(0)
+            }
+            _ => batch,
+        }
+    }
+
+    pub(super) fn ingress_budget(&mut self, port: u16) -> usize {
+        let mut budget = self.cfg.batch;
+        for k in 0..self.plan.ingress[port as usize].len() {
+            let c = self.plan.ingress[port as usize][k];
+            if let Some(q) = self.chain_queue[c as usize] {
+                budget = budget.min(self.room(q));
+            }
+        }
+        budget
+    }
+
+    pub(super) fn poll_ingress(&mut self, now: u64) -> usize {
+        let mut done = 0;
+        for k in 0..self.input_ports.len() {
+            let port = self.input_ports[k];
+            let budget = self.ingress_budget(port);
+            if budget == 0 {
+                continue;
+            }
+            let mut b = self.take_batch();
+            let n = self.ports[port as usize].rx(self.arena, &mut self.cache, &mut b, budget, now);
+            if n == 0 {
+                self.put_batch(b);
+                continue;
+            }
+            done += n;
+            self.classify_and_group(port, &mut b, now);
+            self.put_batch(b);
+            self.flush_groups();
+            self.dispatch(now);
+            let mut ended = std::mem::take(&mut self.ended);
+            for id in ended.drain(..) {
+                self.advance_marker(id, 0, now);
+            }
+            self.ended = ended;
+        }
+        done
+    }
+
+    pub(super) fn classify_and_group(&mut self, port: u16, b: &mut HandleBatch, now: u64) {
+        let arena = self.arena;
+        let plan = self.plan;
+        b.drain(|mut h| {
+            let mut pkt = arena.pkt(&mut h);
+            pkt.set_port_in(port);
+            let dest = match classify(
+                plan,
+                &mut self.flows,
+                &mut self.ended,
+                pkt.data(),
+                port,
+                now,
+            ) {
+                Ok((chain, flow_id, hash)) => {
+                    pkt.set_flow_id(flow_id);
+                    pkt.set_flow_hash(hash);
+                    first_hop(plan, &mut pkt, chain)
+                }
+                Err(reason) => Dest::Drop(reason),
+            };
+            self.group(dest, h);
+        });
+    }
+
+    pub(super) fn group(&mut self, dest: Dest, h: sluice_mem::PktHandle) {
+        if let Some((_, g)) = self.groups.iter_mut().find(|(d, _)| *d == dest) {
+            if let Err(h) = g.push(h) {
+                // Group full (cannot happen with batches ≤ MAX_BATCH).
+                self.cache.free(h);
+                self.drops.add(DropReason::RING_FULL, 1);
+            }
+            return;
+        }
+        let mut g = self.take_batch();
+        let _ = g.push(h);
+        self.groups.push((dest, g));
+    }
+
+    pub(super) fn flush_groups(&mut self) {
+        // Reverse so the LIFO work stack delivers groups in creation order.
+        while let Some(g) = self.groups.pop() {
+            self.work.push(g);
+        }
+    }
+
+    pub(super) fn dispatch(&mut self, now: u64) {
+        while let Some((dest, mut b)) = self.work.pop() {
+            match dest {
+                Dest::Nf(i) => self.deliver_nf(i, &mut b, now),
+                Dest::Port(p) => {
+                    let lost = self.ports[p as usize].tx(self.arena, &mut b, &mut self.cache, now);
+                    self.drops.add(DropReason::PORT_TX_ERROR, lost);
+                }
+                Dest::Drop(r) => {
+                    self.drops.add(r, b.len() as u64);
+                    b.drain(|h| self.cache.free(h));
+                }
+                Dest::DropLocal(nf, idx) => {
+                    if let Some(c) = self.nfs[nf as usize].local_drops.get_mut(idx as usize) {
+                        *c += b.len() as u64;
+                    }
+                    b.drain(|h| self.cache.free(h));
+                }
+            }
+            self.put_batch(b);
+        }
+    }
+
+    pub(super) fn deliver_nf(&mut self, i: u16, b: &mut HandleBatch, now: u64) {
+        let nf = &mut self.nfs[i as usize];
+        let control = nf.control;
+        match &mut nf.exec {
+            Exec::Inline(_) => {
+                let _ = control;
+                let _ = self.with_inline_io(i, now, |f, svc| run_batch(f, b, svc));
+                self.regroup_after(i, b);
+            }
+            Exec::Process(p) => {
+                let mut corrupt = false;
+                if matches!(p.phase, Phase::Starting | Phase::Running) {
+                    // Spares first: they arrive ahead of the batch in ring
+                    // order, so an NF that creates packets per packet (tee)
+                    // has its stash full when the batch comes (one load
+                    // when the NF wants no spares).
+                    if p.link.refill_spares_for(&mut self.cache, b.len()).is_err() {
+                        corrupt = true;
+                    }
+                    match p.link.send(self.pool, b) {
+                        Ok(n) if n > 0 => {
+                            let gate = &mut self.gates[i as usize];
+                            let policy = &self.cfg.wakeup;
+                            let woke = if !policy.batches() {
+                                p.link.wake()
+                            } else if !p.link.sleeps() {
+                                // Running: it finds the packets itself.
+                                gate.release();
+                                false
+                            } else if gate.on_queued(p.link.queued(), now, policy) {
+                                p.link.wake()
+                            } else {
+                                if !self.holding.contains(&i) {
+                                    self.holding.push(i);
+                                }
+                                false
+                            };
+                            nf.wakeups += u64::from(woke);
+                            self.yield_due |= woke && self.cfg.nfs_share_core;
+                        }
+                        Ok(_) => {}
+                        Err(_) => corrupt = true,
+                    }
+                    let left = b.len() as u64;
+                    self.drops.add(DropReason::RING_FULL, left);
+                } else {
+                    self.drops.add(DropReason::NF_DOWN, b.len() as u64);
+                }
+                b.drain(|h| self.cache.free(h));
+                if corrupt {
+                    self.condemn(i as usize, "its receive ring indices are corrupt");
+                }
+            }
+        }
+    }
+
+    /// Calls inline NF `i` with packet I/O (allocation from the worker's
+    /// cache), then queues what it emitted for steering like its batch.
+    pub(super) fn with_inline_io(
+        &mut self,
+        i: u16,
+        now: u64,
+        call: impl FnOnce(&mut dyn NetworkFunction, Services<'_>),
+    ) -> usize {
+        let mut out = self.take_batch();
+        let arena = self.arena;
+        let nf = &mut self.nfs[i as usize];
+        let control = nf.control;
+        if let Exec::Inline(f) = &mut nf.exec {
+            let mut io = InlineIo {
+                cache: &mut self.cache,
+                out: &mut out,
+                originated: &mut nf.originated,
+            };
+            let svc = Services {
+                control,
+                arena,
+                now_ns: now,
+                io: Some(&mut io),
+                raw: None,
+            };
+            call(f.as_mut(), svc);
+        }
+        let emitted = out.len();
+        self.regroup_after(i, &mut out);
+        self.put_batch(out);
+        emitted
+    }
+
+    /// Runs the timers of inline NFs that are due.
+    pub(super) fn tick_inline(&mut self, now: u64) {
+        for i in 0..self.nfs.len() {
+            match self.nfs[i].tick {
+                Some((every, due)) if now >= due => {
+                    self.nfs[i].tick = Some((every, now + every));
+                    let _ = self.with_inline_io(i as u16, now, run_tick);
+                }
+                _ => {}
+            }
+        }
+        self.dispatch(now);
+    }
+
+    /// Groups the packets NF `from` has processed by their next destination.
+    pub(super) fn regroup_after(&mut self, from: u16, b: &mut HandleBatch) {
+        let arena = self.arena;
+        let plan = self.plan;
+        if b.is_empty() {
+            return;
+        }
+        if let Some(dest) = uniform_next(plan, b, arena) {
+            let mut g = self.take_batch();
+            std::mem::swap(&mut *g, b);
+            self.work.push((dest, g));
+            return;
+        }
+        b.drain(|mut h| {
+            let mut pkt = arena.pkt(&mut h);
+            let dest = if pkt.meta_is_sane() {
+                after_nf(plan, &mut pkt, from)
+            } else {
+                Dest::Drop(DropReason::INVALID_METADATA)
+            };
+            self.group(dest, h);
+        });
+        self.flush_groups();
+    }
+
+    /// Wakes the sleeping NFs whose held packets have waited the wake-up
+    /// timeout.
+    pub(super) fn fire_wake_timers(&mut self, now: u64) {
+        let mut k = 0;
+        while k < self.holding.len() {
+            let i = self.holding[k] as usize;
+            let policy = self.cfg.wakeup;
+            let gate = &mut self.gates[i];
+            let nf = &mut self.nfs[i];
+            let Some(p) = nf.process() else {
+                gate.release();
+                self.holding.swap_remove(k);
+                continue;
+            };
+            if !gate.is_holding() || !p.link.control().wake.is_sleeping() {
+                // Woken meanwhile (by count, an event or its own nap): it
+                // sees its ring itself.
+                gate.release();
+            } else if gate.on_timer(now, &policy) {
+                if p.link.wake() {
+                    nf.wakeups += 1;
+                    nf.wakeups_by_timeout += 1;
+                    self.yield_due |= self.cfg.nfs_share_core;
+                }
+            } else {
+                k += 1;
+                continue;
+            }
+            self.holding.swap_remove(k);
+        }
+    }
+
+    pub(super) fn poll_nfs(&mut self, now: u64) -> usize {
+        let mut done = 0;
+        for i in 0..self.nfs.len() {
+            let active = matches!(
+                self.nfs[i].process().map(|p| p.phase),
+                Some(Phase::Starting | Phase::Running | Phase::Stopping)
+            );
+            if !active {
+                continue;
+            }
+            let mut budget = self.cfg.batch;
+            for k in 0..self.nf_next_queues[i].len() {
+                let q = self.nf_next_queues[i][k];
+                budget = budget.min(self.room(q));
+            }
+            if budget == 0 {
+                continue;
+            }
+            let mut b = self.take_batch();
+            let pool = self.pool;
+            let Some(p) = self.nfs[i].process() else {
+                self.put_batch(b);
+                continue;
+            };
+            if p.link.refill_spares(&mut self.cache).is_err() {
+                self.put_batch(b);
+                self.condemn(i, "its receive ring indices are corrupt");
+                continue;
+            }
+            let outcome = p.link.recv(pool, &mut b, budget);
+            p.link.take_events(&mut self.events);
+            match outcome {
+                Ok(o) => {
+                    self.nfs[i].originated += o.originated as u64;
+                    // Rejected entries are not packets (the NF still owns
+                    // its real buffers), so they are faults, not drops.
+                    self.nfs[i].invalid_handles += o.invalid as u64;
+                    self.drops.invalid_handles += o.invalid as u64;
+                    done += o.received + o.events;
+                    self.regroup_after(i as u16, &mut b);
+                    self.dispatch(now);
+                }
+                Err(_) => self.condemn(i, "its transmit ring indices are corrupt"),
+            }
+            self.put_batch(b);
+            let mut events = std::mem::take(&mut self.events);
+            for id in events.drain(..) {
+                self.marker_passed(id, i as u16, now);
+            }
+            self.events = events;
+        }
+        done
+    }
+}
