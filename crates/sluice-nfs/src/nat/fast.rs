@@ -197,9 +197,10 @@ impl Nat {
         // NAT share of `process`: ≈ 23–40 ns/packet with the state in
         // cache, ≈ 46–67 ns at 100 k mappings (was 83–96 before the
         // prefetches and the bounded sweep), on-CPU under heavy load;
-        // ≈ 221 instructions and 2 lines not in L1 (hint, session) per
-        // packet (bench nat/outbound_hot_1k, outbound_100k minus
-        // copy_only; callgrind NAT_INSTR_PACKETS --cache-sim=yes).
+        // ≈ 198 instructions outbound, 202 inbound (221 / 225 before the
+        // two-word tuple compare and the wire-order sums) and 2 lines not
+        // in L1 (hint, session) per packet (bench nat/outbound_hot_1k,
+        // outbound_100k minus copy_only; callgrind NAT_INSTR_PACKETS).
         let (ao, po) = if OUT { (26, 34) } else { (30, 36) };
         put32(h, ao, new.addr);
         put16(h, po, new.port);
