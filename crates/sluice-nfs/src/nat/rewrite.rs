@@ -271,6 +271,19 @@ mod tests {
         }
     }
 
+    proptest! {
+        /// Ones' complement sums commute with byte swaps (RFC 1071 §2(B)),
+        /// so the fast path applies wire-order deltas to checksums as
+        /// loaded (native order) and stores the result as is.
+        #[test]
+        fn apply_commutes_with_byte_swaps(
+            c in prop_oneof![Just(0u16), Just(0xffff), Just(0x00ff), Just(0xff00), any::<u16>()],
+            d in prop_oneof![Just(0u16), Just(0xffff), Just(0x00ff), Just(0xff00), any::<u16>()],
+        ) {
+            prop_assert_eq!(apply(c.swap_bytes(), d.swap_bytes()), apply(c, d).swap_bytes());
+        }
+    }
+
     #[test]
     fn apply_is_replace_at_the_all_zero_sum() {
         // The one change whose sum is 0 (not merely ≡ 0).

@@ -155,7 +155,9 @@ pub(crate) struct Session {
     pub mapping: u32,
     pub filter: u32,
     /// RFC 1624 sums (see `rewrite::delta`) of the outbound rewrite
-    /// (internal → external): IP header, then transport checksum.
+    /// (internal → external): IP header, then transport checksum; in
+    /// wire order (`to_be`), so the fast path adds them to checksum fields
+    /// as loaded, with no byte swaps (`rewrite::apply` commutes with them).
     pub delta_out: [u16; 2],
     /// The same for the inbound rewrite (external → internal).
     pub delta_in: [u16; 2],
@@ -617,12 +619,12 @@ impl Tables {
             expires: now.saturating_add(self.timeout(proto, 0)),
             marked: 0,
             delta_out: [
-                delta(ia, ea, 0, 0),
-                delta(ia, ea, internal.port, external.port),
+                delta(ia, ea, 0, 0).to_be(),
+                delta(ia, ea, internal.port, external.port).to_be(),
             ],
             delta_in: [
-                delta(ea, ia, 0, 0),
-                delta(ea, ia, external.port, internal.port),
+                delta(ea, ia, 0, 0).to_be(),
+                delta(ea, ia, external.port, internal.port).to_be(),
             ],
         };
         self.bounds.lower(s, self.sessions[s as usize].expires);
