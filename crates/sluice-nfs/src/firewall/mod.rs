@@ -464,24 +464,41 @@ impl Firewall {
                         continue;
                     }
                     Some(Classified::Invalid(_)) => {
-                        if let Some(mut pkt) = batch.get(base + k) {
-                            let d = Ok(Decision::Drop {
-                                reason: INVALID,
-                                rule: None,
-                            });
-                            self.settle(&mut pkt, d, c, ctx);
-                        }
+                        self.decide_one(batch, base + k, true, now, c, ctx);
                         continue;
                     }
                     // Not a fast-path packet (it gives nothing else).
                     _ => {}
                 }
             }
-            if let Some(mut pkt) = batch.get(base + k) {
-                let d = self.decide_frame(pkt.data(), pkt.port_in(), p.id, now);
-                self.settle(&mut pkt, d, c, ctx);
-            }
+            self.decide_one(batch, base + k, false, now, c, ctx);
         }
+    }
+
+    /// Packet `i` of `batch` off the fast path of `process_chunk`: dropped
+    /// as INVALID (`invalid`: the fast path found it so), or decided by
+    /// `decide_frame`. Out of line, so the fast path's loop keeps its
+    /// values in registers.
+    #[inline(never)]
+    fn decide_one(
+        &mut self,
+        batch: &mut Batch<'_>,
+        i: usize,
+        invalid: bool,
+        now: u64,
+        c: &mut Counts,
+        ctx: &mut Context<'_>,
+    ) {
+        let Some(mut p) = batch.get(i) else { return };
+        let d = if invalid {
+            Ok(Decision::Drop {
+                reason: INVALID,
+                rule: None,
+            })
+        } else {
+            self.decide_frame(p.data(), p.port_in(), p.flow_id(), now)
+        };
+        self.settle(&mut p, d, c, ctx);
     }
 
     /// Gives packet `p` the verdict of decision `d` (`Err`: malformed) and
