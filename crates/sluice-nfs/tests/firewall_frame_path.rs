@@ -426,6 +426,7 @@ proptest! {
         twin.conntrack_mut().sweep(S, 64);
         let mut now = S;
         let (mut established, mut new, mut invalid) = (0, conns.len() as u64, 0);
+        let mut passed = conns.len() as u64;
         for batch in batches {
             now += 3 * S;
             h.set_now_ns(now);
@@ -442,6 +443,7 @@ proptest! {
                     }
                     _ => {}
                 }
+                passed += u64::from(verdict_of(d) == Verdict::Next);
                 prop_assert_eq!(o.verdict, verdict_of(d), "{:02x?}", f);
             }
             twin.conntrack_mut().sweep(now, 64);
@@ -450,5 +452,6 @@ proptest! {
         prop_assert_eq!(h.counter(counters::ESTABLISHED), established);
         prop_assert_eq!(h.counter(counters::NEW), new);
         prop_assert_eq!(h.counter(counters::INVALID), invalid);
+        prop_assert_eq!(h.counter(counters::ACCEPTED), passed);
     }
 }

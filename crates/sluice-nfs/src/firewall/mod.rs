@@ -243,10 +243,8 @@ impl Firewall {
     ) -> Result<Decision, ParseError> {
         // ≈ 163 instructions per hit, against ≈ 239 for parse + decide
         // (callgrind, 20 k connections; bench: firewall/hit_cached_warm,
-        // 322 → 224 with the bench's loop). Through `process`, batch loop,
-        // warm-up and sweep included: ≈ 272 instructions, 63–79 ns/packet
-        // on-CPU at 100 k connections under load average 6–10, 35 ns at
-        // 1 k (bench: firewall/process_100k minus copy_only_100k).
+        // 322 → 224 with the bench's loop). `process` no longer calls this
+        // for IPv4 packets of the common shape (see `process_chunk`).
         let zone = self.zone_of(port_in);
         match self.ct.classify_frame(frame, zone, flow_id, now_ns) {
             Some(Classified::Tracked { .. }) => Ok(Decision::Established),
@@ -423,9 +421,10 @@ impl Firewall {
     /// expired, INVALID) is fetched again for `decide_frame` (or its
     /// INVALID drop).
     ///
-    /// ≈ 200 instructions per packet of an established TCP connection,
-    /// batch loop and sweep included, where one `decide_frame` per packet
-    /// after a prefetch pass took ≈ 259 (callgrind; bench:
+    /// ≈ 203 instructions per packet of an established TCP connection,
+    /// batch loop, warm-up and sweep included, where one `decide_frame`
+    /// per packet after a prefetch pass took ≈ 259; ≈ 50 ns on-CPU
+    /// against ≈ 57–66 under load (callgrind / FIREWALL_CPU_NS; bench:
     /// firewall/process_100k minus copy_only_100k, 100 k connections).
     #[inline(always)]
     fn process_chunk(
