@@ -127,10 +127,10 @@ fn order(n: usize, seed: u64) -> Vec<usize> {
 }
 
 /// One batch of 32 packets of random established connections, as the NF's
-/// `process` does it: a first pass gathering the flow ids and prefetching
-/// each frame's headers and, with `warm`, prefetching the conntrack lines;
-/// then `decide_frame` (which parses only the packets its fast path cannot
-/// take).
+/// `process` did it before it kept its first pass's tuples: a first pass
+/// gathering the flow ids and prefetching each frame's headers and, with
+/// `warm`, prefetching the conntrack lines; then `decide_frame` (which
+/// parses only the packets its fast path cannot take).
 #[inline(never)]
 fn hit_batch(
     fw: &mut Firewall,

@@ -355,3 +355,103 @@ proptest! {
         }
     }
 }
+
+/// The verdict `process` gives a packet the full path decides as `d`
+/// (this file's configs have no reject rules).
+fn verdict_of(d: Result<Decision, ParseError>) -> Verdict {
+    match d {
+        Err(e) => Verdict::Drop(DropReason::malformed(e)),
+        Ok(Decision::Drop { reason, .. }) => Verdict::Drop(reason),
+        Ok(_) => Verdict::Next,
+    }
+}
+
+/// A tracked connection's packet, mutated as [`mutated`] does, or with its
+/// TCP flags set to one of the combinations that move a connection
+/// between states (SYN, SYN/ACK, FIN, RST, bare and URG ACKs, none), so
+/// packets of the common shape meet connections in every state.
+fn mutated_or_reflagged() -> impl Strategy<Value = (usize, bool, Vec<u8>)> {
+    const FLAGS: [u8; 10] = [
+        ACK,
+        ACK | PSH,
+        ACK | 0x20,
+        ACK | 0xc0,
+        SYN,
+        SYN | ACK,
+        FIN | ACK,
+        RST,
+        RST | ACK,
+        0,
+    ];
+    prop_oneof![
+        mutated(),
+        (0..4usize, any::<bool>(), 0..FLAGS.len()).prop_map(|(conn, reply, fl)| {
+            let [out, back] = connections().swap_remove(conn);
+            let mut f = if reply { back } else { out };
+            let v6 = f[12..14] == [0x86, 0xdd];
+            let l4 = if v6 { 54 } else { 34 };
+            if f[if v6 { 20 } else { 23 }] == 6 {
+                f[l4 + 13] = FLAGS[fl];
+            }
+            (conn, reply, f)
+        }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    /// Through the NF's `process` (batches of 1 to 80 packets, so several
+    /// of its chunks, a packet's connection changed by an earlier packet
+    /// of the same batch, expiry between batches), over tracked
+    /// connections' packets with random header bytes or state-changing
+    /// flags: every verdict is the one parse + the full path without flow
+    /// ids gives, packet by packet in the same order, both end with the
+    /// same table, and the counters add up to the full path's decisions.
+    #[test]
+    fn process_and_full_paths_agree_on_mutated_batches(
+        batches in prop::collection::vec(
+            prop::collection::vec(mutated_or_reflagged(), 1..80), 1..6),
+    ) {
+        let (mut fw, mut twin) = (accept_all(), accept_all());
+        let mut h = Harness::new();
+        let conns = connections();
+        let opening: Vec<Vec<u8>> = conns.iter().map(|[out, _]| out.clone()).collect();
+        h.set_now_ns(S);
+        let got = h.run(&mut fw, &opening);
+        for (o, f) in got.iter().zip(&opening) {
+            prop_assert_eq!(o.verdict, verdict_of(full(&mut twin, f, S)));
+        }
+        // `process` ends with a sweep of 64 slab positions; so does the twin.
+        twin.conntrack_mut().sweep(S, 64);
+        let mut now = S;
+        let (mut established, mut new, mut invalid) = (0, conns.len() as u64, 0);
+        let mut passed = conns.len() as u64;
+        for batch in batches {
+            now += 3 * S;
+            h.set_now_ns(now);
+            let frames: Vec<Vec<u8>> = batch.into_iter().map(|(_, _, f)| f).collect();
+            let got = h.run(&mut fw, &frames);
+            prop_assert_eq!(got.len(), frames.len());
+            for (o, f) in got.iter().zip(&frames) {
+                let d = full(&mut twin, f, now);
+                match d {
+                    Ok(Decision::Established) => established += 1,
+                    Ok(Decision::New { .. }) => new += 1,
+                    Ok(Decision::Drop { reason, .. }) if reason == sluice_nfs::firewall::INVALID => {
+                        invalid += 1
+                    }
+                    _ => {}
+                }
+                passed += u64::from(verdict_of(d) == Verdict::Next);
+                prop_assert_eq!(o.verdict, verdict_of(d), "{:02x?}", f);
+            }
+            twin.conntrack_mut().sweep(now, 64);
+            prop_assert_eq!(table(&fw), table(&twin));
+        }
+        prop_assert_eq!(h.counter(counters::ESTABLISHED), established);
+        prop_assert_eq!(h.counter(counters::NEW), new);
+        prop_assert_eq!(h.counter(counters::INVALID), invalid);
+        prop_assert_eq!(h.counter(counters::ACCEPTED), passed);
+    }
+}

@@ -131,11 +131,12 @@ impl<'a> RawTuple<'a> {
         // frame that can qualify.
         let h: &[u8; ETH + 28] = f.first_chunk()?;
         let total = usize::from(u16::from_be_bytes([h[16], h[17]]));
-        // Version 4, IHL 5; MF clear and offset 0 (DF may be set).
-        if h[14] != 0x45 || (h[20] & 0x3f) | h[21] != 0 || total < 20 || total > f.len() - ETH {
+        // Version 4, IHL 5; MF clear and offset 0 (DF may be set). `total`
+        // at least 20 follows from the transport header fitting in it.
+        if h[14] != 0x45 || (h[20] & 0x3f) | h[21] != 0 || total > f.len() - ETH {
             return None;
         }
-        let (ports, l4) = transport::<{ ETH + 20 }>(f, total - 20, h[23])?;
+        let (ports, l4) = transport::<{ ETH + 20 }, 20>(f, total, h[23])?;
         let pair = v4_pair([h[26], h[27], h[28], h[29]], [h[30], h[31], h[32], h[33]]);
         Some(RawTuple {
             addrs: Addrs::V4(pair),
@@ -153,7 +154,7 @@ impl<'a> RawTuple<'a> {
         if h[14] >> 4 != 6 || 40 + payload > f.len() - ETH {
             return None;
         }
-        let (ports, l4) = transport::<{ ETH + 40 }>(f, payload, h[20])?;
+        let (ports, l4) = transport::<{ ETH + 40 }, 0>(f, payload, h[20])?;
         Some(RawTuple {
             addrs: Addrs::V6(h[22..].first_chunk()?),
             ports,
@@ -200,17 +201,70 @@ impl<'a> RawTuple<'a> {
     }
 }
 
+/// An IPv4 [`RawTuple`] packed for keeping between passes over a batch
+/// (16 bytes, where a `RawTuple` with its [`L4`] takes far more):
+/// `Firewall::process` reads a batch's tuples in one pass and applies
+/// them in another. IPv6 tuples borrow the frame and are not kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct V4Tuple {
+    addrs: u64,
+    ports: u32,
+    proto: u8,
+    tcp: bool,
+}
+
+impl RawTuple<'_> {
+    /// The packed form of an IPv4 tuple; `None` for IPv6.
+    #[inline(always)]
+    pub(super) fn to_v4(self) -> Option<V4Tuple> {
+        match self.addrs {
+            Addrs::V4(addrs) => Some(V4Tuple {
+                addrs,
+                ports: self.ports,
+                proto: self.proto,
+                tcp: matches!(self.l4, L4::Tcp { .. }),
+            }),
+            Addrs::V6(_) => None,
+        }
+    }
+}
+
+impl V4Tuple {
+    /// The tuple it packs (every fast-path TCP segment has the bare-ACK
+    /// class: see `RawTuple`'s `l4`).
+    #[inline(always)]
+    pub(super) fn unpack(&self) -> RawTuple<'static> {
+        RawTuple {
+            addrs: Addrs::V4(self.addrs),
+            ports: self.ports,
+            proto: self.proto,
+            l4: if self.tcp {
+                L4::Tcp { flags: ACK }
+            } else {
+                L4::Udp
+            },
+        }
+    }
+}
+
 /// The transport part of [`RawTuple::read_frame`]: the ports and class of
-/// a UDP datagram or TCP ACK-class segment at offset `AT` whose IP payload
-/// is `seg` bytes long, if its header lies within `seg` as `parse`
-/// requires (UDP: `8 <= length <= seg`; TCP: `20 <= data offset <= seg`).
+/// a UDP datagram or TCP ACK-class segment at offset `AT` behind an IP
+/// header of `IP` bytes counted in `len` (the IP payload is `len - IP`
+/// bytes), if its header lies within that payload as `parse` requires
+/// (UDP: `8 <= length <= payload`; TCP: `20 <= data offset <= payload`);
+/// a header within the payload also makes `len >= IP`, so the caller need
+/// not check that.
 #[inline(always)]
-fn transport<const AT: usize>(f: &[u8], seg: usize, proto: u8) -> Option<(u32, L4)> {
+fn transport<const AT: usize, const IP: usize>(
+    f: &[u8],
+    len: usize,
+    proto: u8,
+) -> Option<(u32, L4)> {
     let class = match proto {
         17 => {
             let u: &[u8; 8] = f.get(AT..)?.first_chunk()?;
             let ulen = usize::from(u16::from_be_bytes([u[4], u[5]]));
-            if seg < 8 || ulen < 8 || ulen > seg {
+            if ulen < 8 || ulen + IP > len {
                 return None;
             }
             L4::Udp
@@ -218,8 +272,7 @@ fn transport<const AT: usize>(f: &[u8], seg: usize, proto: u8) -> Option<(u32, L
         6 => {
             let t: &[u8; 20] = f.get(AT..)?.first_chunk()?;
             let thl = usize::from(t[12] >> 4) * 4;
-            let flags = t[13];
-            if seg < 20 || thl < 20 || thl > seg || flags & FIN_SYN_RST != 0 || flags & ACK == 0 {
+            if thl < 20 || thl + IP > len || t[13] & (FIN_SYN_RST | ACK) != ACK {
                 return None;
             }
             L4::Tcp { flags: ACK }
@@ -227,8 +280,9 @@ fn transport<const AT: usize>(f: &[u8], seg: usize, proto: u8) -> Option<(u32, L
         _ => return None,
     };
     let p: &[u8; 4] = f.get(AT..)?.first_chunk()?;
-    let ports = u32::from(u16::from_be_bytes([p[0], p[1]]))
-        | u32::from(u16::from_be_bytes([p[2], p[3]])) << 16;
+    // Source port in the low half, destination in the high: the
+    // big-endian word with its halves swapped.
+    let ports = u32::from_be_bytes(*p).rotate_left(16);
     Some((ports, class))
 }
 
@@ -406,6 +460,30 @@ mod tests {
                 assert_eq!(raw.direction(&key), want, "{s}:{sp} -> {d}:{dp} vs {key:?}");
                 let udp = FlowKey { proto: 17, ..key };
                 assert_eq!(raw.direction(&udp), None);
+            }
+        }
+    }
+
+    /// Packing an IPv4 tuple and unpacking it gives it back; IPv6 tuples
+    /// are not packed.
+    #[test]
+    fn v4_tuples_pack_and_unpack_unchanged() {
+        for f in [
+            tcp(
+                "10.0.0.1",
+                1000,
+                "10.0.0.2",
+                80,
+                TcpFlags::ACK | TcpFlags::URG,
+            ),
+            udp("10.0.0.1", 1000, "10.0.0.2", 53),
+            tcp("fd00::1", 1000, "fd00::2", 80, TcpFlags::ACK),
+            udp("fd00::1", 1000, "fd00::2", 53),
+        ] {
+            let r = RawTuple::read_frame(&f).unwrap();
+            match r.addrs {
+                Addrs::V4(_) => assert_eq!(r.to_v4().unwrap().unpack(), r),
+                Addrs::V6(_) => assert_eq!(r.to_v4(), None),
             }
         }
     }

@@ -40,6 +40,7 @@ pub use tcp::TcpState;
 pub use timeouts::Timeouts;
 
 use fast::RawTuple;
+pub(crate) use fast::V4Tuple;
 use sluice_packet::{FlowKey, Headers};
 
 /// Why a packet is INVALID.
@@ -238,6 +239,32 @@ impl Conntrack {
         self.apply_cached(i, &raw, zone, now_ns)
     }
 
+    /// The IPv4 tuple [`Conntrack::classify_frame`] would read from
+    /// `frame`, packed to be applied later with
+    /// [`Conntrack::classify_v4`]; `None` for frames it would not take and
+    /// for IPv6 ones.
+    #[inline(always)]
+    pub(crate) fn peek_v4(frame: &[u8]) -> Option<V4Tuple> {
+        RawTuple::read_frame(frame)?.to_v4()
+    }
+
+    /// [`Conntrack::classify_frame`] for the tuple [`Conntrack::peek_v4`]
+    /// read from the frame (unchanged since): the same answer and update.
+    /// `Firewall::process` reads a batch's tuples in the pass that gathers
+    /// its flow ids and applies them in a later pass that does not go
+    /// through the batch's packets again.
+    #[inline(always)]
+    pub(crate) fn classify_v4(
+        &mut self,
+        t: &V4Tuple,
+        zone: u16,
+        flow_id: u32,
+        now_ns: u64,
+    ) -> Option<Classified> {
+        let i = self.flow_cache.get(flow_id as usize)?.checked_sub(1)?;
+        self.apply_cached(i, &t.unpack(), zone, now_ns)
+    }
+
     /// The fast path proper: applies a packet read as `raw` to cached
     /// entry `i` if it is live, unexpired, in `zone` and holds the
     /// packet's tuple.
@@ -400,12 +427,18 @@ impl Conntrack {
     /// memory misses per packet into about two per batch (bench:
     /// firewall/hit_cached vs hit_cached_warm).
     pub fn warm(&self, flow_ids: &[u32]) {
-        for &id in flow_ids {
+        self.warm_with(flow_ids.iter().copied());
+    }
+
+    /// [`Conntrack::warm`] over flow ids from an iterator (walked twice).
+    #[inline]
+    pub(crate) fn warm_with(&self, flow_ids: impl Iterator<Item = u32> + Clone) {
+        for id in flow_ids.clone() {
             if let Some(slot) = self.flow_cache.get(id as usize) {
                 sluice_sys::prefetch(slot);
             }
         }
-        for &id in flow_ids {
+        for id in flow_ids {
             let slot = self.flow_cache.get(id as usize).copied().unwrap_or(0);
             if let Some(e) = slot.checked_sub(1).and_then(|i| self.table.get(i)) {
                 sluice_sys::prefetch(e);
@@ -434,6 +467,38 @@ impl Conntrack {
 /// the established fast path, so both update a connection identically.
 #[inline(always)]
 fn advance(
+    e: &mut Entry,
+    timeouts: &Timeouts,
+    i: u32,
+    reply: bool,
+    l4: L4,
+    now_ns: u64,
+) -> Option<Classified> {
+    // ACK step: an ACK-class segment (ACK set; SYN, FIN, RST clear) of an
+    // ESTABLISHED connection stays ESTABLISHED in either direction (the
+    // `ack` rows of the table at sES; such flags always pass
+    // `tcp_valid_flags`), so it only refreshes the timer and SEEN_REPLY:
+    // a compare and a store instead of the table walk below, the same
+    // update (test: `ack_step_is_the_state_machine_s`). ≈ 20 instructions
+    // fewer per established TCP packet (bench: firewall/process_100k).
+    if let L4::Tcp { flags } = l4 {
+        if flags & (tcp::FIN_SYN_RST | tcp::ACK) == tcp::ACK
+            && e.proto_state == TcpState::Established as u8
+        {
+            if reply {
+                e.flags |= SEEN_REPLY;
+            }
+            e.expires_ns = now_ns.saturating_add(timeouts.tcp_established());
+            return Some(Classified::Tracked { entry: i, reply });
+        }
+    }
+    advance_by_table(e, timeouts, i, reply, l4, now_ns)
+}
+
+/// [`advance`] without the ACK step: every packet through the state
+/// table (the reference the ACK step must match).
+#[inline(always)]
+fn advance_by_table(
     e: &mut Entry,
     timeouts: &Timeouts,
     i: u32,
@@ -478,4 +543,46 @@ fn advance(
     }
     e.expires_ns = now_ns.saturating_add(timeout);
     Some(Classified::Tracked { entry: i, reply })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ACK step updates an entry exactly as the state table does, for
+    /// every TCP flag byte, state (and out-of-range state byte), direction
+    /// and entry flags, near the clock's end too (saturation).
+    #[test]
+    fn ack_step_is_the_state_machine_s() {
+        let timeouts = Timeouts {
+            tcp: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+            ..Timeouts::default()
+        };
+        let mut cases = 0;
+        for flags in 0..=255u8 {
+            for state in 0..=11u8 {
+                for reply in [false, true] {
+                    for entry_flags in [LIVE, LIVE | SEEN_REPLY, LIVE | ORIG_IS_SRC] {
+                        for now in [5_000_000_000, u64::MAX - 2] {
+                            let e = Entry {
+                                proto_state: state,
+                                flags: entry_flags,
+                                expires_ns: 7,
+                                created_ns: 3,
+                                ..Entry::default()
+                            };
+                            let l4 = L4::Tcp { flags };
+                            let (mut a, mut b) = (e, e);
+                            let ra = advance(&mut a, &timeouts, 9, reply, l4, now);
+                            let rb = advance_by_table(&mut b, &timeouts, 9, reply, l4, now);
+                            assert_eq!(ra, rb, "state {state} flags {flags:#x} reply {reply}");
+                            assert_eq!(a, b, "state {state} flags {flags:#x} reply {reply}");
+                            cases += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(cases, 256 * 12 * 2 * 3 * 2);
+    }
 }

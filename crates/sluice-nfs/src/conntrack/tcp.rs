@@ -108,7 +108,11 @@ const FIN: u8 = 0x01;
 const SYN: u8 = 0x02;
 const RST: u8 = 0x04;
 const PSH: u8 = 0x08;
-const ACK: u8 = 0x10;
+/// The ACK flag.
+pub(crate) const ACK: u8 = 0x10;
+/// FIN, SYN and RST: none of them set (with ACK set) makes an ACK-class
+/// segment.
+pub(crate) const FIN_SYN_RST: u8 = FIN | SYN | RST;
 const URG: u8 = 0x20;
 const ECE: u8 = 0x40;
 const CWR: u8 = 0x80;

@@ -55,6 +55,12 @@ impl Timeouts {
         self.tcp[s as usize]
     }
 
+    /// The ESTABLISHED timeout (the ACK step's, a constant index).
+    #[inline(always)]
+    pub fn tcp_established(&self) -> u64 {
+        self.tcp[TcpState::Established as usize]
+    }
+
     /// Config key of each TCP state's timeout (`tcp_<state>`), by state.
     pub const TCP_KEYS: [(&'static str, TcpState); 9] = [
         ("tcp_syn_sent", TcpState::SynSent),
