@@ -17,7 +17,6 @@
 use std::net::UdpSocket;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use sluice_mem::{Arena, ArenaConfig, BufferPool, HandleBatch, PoolCache};
 use sluice_nf::{Batch, BuildContext, Context, NetworkFunction, NfId, PortId, Resolver, Verdict};
 use sluice_nfs::elements::classifier::Classifier;
 use sluice_nfs::elements::filter::parse_filter;
@@ -26,6 +25,11 @@ use sluice_nfs::flow_monitor::table::Timeouts;
 use sluice_nfs::flow_monitor::{FlowMonitor, Settings};
 use sluice_packet::{write_frame, FrameSpec, L4Spec, MacAddr};
 use sluice_spec::ConfigNode;
+
+#[path = "common/rig.rs"]
+#[allow(dead_code)] // each bench uses its own part of the shared rig
+mod rig;
+use rig::Rig;
 
 const BATCH: usize = 32;
 
@@ -48,46 +52,36 @@ fn frame(src: u32, sport: u16) -> Vec<u8> {
     b
 }
 
-/// A batch of packets in an arena, kept across iterations.
+/// The shared rig's batch loaded once with `frames` (flow id = index) and
+/// kept across iterations.
 struct Bench {
-    arena: Arena,
-    handles: HandleBatch,
+    rig: Rig,
 }
 
 impl Bench {
     fn new(frames: &[Vec<u8>]) -> Self {
-        let arena = Arena::create(ArenaConfig {
-            buffers: 1024,
-            ring_size: 64,
-            nf_slots: 1,
-            workers: 1,
-            hugepages: false,
-        })
-        .unwrap();
-        let pool = BufferPool::new(arena.buffers());
-        let mut cache = PoolCache::new(&pool, 64);
-        let mut handles = HandleBatch::new();
-        for (i, f) in frames.iter().enumerate() {
-            let mut h = cache.alloc().unwrap();
-            let mut p = arena.pkt(&mut h);
-            p.reset(f.len());
-            p.data_mut().copy_from_slice(f);
-            p.set_flow_id(i as u32);
-            p.set_timestamp_ns(1_000_000_000);
-            handles.push(h).unwrap();
-        }
-        Bench { arena, handles }
+        let mut rig = Rig::new(frames.len());
+        let mut next = frames.iter().enumerate();
+        rig.fill(|p| {
+            let (i, f) = next.next().expect("one frame per buffer");
+            let pkt = p.raw();
+            pkt.reset(f.len());
+            pkt.data_mut().copy_from_slice(f);
+            pkt.set_flow_id(i as u32);
+            pkt.set_timestamp_ns(1_000_000_000);
+        });
+        Bench { rig }
     }
 
     fn run(&mut self, nf: &mut dyn NetworkFunction, now: u64) {
-        let mut batch = Batch::new(&self.arena, &mut self.handles);
+        let mut batch = Batch::new(&self.rig.arena, &mut self.rig.handles);
         batch.reset_verdicts();
-        let mut ctx = Context::new(self.arena.nf_control(0), &self.arena, now);
+        let mut ctx = Context::new(self.rig.arena.nf_control(0), &self.rig.arena, now);
         nf.process(&mut batch, &mut ctx);
     }
 
     fn each(&mut self, f: impl FnMut(&mut sluice_nf::Packet<'_>)) {
-        Batch::new(&self.arena, &mut self.handles).for_each(f);
+        self.rig.fill(f);
     }
 }
 

@@ -1,6 +1,6 @@
 //! A batch of packet buffers in a real arena, refilled before each call,
 //! so a bench can run an NF's real `process` the way the platform calls
-//! it (shared by the firewall and NAT benches; callgrind's
+//! it (shared by the firewall, NAT and flowmon benches; callgrind's
 //! `--toggle-collect='*Rig*'` counts its refill and the NF call).
 
 use sluice_mem::{Arena, ArenaConfig, BufferPool, HandleBatch, PoolCache};
