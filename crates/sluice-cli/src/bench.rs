@@ -32,6 +32,11 @@ pub(crate) struct Figures {
     pub drops_total: u64,
     pub leaked_buffers: u64,
     pub duration_s: f64,
+    /// Time the workers' loops were held off their cores (stalls of more
+    /// than 50 µs: the kernel, the hypervisor, other tasks), µs.
+    pub worker_stalled_us: u64,
+    /// The same for the most-stalled process NF, µs.
+    pub nf_stalled_us_max: u64,
 }
 
 impl Figures {
@@ -44,6 +49,8 @@ impl Figures {
             drops_total: r.drops_total,
             leaked_buffers: r.leaked_buffers,
             duration_s: r.duration_s,
+            worker_stalled_us: r.worker_stalled_us,
+            nf_stalled_us_max: r.nfs.iter().map(|n| n.stalled_us).max().unwrap_or(0),
         }
     }
 }
@@ -52,8 +59,15 @@ impl Figures {
 pub fn chain_spec(a: &ChainArgs) -> String {
     let isolation = isolation_name(a.isolation);
     let mut s = format!(
-        "settings:\n  batch: {}\n  buffers: 32768\n  ring_size: 1024\n  workers: {}\n  wakeup: {{ max_batch: {}, timeout_us: {} }}\nports:\n  - name: gen\n    kind: generator\n    flows: {}\n    protocol: udp\n    size: {}\n",
-        a.batch, a.workers, a.wake_batch, a.wake_timeout_us, a.flows, a.packet_size
+        "settings:\n  batch: {}\n  buffers: 32768\n  ring_size: 1024\n  workers: {}\n  wakeup: {{ max_batch: {}, timeout_us: {}{} }}\nports:\n  - name: gen\n    kind: generator\n    flows: {}\n    protocol: udp\n    size: {}\n",
+        a.batch,
+        a.workers,
+        a.wake_batch,
+        a.wake_timeout_us,
+        a.busy_poll_us
+            .map_or(String::new(), |us| format!(", busy_poll_us: {us}")),
+        a.flows,
+        a.packet_size
     );
     if let Some(r) = a.rate {
         s.push_str(&format!("    rate_pps: {r}\n"));

@@ -169,6 +169,11 @@ pub struct ChainArgs {
     /// (`settings.wakeup.timeout_us`).
     #[arg(long, default_value_t = 20)]
     pub wake_timeout_us: u64,
+    /// How long an idle process NF keeps polling after its last packet
+    /// before it sleeps, µs (`settings.wakeup.busy_poll_us`; default: the
+    /// platform's, 200 µs for up to four NFs per core).
+    #[arg(long)]
+    pub busy_poll_us: Option<u64>,
     /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,

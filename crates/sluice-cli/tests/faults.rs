@@ -240,3 +240,49 @@ fn sigterm_drains_prints_the_summary_and_leaves_nothing_behind() {
         );
     }
 }
+
+fn signal(pid: u32, sig: &str) {
+    let status = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn an_nf_held_off_its_core_is_reported_as_stalled() {
+    // SIGSTOP holds the polling NF off its core for 200 ms, the way a
+    // hypervisor or a kernel thread would. It busy-polls for a second after
+    // each packet, so it is never asleep when the stop comes (a stop during
+    // a sleep only delays its wake-up, which is not a stall of its loop).
+    let nfs = "  - { name: victim, type: forwarder, isolation: process }\n";
+    let spec = chain_spec(100_000, nfs, "victim", "policy: always")
+        .replace("rate_pps: 100000 }", "rate_pps: 100000, count: 300000 }")
+        .replace(
+            "settings:\n",
+            "settings:\n  wakeup: { busy_poll_us: 1000000 }\n",
+        );
+    let (_d, path) = spec_file(&spec);
+    let (child, victims) = start_with_victims(&path, 1);
+    std::thread::sleep(Duration::from_millis(500));
+    signal(victims[0], "-STOP");
+    std::thread::sleep(Duration::from_millis(200));
+    signal(victims[0], "-CONT");
+    let (out, r) = finish_json(child);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_accounted(&r);
+    assert_eq!(r["packets_out"], 300_000, "{r:#}");
+    let v = nf(&r, "victim");
+    assert_eq!(v["restarts"], 0, "{r:#}");
+    assert!(v["stalls"].as_u64().unwrap() >= 1, "{r:#}");
+    assert!(v["stalled_us"].as_u64().unwrap() >= 150_000, "{r:#}");
+    // Packets queued behind the stopped NF: the tail shows the stall.
+    assert!(
+        r["latency_ns"]["max"].as_u64().unwrap() >= 150_000_000,
+        "{r:#}"
+    );
+}

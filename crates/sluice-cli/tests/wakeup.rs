@@ -1,6 +1,8 @@
 //! `settings.wakeup`: adaptive wake-up batching of sleeping process NFs
 //! (Flurries, seed 004 §5.1). Packets held back for a sleeping NF must all
-//! arrive, woken by the timer; without batching nothing is held.
+//! arrive, woken by the timer; without batching nothing is held. And
+//! busy polling: an NF polls this long after its last packet before it
+//! sleeps.
 
 mod common;
 use common::*;
@@ -44,4 +46,25 @@ fn without_batching_no_packet_is_held() {
     let r = run("");
     assert_eq!(nf(&r, "fwd")["wakeups_by_timeout"], 0, "{r:#}");
     assert!(nf(&r, "fwd")["wakeups"].as_u64().unwrap() > 0, "{r:#}");
+}
+
+#[test]
+fn an_nf_busy_polling_longer_than_the_packet_gap_never_sleeps_between_packets() {
+    // Packets 5 ms apart: polling 20 ms after each keeps the NF awake from
+    // the first packet to the last (it sleeps before traffic starts and
+    // after it ends), so the worker never has to wake it.
+    let r = run("  wakeup: { busy_poll_us: 20000 }\n");
+    let fwd = nf(&r, "fwd");
+    assert!(fwd["sleeps"].as_u64().unwrap() <= 3, "{r:#}");
+    assert!(fwd["wakeups"].as_u64().unwrap() <= 3, "{r:#}");
+}
+
+#[test]
+fn an_nf_without_busy_polling_sleeps_between_sparse_packets() {
+    // The same traffic with no busy polling: the NF sleeps after (nearly)
+    // every packet and the worker wakes it for the next.
+    let r = run("  wakeup: { busy_poll_us: 0 }\n");
+    let fwd = nf(&r, "fwd");
+    assert!(fwd["sleeps"].as_u64().unwrap() >= 150, "{r:#}");
+    assert!(fwd["wakeups"].as_u64().unwrap() >= 150, "{r:#}");
 }

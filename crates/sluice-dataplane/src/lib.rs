@@ -23,6 +23,7 @@ pub mod report_merge;
 pub mod route;
 pub mod run;
 pub mod shard;
+pub mod stall;
 pub mod template;
 pub mod wakeup;
 pub mod worker;

@@ -17,6 +17,8 @@ use sluice_mem::{
 use sluice_nf::runtime::{run_batch, run_flow_end, run_stop, run_tick, Services};
 use sluice_nf::{NetworkFunction, PacketIo};
 
+use crate::stall::StallMeter;
+
 /// Upper bound on one sleep, so a missed stop request is noticed.
 const SLEEP_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(100);
 
@@ -40,25 +42,48 @@ pub struct LoopConfig {
     /// alone on a core, yielding to an unrelated process would forfeit a
     /// whole scheduler slice.
     pub yield_after_batch: bool,
-    /// Empty polls before yielding when idle.
-    pub idle_spins: u32,
-    /// Yields before sleeping when idle.
-    pub idle_yields: u32,
+    /// How long an idle NF keeps polling its ring after its last packet
+    /// before it sleeps on its wake word (`settings.wakeup.busy_poll_us`).
+    /// It always looks once more after giving way before it sleeps.
+    pub busy_poll_ns: u64,
+    /// While polling idle, give the core away between polls
+    /// (`sched_yield`), so NFs sharing it run; alone, spin instead.
+    pub yield_while_polling: bool,
 }
+
+/// Busy-poll window of an idle process NF: after its last packet it keeps
+/// polling this long before it sleeps. Measured on the 3-NF process chain
+/// at half its maximum rate (3.2 Mpps; `docs/benchmarks.md`, "Busy
+/// polling"): sleeping at once puts a futex wake-up, and the wake of a
+/// halted vCPU, on nearly every hop, and p99 was 74–191 µs; polling 200 µs
+/// keeps the NFs' core with the chain and p99 was 37–43 µs in the same
+/// series (67 µs: 42–68 µs).
+pub const BUSY_POLL_NS: u64 = 200_000;
+
+/// Most busy polling one core holds when several NFs share it: each idle
+/// poller costs a sibling with packets one yield (≈ 1.5 µs here) per turn,
+/// so the window shrinks as more NFs share the core (8 NFs: 100 µs each,
+/// 100 NFs: 8 µs; Flurries, seed 004 §6.1, on why pollers must not
+/// crowd a shared core).
+pub const CORE_BUSY_POLL_NS: u64 = 800_000;
 
 impl LoopConfig {
     /// The policy for an NF that shares its core with `sharing - 1` other
-    /// NFs. Alone, an NF polls a while before sleeping (cheap wake-ups, low
-    /// latency). Shared, an idle NF that keeps polling holds the core for a
-    /// scheduler slice while a sibling with packets waits (milliseconds of
-    /// latency, seed 004 §2.4), so it yields once and then sleeps.
-    pub fn for_sharing(batch: usize, sharing: usize) -> LoopConfig {
+    /// NFs, polling idle for `busy_poll_us` (default: [`BUSY_POLL_NS`], less
+    /// when more than four share the core, [`CORE_BUSY_POLL_NS`]). Alone,
+    /// an NF spins while it polls. Shared, an idle NF that spins would hold
+    /// the core for a scheduler slice while a sibling with packets waits
+    /// (milliseconds of latency, seed 004 §2.4), so it polls by yielding:
+    /// a sibling with packets gets the core at once, and the poller finds
+    /// its next packets without being woken.
+    pub fn for_sharing(batch: usize, sharing: usize, busy_poll_us: Option<u64>) -> LoopConfig {
         let shared = sharing > 1;
+        let default = BUSY_POLL_NS.min(CORE_BUSY_POLL_NS / sharing.max(1) as u64);
         LoopConfig {
             batch,
             yield_after_batch: shared,
-            idle_spins: if shared { 0 } else { 256 },
-            idle_yields: if shared { 1 } else { 16 },
+            busy_poll_ns: busy_poll_us.map_or(default, |us| us.saturating_mul(1000)),
+            yield_while_polling: shared,
         }
     }
 
@@ -66,16 +91,22 @@ impl LoopConfig {
     /// worker and its NFs form a pipeline on one core, so each stage runs
     /// until its input is empty (at most a ring, a few microseconds) and
     /// then gives the core to the next. Yielding after every batch instead
-    /// would cost two context switches per batch.
-    pub fn beside_worker(batch: usize) -> LoopConfig {
+    /// would cost two context switches per batch. By default an idle NF
+    /// looks once more after giving way, then sleeps until the worker
+    /// wakes it.
+    pub fn beside_worker(batch: usize, busy_poll_us: Option<u64>) -> LoopConfig {
         LoopConfig {
             batch,
             yield_after_batch: false,
-            idle_spins: 0,
-            idle_yields: 1,
+            busy_poll_ns: busy_poll_us.map_or(0, |us| us.saturating_mul(1000)),
+            yield_while_polling: true,
         }
     }
 }
+
+/// Polls before yielding while the transmit ring is full (the platform
+/// has not drained it yet) on an NF alone on its core.
+const BLOCKED_SPINS: u32 = 256;
 
 /// Runs NF slot `slot` until asked to stop; returns the exit code.
 pub fn run_nf_loop(
@@ -94,7 +125,11 @@ pub fn run_nf_loop(
     let mut io = LoopIo::new(ctl, nf.alloc_reserve());
     let tick_every = nf.tick_interval_ns().map(|t| t.max(1));
     let mut next_tick = tick_every.map_or(u64::MAX, |t| sluice_sys::monotonic_ns() + t);
-    let mut idle = 0u32;
+    // Empty polls in a row, and when the first of them was.
+    let mut idle_polls = 0u32;
+    let mut idle_since = 0u64;
+    let mut blocked = 0u32;
+    let mut stalls = StallMeter::default();
     ctl.state.store(state::RUNNING, Ordering::Release);
     loop {
         let stopping = ctl.stop.load(Ordering::Acquire) != 0;
@@ -102,6 +137,11 @@ pub fn run_nf_loop(
             return exit_code::RING_CORRUPT;
         }
         let now = sluice_sys::monotonic_ns();
+        let busy = ctl.stats.busy_ns.load(Ordering::Relaxed);
+        if let Some(gap) = stalls.poll(now, busy) {
+            NfStats::add(&ctl.stats.stalls, 1);
+            NfStats::add(&ctl.stats.stalled_ns, gap);
+        }
         if now >= next_tick && io.out.is_empty() {
             run_tick(nf, io.services(arena, now));
             next_tick = now + tick_every.unwrap_or(u64::MAX / 2);
@@ -115,14 +155,15 @@ pub fn run_nf_loop(
             // The platform has not drained our output yet: make sure it is
             // awake, then give way to it or to NFs sharing this core.
             ep.wake_platform();
-            idle += 1;
-            if idle > cfg.idle_spins {
+            blocked += 1;
+            if cfg.yield_while_polling || blocked > BLOCKED_SPINS {
                 sluice_sys::yield_now();
             } else {
                 std::hint::spin_loop();
             }
             continue;
         }
+        blocked = 0;
         // Room for this batch after what the NF has emitted and not yet sent.
         let room = room.saturating_sub(io.out.len());
         if room == 0 {
@@ -139,11 +180,16 @@ pub fn run_nf_loop(
             if stopping {
                 break;
             }
-            idle += 1;
-            if idle <= cfg.idle_spins {
-                std::hint::spin_loop();
-            } else if idle <= cfg.idle_spins + cfg.idle_yields {
-                sluice_sys::yield_now();
+            if idle_polls == 0 {
+                idle_since = now;
+            }
+            idle_polls += 1;
+            if idle_polls == 1 || now.saturating_sub(idle_since) < cfg.busy_poll_ns {
+                if cfg.yield_while_polling {
+                    sluice_sys::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
             } else {
                 ctl.wake.prepare_sleep();
                 if ep.rx_pending().unwrap_or(0) > 0 || ctl.stop.load(Ordering::Acquire) != 0 {
@@ -153,12 +199,13 @@ pub fn run_nf_loop(
                     let until_tick = next_tick.saturating_sub(sluice_sys::monotonic_ns());
                     let nap = SLEEP_TIMEOUT.min(std::time::Duration::from_nanos(until_tick.max(1)));
                     ctl.wake.sleep(Some(nap));
+                    stalls.slept();
                 }
-                idle = 0;
+                idle_polls = 0;
             }
             continue;
         }
-        idle = 0;
+        idle_polls = 0;
         for &r in &raw[..n] {
             match ep.decode(r) {
                 Some(RxEntry::Packet(h)) => {
@@ -300,4 +347,42 @@ fn flush(
         let _ = ep.send_raw_for_fault_injection(&injected);
     }
     debug_assert!(pkts.is_empty());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_nf_alone_spins_and_nfs_sharing_a_core_yield_while_polling() {
+        let alone = LoopConfig::for_sharing(32, 1, None);
+        assert_eq!(alone.busy_poll_ns, BUSY_POLL_NS);
+        assert!(!alone.yield_while_polling && !alone.yield_after_batch);
+        let three = LoopConfig::for_sharing(32, 3, None);
+        assert_eq!(three.busy_poll_ns, BUSY_POLL_NS);
+        assert!(three.yield_while_polling && three.yield_after_batch);
+    }
+
+    #[test]
+    fn a_crowded_core_shares_its_busy_polling() {
+        assert_eq!(
+            LoopConfig::for_sharing(32, 4, None).busy_poll_ns,
+            BUSY_POLL_NS
+        );
+        assert_eq!(LoopConfig::for_sharing(32, 8, None).busy_poll_ns, 100_000);
+        assert_eq!(LoopConfig::for_sharing(32, 100, None).busy_poll_ns, 8_000);
+    }
+
+    #[test]
+    fn the_setting_overrides_the_default() {
+        assert_eq!(LoopConfig::for_sharing(32, 3, Some(0)).busy_poll_ns, 0);
+        assert_eq!(
+            LoopConfig::for_sharing(32, 100, Some(50)).busy_poll_ns,
+            50_000
+        );
+        let beside = LoopConfig::beside_worker(32, None);
+        assert_eq!(beside.busy_poll_ns, 0);
+        assert!(beside.yield_while_polling);
+        assert_eq!(LoopConfig::beside_worker(32, Some(20)).busy_poll_ns, 20_000);
+    }
 }

@@ -65,6 +65,10 @@ pub struct Retired {
     pub sleeps: u64,
     /// Yields.
     pub yields: u64,
+    /// Stalls (loop held off the CPU, see `NfStats::stalls`).
+    pub stalls: u64,
+    /// Nanoseconds stalled.
+    pub stalled_ns: u64,
 }
 
 /// One NF instance in the worker.
@@ -123,6 +127,8 @@ impl<'a> NfRt<'a> {
             (&mut self.retired.busy_ns, &s.busy_ns),
             (&mut self.retired.sleeps, &s.sleeps),
             (&mut self.retired.yields, &s.yields),
+            (&mut self.retired.stalls, &s.stalls),
+            (&mut self.retired.stalled_ns, &s.stalled_ns),
         ] {
             *total += c.swap(0, Ordering::Relaxed);
         }

@@ -68,6 +68,12 @@ pub struct NfReport {
     pub sleeps: u64,
     /// Times it yielded after a full batch.
     pub yields: u64,
+    /// Times its loop was held off the CPU for more than 50 µs between two
+    /// polls without sleeping (the kernel, the hypervisor, other tasks or
+    /// NFs sharing its core ran); process NFs only.
+    pub stalls: u64,
+    /// Total time of those stalls, µs.
+    pub stalled_us: u64,
     /// Futex wake-ups the platform issued to it.
     pub wakeups: u64,
     /// Of those, wake-ups for packets held back (adaptive wake-up batching,
@@ -163,6 +169,12 @@ pub struct RunReport {
     pub gbps: f64,
     /// End-to-end latency at sink ports.
     pub latency_ns: Latency,
+    /// Times a worker's loop was held off the CPU for more than 50 µs
+    /// between two passes without sleeping (the kernel, the hypervisor or
+    /// other tasks ran on its core); summed over workers.
+    pub worker_stalls: u64,
+    /// Total time of those stalls, µs.
+    pub worker_stalled_us: u64,
     /// Per-NF summaries.
     pub nfs: Vec<NfReport>,
     /// Per-port summaries.
@@ -222,6 +234,8 @@ fn nf_report(nf: &NfRt<'_>, drop_names: &[String], counter_names: &[(usize, Stri
         counters_by_worker: Vec::new(),
         sleeps: nf.retired.sleeps + s.sleeps.load(Ordering::Relaxed),
         yields: nf.retired.yields + s.yields.load(Ordering::Relaxed),
+        stalls: nf.retired.stalls + s.stalls.load(Ordering::Relaxed),
+        stalled_us: (nf.retired.stalled_ns + s.stalled_ns.load(Ordering::Relaxed)) / 1000,
         wakeups: nf.wakeups,
         wakeups_by_timeout: nf.wakeups_by_timeout,
         invalid_handles: nf.invalid_handles,
@@ -306,6 +320,8 @@ impl RunReport {
             mpps: packets_out as f64 / duration_s / 1e6,
             gbps: bytes_out as f64 * 8.0 / duration_s / 1e9,
             latency_ns,
+            worker_stalls: w.stalls,
+            worker_stalled_us: w.stalled_ns / 1000,
             nfs: w
                 .nfs
                 .iter()

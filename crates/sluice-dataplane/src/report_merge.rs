@@ -54,6 +54,8 @@ fn add_nf(into: &mut NfReport, from: &NfReport) {
     add_maps(&mut into.counters, &from.counters);
     into.sleeps += from.sleeps;
     into.yields += from.yields;
+    into.stalls += from.stalls;
+    into.stalled_us += from.stalled_us;
     into.wakeups += from.wakeups;
     into.wakeups_by_timeout += from.wakeups_by_timeout;
     into.invalid_handles += from.invalid_handles;
@@ -82,6 +84,8 @@ impl RunReport {
             r.packets_out += o.packets_out;
             r.bytes_out += o.bytes_out;
             add_maps(&mut r.drops, &o.drops);
+            r.worker_stalls += o.worker_stalls;
+            r.worker_stalled_us += o.worker_stalled_us;
             for (a, b) in r.nfs.iter_mut().zip(&o.nfs) {
                 add_nf(a, b);
             }

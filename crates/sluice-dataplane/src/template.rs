@@ -345,15 +345,19 @@ fn nf_main(index: u32, inputs: &TemplateInputs<'_>) -> i32 {
     // One worker: NFs take the other cores. Several: each worker's NFs
     // share its core (every core already runs a worker), which also keeps
     // the packets they touch in that core's caches.
+    let busy_poll_us = inputs.spec.settings.wakeup.busy_poll_us;
     let (my_cpu, cfg) = if inputs.workers > 1 {
         let cpu = placement.shard_cpu(inputs.worker as usize);
-        (cpu, LoopConfig::beside_worker(inputs.batch))
+        (cpu, LoopConfig::beside_worker(inputs.batch, busy_poll_us))
     } else {
         let cpu = placement.nf_cpu(index as usize);
         let sharing = (0..plan.nfs.len())
             .filter(|&i| is_process(i) && placement.nf_cpu(i) == cpu)
             .count();
-        (cpu, LoopConfig::for_sharing(inputs.batch, sharing))
+        (
+            cpu,
+            LoopConfig::for_sharing(inputs.batch, sharing, busy_poll_us),
+        )
     };
     if let Err(e) = sluice_sys::pin_to_cpu(my_cpu) {
         eprintln!("sluice: NF {} cannot be pinned: {e}", nf_plan.name);

@@ -170,6 +170,7 @@ mod tests {
         let p = WakePolicy::from_settings(&WakeupSettings {
             max_batch: 16,
             timeout_us: 25,
+            busy_poll_us: None,
         });
         assert_eq!(p.max_batch, 16);
         assert_eq!(p.timeout_ns, 25_000);

@@ -44,6 +44,12 @@ pub struct NfStats {
     pub yields: AtomicU64,
     /// Flow-end/reset events delivered.
     pub events: AtomicU64,
+    /// Times the NF's loop was off the CPU for more than a stall threshold
+    /// between two polls without having gone to sleep: the kernel, the
+    /// hypervisor, another task or an NF sharing its core held the core.
+    pub stalls: AtomicU64,
+    /// Nanoseconds of those stalls.
+    pub stalled_ns: AtomicU64,
 }
 
 impl NfStats {

@@ -149,11 +149,12 @@ fn flow_table(node: &ConfigNode) -> Res<FlowTableSettings> {
 
 fn wakeup(node: &ConfigNode) -> Res<WakeupSettings> {
     let f = Fields::of(node, "wake-up settings")?;
-    f.deny_unknown("wakeup", &["max_batch", "timeout_us"])?;
+    f.deny_unknown("wakeup", &["max_batch", "timeout_us", "busy_poll_us"])?;
     let d = WakeupSettings::default();
     Ok(WakeupSettings {
         max_batch: opt_int(&f, "max_batch", limits::WAKE_MAX_BATCH)?.unwrap_or(d.max_batch),
         timeout_us: opt_int(&f, "timeout_us", limits::WAKE_TIMEOUT_US)?.unwrap_or(d.timeout_us),
+        busy_poll_us: opt_int(&f, "busy_poll_us", limits::BUSY_POLL_US)?.or(d.busy_poll_us),
     })
 }
 

@@ -41,6 +41,8 @@ pub(crate) const IDLE_TIMEOUT_MS: Limit = range(1, u64::MAX);
 pub(crate) const WAKE_MAX_BATCH: Limit = range(1, 256);
 /// `settings.wakeup.timeout_us`.
 pub(crate) const WAKE_TIMEOUT_US: Limit = range(1, 100_000);
+/// `settings.wakeup.busy_poll_us`.
+pub(crate) const BUSY_POLL_US: Limit = range(0, 1_000_000);
 /// Generator `flows`.
 pub(crate) const FLOWS: Limit = range(1, 1_000_000);
 /// Generator fixed `size` (frame bytes).

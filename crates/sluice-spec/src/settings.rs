@@ -135,6 +135,10 @@ pub struct WakeupSettings {
     /// Longest a packet waits for a sleeping NF to be woken, in
     /// microseconds (`timeout_us`, 1..=100000, default 20).
     pub timeout_us: u64,
+    /// How long an idle process NF keeps polling its ring after its last
+    /// packet before it sleeps, in microseconds (`busy_poll_us`,
+    /// 0..=1000000). `None`: the platform's default for the NF's placement.
+    pub busy_poll_us: Option<u64>,
 }
 
 impl Default for WakeupSettings {
@@ -142,6 +146,7 @@ impl Default for WakeupSettings {
         WakeupSettings {
             max_batch: 1,
             timeout_us: 20,
+            busy_poll_us: None,
         }
     }
 }

@@ -223,6 +223,9 @@ fn settings(cx: &Ctx<'_>) -> Res<()> {
         limits::WAKE_TIMEOUT_US,
         s.wakeup.timeout_us,
     )?;
+    if let Some(us) = s.wakeup.busy_poll_us {
+        cx.limit("settings.wakeup.busy_poll_us", limits::BUSY_POLL_US, us)?;
+    }
     if u32::from(s.batch) > s.ring_size {
         return Err(cx.err(
             "settings.batch",

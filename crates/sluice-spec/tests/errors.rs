@@ -514,7 +514,21 @@ settings:
 settings:
   wakeup: { max_batch: 8, timeout: 5 }
 ",
-        "bad.yaml:2:27: settings.wakeup.timeout: unknown key \"timeout\" in wakeup (valid keys: max_batch, timeout_us)",
+        "bad.yaml:2:27: settings.wakeup.timeout: unknown key \"timeout\" in wakeup (valid keys: max_batch, timeout_us, busy_poll_us)",
+    );
+    check(
+        "
+settings:
+  wakeup: { busy_poll_us: 2000000 }
+",
+        "bad.yaml:2:27: settings.wakeup.busy_poll_us: must be an integer between 0 and 1000000, got 2000000",
+    );
+    check(
+        "
+settings:
+  wakeup: { busy_poll_us: -1 }
+",
+        "bad.yaml:2:27: settings.wakeup.busy_poll_us: must be an integer between 0 and 1000000, got -1",
     );
 }
 

@@ -44,6 +44,7 @@ use crate::nf_rt::{Exec, NfRt, Phase};
 use crate::plan::{Hop, Plan};
 use crate::ports::PortRt;
 use crate::route::Dest;
+use crate::stall::StallMeter;
 use crate::template::Template;
 use crate::wakeup::{WakeGate, WakePolicy};
 
@@ -124,6 +125,14 @@ pub struct Worker<'a> {
     yield_due: bool,
     /// When this worker last gave its core to the NFs sharing it.
     last_yield_ns: u64,
+    /// Gaps between the loop's passes (see [`crate::stall`]).
+    stall_meter: StallMeter,
+    /// Passes that came more than [`crate::stall::STALL_NS`] after the
+    /// previous one without a sleep in between, and their total time.
+    pub(crate) stalls: u64,
+    pub(crate) stalled_ns: u64,
+    /// Running total of time inline NFs spent on packets (work, not stalls).
+    pub(crate) inline_busy_ns: u64,
     pub(crate) started_ns: u64,
     pub(crate) stopped_ns: u64,
     last_live: (u64, u64, u64),
@@ -197,6 +206,10 @@ impl<'a> Worker<'a> {
             holding: Vec::new(),
             yield_due: false,
             last_yield_ns: 0,
+            stall_meter: StallMeter::default(),
+            stalls: 0,
+            stalled_ns: 0,
+            inline_busy_ns: 0,
             started_ns: 0,
             stopped_ns: 0,
             last_live: (0, 0, 0),
@@ -241,6 +254,10 @@ impl<'a> Worker<'a> {
         let mut drain_until: Option<u64> = None;
         loop {
             let now = sluice_sys::monotonic_ns();
+            if let Some(gap) = self.stall_meter.poll(now, self.inline_busy_ns) {
+                self.stalls += 1;
+                self.stalled_ns += gap;
+            }
             let mut done = 0;
             if drain_until.is_none() {
                 if stop.load(Ordering::Relaxed)
@@ -317,6 +334,7 @@ impl<'a> Worker<'a> {
             wake.cancel_sleep();
             let ns = next_timer.saturating_sub(now).clamp(20_000, MS);
             sluice_nic::wait_readable(&self.nic_fds, std::time::Duration::from_nanos(ns));
+            self.stall_meter.slept();
             return;
         }
         // A rate-limited input may become due before the next timer.
@@ -327,6 +345,7 @@ impl<'a> Worker<'a> {
         };
         let ns = next_timer.saturating_sub(now).clamp(20_000, limit);
         wake.sleep(Some(std::time::Duration::from_nanos(ns)));
+        self.stall_meter.slept();
     }
 
     /// A busy worker gives its core to the NFs sharing it once it has woken

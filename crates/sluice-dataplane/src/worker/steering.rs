@@ -2,6 +2,8 @@
 //! to inline NFs (run here), process NFs (ring + wake-up), ports and drop
 //! counters, and draining what process NFs return.
 
+use std::sync::atomic::Ordering;
+
 use sluice_mem::HandleBatch;
 use sluice_nf::runtime::{run_batch, run_tick, Services};
 use sluice_nf::{DropReason, NetworkFunction};
@@ -138,8 +140,11 @@ impl<'a> Worker<'a> {
         let control = nf.control;
         match &mut nf.exec {
             Exec::Inline(_) => {
-                let _ = control;
+                // The NF's time is work, not a stall of the worker's loop.
+                let busy = &control.stats.busy_ns;
+                let before = busy.load(Ordering::Relaxed);
                 let _ = self.with_inline_io(i, now, |f, svc| run_batch(f, b, svc));
+                self.inline_busy_ns += busy.load(Ordering::Relaxed).wrapping_sub(before);
                 self.regroup_after(i, b);
             }
             Exec::Process(p) => {
