@@ -53,6 +53,10 @@ impl Resolver for GraphResolver<'_> {
     fn port(&self, name: &str) -> Option<PortId> {
         self.outer.port(name)
     }
+    /// Elements run wherever the graph runs: as many copies as it.
+    fn replicas(&self) -> u32 {
+        self.outer.replicas()
+    }
 }
 
 fn text<'n>(node: &'n ConfigNode, key: &str) -> Result<&'n str, SpecError> {

@@ -338,6 +338,35 @@ fn mirror_writes_a_pcap_and_packets_continue() {
     assert!(e.to_string().contains("cannot create"), "{e}");
 }
 
+/// Per-worker copies of a mirror would all create and write the one file
+/// (found with `settings.workers: 2`: the file held one worker's records,
+/// the counters both workers'), so the spec is refused before the file is
+/// touched.
+#[test]
+fn mirror_refuses_per_worker_copies() {
+    let dir = scratch_dir("mirror-replicas");
+    let path = dir.join("m.pcap");
+    let config = json!({ "path": path.to_str().unwrap() });
+    let e = try_build_replicated("mirror", config.clone(), 2)
+        .err()
+        .expect("two copies of one mirror must be refused");
+    assert!(
+        e.to_string()
+            .contains("mirror writes one pcap file, so it cannot run as 2 per-worker copies"),
+        "{e}"
+    );
+    assert!(!path.exists(), "a refused mirror must not create its file");
+    assert!(try_build_replicated("mirror", config, 1).is_ok());
+    assert!(path.exists());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+fn scratch_dir(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 #[test]
 fn cycle_burner_spins_the_configured_iterations() {
     let mut nf = build("cycle_burner", json!({ "iterations_per_packet": 1000 }));

@@ -105,3 +105,20 @@ fn bad_graphs_are_rejected_with_the_element_named() {
     let e = error_of(json!({ "elements": [{ "name": "a", "type": "forwarder" }], "extra": 1 }));
     assert!(e.contains("unknown key `extra`"), "{e}");
 }
+
+/// Elements are copied per worker with their graph, so they must see the
+/// graph's worker count: a `nat` element refuses per-worker copies as a
+/// `nat` NF does (before, the graph told its elements 1 and a spec with
+/// `settings.workers: 2` ran two NATs handing out the same pool).
+#[test]
+fn elements_see_the_graphs_per_worker_copies() {
+    let config = json!({ "elements": [
+        { "name": "n", "type": "nat",
+          "config": { "inside": ["10.0.0.0/16"], "pool": ["192.0.2.1/32"] } }] });
+    let e = try_build_replicated("graph", config.clone(), 2)
+        .err()
+        .expect("a nat element in a graph copied per worker must be refused")
+        .to_string();
+    assert!(e.contains("cannot run as 2 per-worker copies"), "{e}");
+    assert!(try_build_replicated("graph", config, 1).is_ok());
+}

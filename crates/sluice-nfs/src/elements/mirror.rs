@@ -17,6 +17,9 @@
 //! | `buffer_bytes` | 4096.. | `1048576` | write buffer |
 //!
 //! Counters: `captured`, `bytes_written`, `write_errors`.
+//!
+//! One instance only: with `settings.workers` above 1 the spec is refused
+//! (per-worker copies would all write the one file).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -151,6 +154,16 @@ impl Drop for Mirror {
 
 fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> {
     let cfg: Config = ctx.config.deserialize()?;
+    let replicas = ctx.resolver.replicas();
+    if replicas > 1 {
+        // Each copy would create (truncate) the same file and write it
+        // from offset 0 through its own descriptor: the copies overwrite
+        // each other's records, while the counters add them all up.
+        return Err(ctx.config.error(format!(
+            "NF {}: mirror writes one pcap file, so it cannot run as {replicas} per-worker copies (they would overwrite each other's records); set settings.workers: 1",
+            ctx.name
+        )));
+    }
     if !(14..=65535).contains(&cfg.snaplen) {
         return Err(ctx
             .config

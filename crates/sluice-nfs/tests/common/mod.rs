@@ -29,6 +29,39 @@ impl Resolver for TestResolver {
     }
 }
 
+/// [`TestResolver`]'s names, for an NF run as `.0` per-worker copies
+/// (`settings.workers`).
+pub struct Replicated(pub u32);
+
+impl Resolver for Replicated {
+    fn nf(&self, name: &str) -> Option<NfId> {
+        TestResolver.nf(name)
+    }
+    fn port(&self, name: &str) -> Option<PortId> {
+        TestResolver.port(name)
+    }
+    fn replicas(&self) -> u32 {
+        self.0
+    }
+}
+
+/// Builds NF type `ty` from a JSON config as `replicas` per-worker copies
+/// would be built.
+pub fn try_build_replicated(
+    ty: &str,
+    config: serde_json::Value,
+    replicas: u32,
+) -> Result<Box<dyn NetworkFunction>, SpecError> {
+    let config = ConfigNode::from_json(config);
+    let ctx = BuildContext {
+        name: "under_test",
+        config: &config,
+        resolver: &Replicated(replicas),
+        flow_capacity: FLOW_CAPACITY,
+    };
+    (nf_type(ty).build)(&ctx)
+}
+
 /// The registry entry for `name`.
 pub fn nf_type(name: &str) -> &'static NfType {
     sluice_nfs::REGISTRY
