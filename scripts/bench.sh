@@ -8,6 +8,9 @@ secs=${1:-5}
 cargo build --release -p sluice-cli >/dev/null
 bin=./target/release/sluice
 
+echo "## Host: sluice bench jitter (gaps in a pinned busy loop; the floor under tail latency)"
+"$bin" bench jitter --duration "$secs"
+echo
 echo "## System: sluice bench chain (64 B UDP, ${secs} s each, median of 3)"
 # Hypervisor steal (USER_HZ ticks, all CPUs) during a command: on a shared
 # VM it explains most of the run-to-run spread, so it is printed next to

@@ -92,6 +92,7 @@ pub fn run(args: BenchArgs) -> ExitCode {
         BenchKind::Chain(a) => chain(a),
         BenchKind::Nfs(a) => crate::bench_nfs::run(a),
         BenchKind::Wire(a) => crate::bench_wire::run(a),
+        BenchKind::Jitter(a) => crate::bench_jitter::run(a),
     }
 }
 

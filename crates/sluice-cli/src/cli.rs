@@ -62,6 +62,20 @@ pub enum BenchKind {
     /// A bump in the wire between two network namespaces against plain
     /// Linux forwarding of the same traffic (needs root).
     Wire(WireArgs),
+    /// How much of each CPU the host takes away: gaps in a pinned busy
+    /// loop per CPU (interrupts, kernel threads, other tasks, hypervisor).
+    Jitter(JitterArgs),
+}
+
+/// `sluice bench jitter`.
+#[derive(Debug, Args)]
+pub struct JitterArgs {
+    /// Seconds to spin on every CPU.
+    #[arg(long, default_value_t = 5.0)]
+    pub duration: f64,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `sluice bench nfs`.

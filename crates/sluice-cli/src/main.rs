@@ -1,6 +1,7 @@
 //! `sluice`: run NFV specs and benchmark chains.
 
 mod bench;
+mod bench_jitter;
 mod bench_nfs;
 mod bench_wire;
 mod cli;

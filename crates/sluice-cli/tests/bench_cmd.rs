@@ -1,6 +1,7 @@
 //! `sluice bench chain` and `sluice bench nfs` produce the documented JSON,
 //! with every packet delivered and no buffer leaked (the figures
-//! themselves are measured in docs/benchmarks.md, not asserted here).
+//! themselves are measured in docs/benchmarks.md, not asserted here);
+//! `sluice bench jitter` sees a stall it is given.
 
 mod common;
 use common::*;
@@ -107,4 +108,61 @@ fn nat_refuses_to_run_as_per_worker_copies() {
         err.contains(":9:13: nfs[0].config: NF nat: nat keeps mappings and a port pool shared by all flows, so it cannot run as 2 per-worker copies"),
         "{err}"
     );
+}
+
+fn allowed_cpus() -> usize {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .to_string();
+    list.split(',')
+        .map(|r| match r.split_once('-') {
+            Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
+            None => 1,
+        })
+        .sum()
+}
+
+#[test]
+fn bench_jitter_sees_a_stopped_process_as_a_gap_on_every_cpu() {
+    // SIGSTOP holds every spinning thread off its CPU for 300 ms: each CPU
+    // must report one gap of at least that in its ≥ 5 ms class.
+    let child = sluice()
+        .args(["bench", "jitter", "--duration", "1.5", "--json"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let pid = child.id().to_string();
+    let kill = |sig: &str| {
+        assert!(std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap()
+            .success())
+    };
+    kill("-STOP");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    kill("-CONT");
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cpus = r["cpus"].as_array().unwrap();
+    assert_eq!(cpus.len(), allowed_cpus(), "{r:#}");
+    for c in cpus {
+        assert!(c["gaps"][4].as_u64().unwrap() >= 1, "{r:#}");
+        assert!(c["max_gap_us"].as_u64().unwrap() >= 250_000, "{r:#}");
+        let pct = c["lost_over_50us_pct"].as_f64().unwrap();
+        assert!((250_000.0 / 1.5e6 * 100.0..=100.0).contains(&pct), "{r:#}");
+    }
+}
+
+#[test]
+fn bench_jitter_refuses_a_bad_duration() {
+    let (out, _) = bench(&["jitter", "--duration", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--duration"));
 }
