@@ -25,7 +25,7 @@
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::Ordering;
 
@@ -262,13 +262,44 @@ fn template_main(sock: UnixStream, platform: Pid, inputs: &TemplateInputs<'_>) -
     }
 }
 
+/// An NF process the template forked.
+struct Child {
+    slot: u32,
+    generation: u32,
+    /// Readable once it exits; `None` where pidfds are unsupported.
+    exit_fd: Option<OwnedFd>,
+}
+
+/// Longest the template sleeps when every child has an exit descriptor
+/// (a safety net only: requests and exits wake it).
+const IDLE_WAIT_MS: i32 = 1000;
+
+/// How often it checks for exits when some child has no exit descriptor.
+const EXIT_POLL_MS: i32 = 5;
+
 fn template_loop(chan: &mut LineChannel, inputs: &TemplateInputs<'_>) -> Next {
     let me = sluice_sys::getpid();
-    let mut children: HashMap<i32, (u32, u32)> = HashMap::new();
+    let mut children: HashMap<i32, Child> = HashMap::new();
     let mut quitting = false;
     loop {
         if !quitting {
-            let _ = sluice_sys::wait_readable(chan.sock.as_fd(), 5);
+            // Sleep until the platform writes or a child exits: the
+            // template shares the data-plane cores, and waking it on a
+            // timer (200 times a second) preempts whichever NF or worker
+            // runs there.
+            let mut fds = vec![chan.sock.as_fd()];
+            fds.extend(
+                children
+                    .values()
+                    .filter_map(|c| c.exit_fd.as_ref())
+                    .map(|f| f.as_fd()),
+            );
+            let timeout = if fds.len() == children.len() + 1 {
+                IDLE_WAIT_MS
+            } else {
+                EXIT_POLL_MS
+            };
+            let _ = sluice_sys::wait_any_readable(&fds, timeout);
             for line in chan.recv_lines() {
                 let w: Vec<&str> = line.split_whitespace().collect();
                 match w.as_slice() {
@@ -287,7 +318,12 @@ fn template_loop(chan: &mut LineChannel, inputs: &TemplateInputs<'_>) -> Next {
                                 return Next::BecomeNf { index: slot };
                             }
                             Ok(Forked::Parent(pid)) => {
-                                children.insert(pid.as_raw_nonzero().get(), (slot, generation));
+                                let child = Child {
+                                    slot,
+                                    generation,
+                                    exit_fd: sluice_sys::pidfd_open(pid).ok(),
+                                };
+                                children.insert(pid.as_raw_nonzero().get(), child);
                                 let _ = chan.send(&format!(
                                     "spawned {slot} {generation} {}",
                                     pid.as_raw_nonzero()
@@ -317,7 +353,10 @@ fn template_loop(chan: &mut LineChannel, inputs: &TemplateInputs<'_>) -> Next {
         }
         while let Ok(Some((pid, status))) = sluice_sys::reap_any() {
             let raw = pid.as_raw_nonzero().get();
-            if let Some((slot, generation)) = children.remove(&raw) {
+            if let Some(Child {
+                slot, generation, ..
+            }) = children.remove(&raw)
+            {
                 let _ = chan.send(&format!(
                     "exited {slot} {generation} {raw} {}",
                     status_words(&status)

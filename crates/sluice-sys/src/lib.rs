@@ -242,17 +242,39 @@ pub fn yield_now() {
 
 /// Waits up to `timeout_ms` for `fd` to become readable.
 pub fn wait_readable(fd: std::os::fd::BorrowedFd<'_>, timeout_ms: i32) -> io::Result<bool> {
+    wait_any_readable(&[fd], timeout_ms).map(|n| n > 0)
+}
+
+/// Waits up to `timeout_ms` for any of `fds` to become readable (or hung
+/// up); returns how many are. An interrupted wait returns 0.
+pub fn wait_any_readable(
+    fds: &[std::os::fd::BorrowedFd<'_>],
+    timeout_ms: i32,
+) -> io::Result<usize> {
     use rustix::event::{poll, PollFd, PollFlags};
-    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+    let mut set: Vec<PollFd<'_>> = fds
+        .iter()
+        .map(|fd| PollFd::new(fd, PollFlags::IN))
+        .collect();
     let ts = rustix::time::Timespec {
         tv_sec: (timeout_ms / 1000) as i64,
         tv_nsec: ((timeout_ms % 1000) as i64 * 1_000_000) as _,
     };
-    match poll(&mut fds, Some(&ts)) {
-        Ok(n) => Ok(n > 0),
-        Err(rustix::io::Errno::INTR) => Ok(false),
+    match poll(&mut set, Some(&ts)) {
+        Ok(n) => Ok(n),
+        Err(rustix::io::Errno::INTR) => Ok(0),
         Err(e) => Err(e.into()),
     }
+}
+
+/// A descriptor that becomes readable when child `pid` exits (Linux 5.3+),
+/// so a supervisor can sleep until something happens instead of polling
+/// `waitpid` on a timer.
+pub fn pidfd_open(pid: Pid) -> io::Result<std::os::fd::OwnedFd> {
+    Ok(rustix::process::pidfd_open(
+        pid,
+        rustix::process::PidfdFlags::empty(),
+    )?)
 }
 
 /// CLOCK_MONOTONIC in nanoseconds (vDSO, no syscall).
