@@ -48,6 +48,16 @@ pub fn assert_accounted(r: &Value) {
     assert_eq!(r["buffers"]["free"], r["buffers"]["capacity"], "{r:#}");
 }
 
+/// The report's entry for port `name`.
+pub fn port<'a>(r: &'a Value, name: &str) -> &'a Value {
+    r["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no port {name} in {r:#}"))
+}
+
 /// The report's entry for NF `name`.
 pub fn nf<'a>(r: &'a Value, name: &str) -> &'a Value {
     r["nfs"]

@@ -222,15 +222,6 @@ fn stop_sluice(mut g: ChildGuard) -> (Option<i32>, Value, String) {
     )
 }
 
-fn port<'a>(r: &'a Value, name: &str) -> &'a Value {
-    r["ports"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == name)
-        .unwrap_or_else(|| panic!("no port {name} in {r:#}"))
-}
-
 fn wire_spec(dir: &Path, cli_port: &str) -> std::path::PathBuf {
     let spec = format!(
         r#"settings:
@@ -377,7 +368,7 @@ fn tcp_and_udp_cross_an_af_packet_bump_in_the_wire() {
     } else {
         eprintln!("tshark not installed: capture not opened in tshark");
     }
-    assert_eq!(port(&r, "dump")["tx_packets"], 5);
+    assert_eq!(common::port(&r, "dump")["tx_packets"], 5);
 
     // Port counters agree with the kernel's interface counters.
     let after = [
@@ -385,7 +376,7 @@ fn tcp_and_udp_cross_an_af_packet_bump_in_the_wire() {
         env.counters(&env.wire, WIRE_SRV).unwrap(),
     ];
     for (i, name) in ["cli", "srv"].into_iter().enumerate() {
-        let p = port(&r, name);
+        let p = common::port(&r, name);
         // Every frame the interface received was either read or counted
         // as dropped by a full ring (possible when the test machine is
         // loaded) or oversize.
@@ -559,7 +550,7 @@ fn a_tap_port_carries_traffic_and_vanishes_after_sigterm_and_sigkill() {
     let sent = blaster.join().unwrap().unwrap();
     assert_eq!(code, Some(0), "{stderr}");
     common::assert_accounted(&r);
-    assert!(port(&r, "cli")["rx_packets"].as_u64().unwrap() > 0 && sent > 0);
+    assert!(common::port(&r, "cli")["rx_packets"].as_u64().unwrap() > 0 && sent > 0);
     assert!(
         wire_env::ip(&["-n", &env.cli, "link", "show", "sltap0"]).is_err(),
         "the tap outlived sluice"

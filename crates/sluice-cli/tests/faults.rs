@@ -123,12 +123,9 @@ fn start_with_victims(spec: &std::path::Path, instances: usize) -> (std::process
     (child, victims)
 }
 
+/// Sends `sig` (as `kill` takes it: `-9`, `-STOP`, …) to `pid`.
 fn kill_9(pid: u32) {
-    let status = std::process::Command::new("kill")
-        .args(["-9", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    signal(pid, "-9");
 }
 
 #[test]

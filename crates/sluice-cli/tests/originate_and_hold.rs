@@ -29,15 +29,6 @@ chains:
     )
 }
 
-fn port<'a>(r: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    r["ports"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == name)
-        .unwrap()
-}
-
 fn check(isolation: &str) {
     let count = 4000;
     let delay_us = 2000;

@@ -72,16 +72,6 @@ fn top(r: &Value, key: &str) -> u64 {
     r[key].as_u64().unwrap_or_else(|| panic!("no {key}: {r:#}"))
 }
 
-/// Port `name`'s entry in the report.
-fn port<'a>(r: &'a Value, name: &str) -> &'a Value {
-    r["ports"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == name)
-        .unwrap_or_else(|| panic!("no port {name}: {r:#}"))
-}
-
 /// Drops by reason, as (reason, count) pairs.
 fn drops(r: &Value) -> Vec<(String, u64)> {
     r["drops"]
