@@ -409,15 +409,18 @@ fn tcp_and_udp_cross_an_af_packet_bump_in_the_wire() {
         drops["acl:denied"]
     );
     // Requests and replies of a connection are one flow (the table is
-    // symmetric and replies keep the flow id on the reverse chain): at most
-    // one flow per connection, not two. (Fewer when a client port is
-    // reused while the previous connection's flow is still open.)
+    // symmetric and replies keep the flow id on the reverse chain): about
+    // one flow per connection, not two (an asymmetric table would create
+    // ≈ 2 × CONNECTIONS). Fewer when a client port is reused while the
+    // previous connection's flow is still open; more from the run's other
+    // flows (curl, iperf3's control and data connections, the probe flow,
+    // the namespaces' IPv6 neighbour/router discovery) and from stray
+    // segments after a close (a retransmitted FIN or last ACK that arrives
+    // after the flow ended starts a new one): 540-830 extra on an idle
+    // machine, more when a loaded one makes TCP retransmit.
     let created = r["flows"]["created"].as_u64().unwrap();
     assert!(
-        // The slack covers the run's other flows: curl, iperf3's control and
-        // data connections, the probe flow, and the namespaces' own IPv6
-        // neighbour/router discovery.
-        created > CONNECTIONS as u64 / 2 && created < CONNECTIONS as u64 + 1000,
+        created > CONNECTIONS as u64 / 2 && created < CONNECTIONS as u64 * 3 / 2,
         "flows created: {created}"
     );
     assert_eq!(
