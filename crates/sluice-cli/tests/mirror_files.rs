@@ -1,11 +1,13 @@
 //! The `mirror` NF's capture file through the binary: `sluice validate`
-//! leaves it alone, and a mirror restarted with its graph after a crash
-//! appends to the file its first instance created.
+//! leaves it alone, a relative path lands in the spec file's directory
+//! whatever the current directory, and a mirror restarted with its graph
+//! after a crash appends to the file its first instance created.
 
 mod common;
 use common::*;
 
 use std::path::Path;
+use std::process::Stdio;
 
 use serde_json::Value;
 use sluice_ports::pcap::TsResolution;
@@ -93,6 +95,61 @@ fn validate_leaves_capture_files_alone() {
         err.contains("nfs[0].config.path") && err.contains("cannot create"),
         "{err}"
     );
+}
+
+/// A relative mirror path resolves against the spec file's directory, as
+/// the `pcap_out` port's beside it does, from whatever directory sluice
+/// runs in and however the spec is named; before, it landed in the
+/// current directory.
+#[test]
+fn relative_mirror_path_lands_beside_the_spec() {
+    let top = tempfile::tempdir().unwrap();
+    let specs = top.path().join("specs");
+    let elsewhere = top.path().join("elsewhere");
+    std::fs::create_dir(&specs).unwrap();
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::write(
+        specs.join("spec.yaml"),
+        mirror_spec(
+            "  - { name: tap, type: mirror, config: { path: cap.pcap, snaplen: 60 } }\n",
+            "tap",
+        ),
+    )
+    .unwrap();
+    // Named absolutely from elsewhere, and relatively from its parent.
+    for (cwd, spec) in [
+        (elsewhere.as_path(), specs.join("spec.yaml")),
+        (top.path(), Path::new("specs/spec.yaml").to_path_buf()),
+    ] {
+        let _ = std::fs::remove_file(specs.join("cap.pcap"));
+        let out = sluice()
+            .current_dir(cwd)
+            .args(["run", spec.to_str().unwrap(), "--json", "--duration", "0.5"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_accounted(&r);
+        let captured = ctr(&r, "tap", "captured");
+        assert!(captured > 100, "{r:#}");
+        let recs = pcap_records(&specs.join("cap.pcap"));
+        assert_eq!(recs.len() as u64, captured);
+        assert!(
+            recs.iter().all(|(orig, d)| *orig == 128 && d.len() == 60),
+            "{:?}",
+            recs.first().map(|(o, d)| (o, d.len()))
+        );
+        // The pcap_out port's relative path went to the same directory.
+        assert!(specs.join("port.pcap").exists());
+        for dir in [elsewhere.as_path(), top.path()] {
+            assert!(!dir.join("cap.pcap").exists(), "{}", dir.display());
+        }
+    }
 }
 
 /// A mirror in a graph with a `chaos` element that exits every 1000

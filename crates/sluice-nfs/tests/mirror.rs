@@ -1,7 +1,7 @@
 //! `mirror`'s file handling: building it (what `sluice validate` and the
 //! platform's checks do) touches no file; the file is created when the
 //! first instance of a run first runs and appended to by a restarted
-//! instance.
+//! instance; a relative path resolves against the spec file's directory.
 
 mod common;
 use common::*;
@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 use sluice_nf::harness::Harness;
 use sluice_nf::{BuildContext, NetworkFunction, NfId, PortId, Resolver};
-use sluice_spec::{ConfigNode, SpecError};
+use sluice_spec::{ConfigNode, SourceName, SpecError};
 
 /// A resolver for an instance built after `.0` earlier ones crashed.
 struct Restarted(u32);
@@ -233,5 +233,32 @@ fn a_crashed_instance_leaves_whole_records() {
         out
     };
     assert_eq!(got, want);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A relative `path` resolves against the directory of the spec file the
+/// config came from, as a `pcap_out` port's does, not against the
+/// current directory. (Before, it landed in the current directory.)
+#[test]
+fn a_relative_path_resolves_against_the_spec_directory() {
+    let dir = scratch("relative");
+    let name = format!("mirror-relative-{}.pcap", std::process::id());
+    let spec = dir.join("spec.yaml");
+    let cfg = ConfigNode::from_json(json!({ "path": name, "snaplen": 60 }))
+        .with_source(SourceName::from(spec.as_path()));
+    let f = frames(3);
+    run_instance(&cfg, 0, &f);
+    assert_eq!(records(&dir.join(&name)), f);
+    assert!(
+        !Path::new(&name).exists(),
+        "written to the current directory"
+    );
+
+    // The error for a missing directory names the resolved path.
+    let cfg = ConfigNode::from_json(json!({ "path": "sub/x.pcap" }))
+        .with_source(SourceName::from(spec.as_path()));
+    let e = build_mirror(&cfg, 0).err().unwrap().to_string();
+    assert!(e.contains(&dir.join("sub").display().to_string()), "{e}");
+    assert!(e.contains("spec file's directory"), "{e}");
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -23,9 +23,12 @@
 //! ingress times in Unix time. An open or write error is counted and
 //! capture stops (the packets still pass).
 //!
+//! A relative `path` resolves against the spec file's directory, like a
+//! `pcap_out` port's ([`ConfigNode::resolve_path`]).
+//!
 //! | config key | type | default | meaning |
 //! |---|---|---|---|
-//! | `path` | file path | required | pcap file to write |
+//! | `path` | file path | required | pcap file to write (relative: to the spec's directory) |
 //! | `snaplen` | 14-65535 | `65535` | bytes kept per packet |
 //! | `buffer_bytes` | 4096.. | `1048576` | write buffer (at least `16 + snaplen`) |
 //!
@@ -35,6 +38,7 @@
 //! (per-worker copies would all write the one file).
 //!
 //! [`Resolver::restarts`]: sluice_nf::Resolver::restarts
+//! [`ConfigNode::resolve_path`]: sluice_spec::ConfigNode::resolve_path
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -326,8 +330,15 @@ fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> 
     if cfg.path.is_empty() {
         return Err(ctx.config.error_at_path("path", "path must not be empty"));
     }
-    let path = PathBuf::from(&cfg.path);
-    check_path(&path).map_err(|m| ctx.config.error_at_path("path", m))?;
+    let path = ctx.config.resolve_path(&cfg.path);
+    check_path(&path).map_err(|m| {
+        let hint = if Path::new(&cfg.path).is_relative() && !ctx.config.source().is_generated() {
+            " (a relative path resolves against the spec file's directory)"
+        } else {
+            ""
+        };
+        ctx.config.error_at_path("path", format!("{m}{hint}"))
+    })?;
     Ok(Box::new(Mirror::new(
         path,
         cfg.snaplen,
