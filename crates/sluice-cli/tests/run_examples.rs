@@ -115,6 +115,33 @@ fn every_example_validates() {
     }
 }
 
+/// Validating builds every NF; the mirror of `examples/elements.yaml`
+/// used to create (truncate) its capture doing so, destroying the last
+/// run's. Checked on a copy whose capture path is a file of known content
+/// (the real `/tmp/sluice-elements.pcap` may be written by anyone).
+#[test]
+fn validating_the_elements_example_leaves_its_capture_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let capture = dir.path().join("last-run.pcap");
+    let content: Vec<u8> = (0..=255u8).cycle().take(4096).collect();
+    std::fs::write(&capture, &content).unwrap();
+    let text = std::fs::read_to_string(root().join("examples/elements.yaml")).unwrap();
+    let from = "/tmp/sluice-elements.pcap";
+    assert!(
+        text.contains(from),
+        "examples/elements.yaml no longer uses {from}"
+    );
+    let spec = dir.path().join("elements.yaml");
+    std::fs::write(&spec, text.replace(from, capture.to_str().unwrap())).unwrap();
+    let out = sluice().arg("validate").arg(&spec).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read(&capture).unwrap(), content);
+}
+
 /// The NF-library issue is done when every NF type runs in an example.
 #[test]
 fn every_nf_type_appears_in_an_example() {

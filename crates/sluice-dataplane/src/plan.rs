@@ -75,11 +75,15 @@ pub struct Plan {
     pub flow_capacity: u32,
 }
 
-struct PlanResolver<'a>(&'a Spec);
+/// The spec's names, and how many instances ran before this one.
+struct PlanResolver<'a>(&'a Spec, u32);
 
 impl Resolver for PlanResolver<'_> {
     fn replicas(&self) -> u32 {
         u32::from(self.0.settings.workers.max(1))
+    }
+    fn restarts(&self) -> u32 {
+        self.1
     }
     fn nf(&self, name: &str) -> Option<NfId> {
         self.0
@@ -184,11 +188,13 @@ impl Plan {
             ingress,
             flow_capacity: spec.settings.flow_table.capacity,
         };
-        // Build every NF once so config errors surface before anything runs.
-        // The built instance also names its drop reasons and counters when
-        // they depend on its config.
+        // Build every NF once so config errors surface before anything runs
+        // (this is all `sluice validate` does, so building must not touch
+        // files: NFs open them when they first run). The built instance
+        // also names its drop reasons and counters when they depend on its
+        // config.
         for i in 0..plan.nfs.len() {
-            let nf = plan.build_nf(spec, i)?;
+            let nf = plan.build_nf(spec, i, 0)?;
             if let Some(names) = nf.drop_reason_names() {
                 plan.nfs[i].drop_reasons = names;
             }
@@ -200,13 +206,19 @@ impl Plan {
         Ok(plan)
     }
 
-    /// Builds an instance of NF `i`.
-    pub fn build_nf(&self, spec: &Spec, i: usize) -> Result<Box<dyn NetworkFunction>, SpecError> {
+    /// Builds an instance of NF `i`; `restarts` instances of it ran before
+    /// this one in this run ([`Resolver::restarts`]).
+    pub fn build_nf(
+        &self,
+        spec: &Spec,
+        i: usize,
+        restarts: u32,
+    ) -> Result<Box<dyn NetworkFunction>, SpecError> {
         let nf = &self.nfs[i];
         let ctx = BuildContext {
             name: &nf.name,
             config: &nf.config,
-            resolver: &PlanResolver(spec),
+            resolver: &PlanResolver(spec, restarts),
             flow_capacity: self.flow_capacity,
         };
         (nf.nf_type.build)(&ctx)

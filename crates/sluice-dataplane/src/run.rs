@@ -225,7 +225,7 @@ pub(crate) fn build_nfs<'a>(
         let control = arena.nf_control(slot);
         control.reset();
         let exec = match n.isolation {
-            Isolation::Inline => Exec::Inline(plan.build_nf(spec, i)?),
+            Isolation::Inline => Exec::Inline(plan.build_nf(spec, i, 0)?),
             Isolation::Process => Exec::Process(ProcessNf {
                 link: NfLink::new(arena, slot),
                 phase: Phase::Stopped,

@@ -239,8 +239,9 @@ fn status_words(s: &ExitStatus) -> String {
 
 /// What the template loop decided to do next.
 enum Next {
-    /// This process is a new NF child: run it.
-    BecomeNf { index: u32 },
+    /// This process is a new NF child: run it. `generation` counts its
+    /// starts in this run (1 for the first, then one more per restart).
+    BecomeNf { index: u32, generation: u32 },
     /// Exit the template with this code.
     Exit(i32),
 }
@@ -254,10 +255,10 @@ fn template_main(sock: UnixStream, platform: Pid, inputs: &TemplateInputs<'_>) -
     };
     match template_loop(&mut chan, inputs) {
         Next::Exit(code) => code,
-        Next::BecomeNf { index } => {
+        Next::BecomeNf { index, generation } => {
             // Close the channel so only the template holds the platform's peer.
             drop(chan);
-            nf_main(index, inputs)
+            nf_main(index, generation, inputs)
         }
     }
 }
@@ -315,7 +316,10 @@ fn template_loop(chan: &mut LineChannel, inputs: &TemplateInputs<'_>) -> Next {
                         match sluice_sys::fork_single_threaded() {
                             Ok(Forked::Child) => {
                                 let _ = sluice_sys::die_with_parent(me);
-                                return Next::BecomeNf { index: slot };
+                                return Next::BecomeNf {
+                                    index: slot,
+                                    generation,
+                                };
                             }
                             Ok(Forked::Parent(pid)) => {
                                 let child = Child {
@@ -373,8 +377,9 @@ fn template_loop(chan: &mut LineChannel, inputs: &TemplateInputs<'_>) -> Next {
 }
 
 /// Runs the worker's NF number `index` (its arena slot follows from the
-/// worker) as this process.
-fn nf_main(index: u32, inputs: &TemplateInputs<'_>) -> i32 {
+/// worker) as this process, started for the `generation`-th time in this
+/// run (1 = first start).
+fn nf_main(index: u32, generation: u32, inputs: &TemplateInputs<'_>) -> i32 {
     let plan = inputs.plan;
     let nf_plan = &plan.nfs[index as usize];
     let slot = inputs.worker * plan.nfs.len() as u32 + index;
@@ -406,7 +411,8 @@ fn nf_main(index: u32, inputs: &TemplateInputs<'_>) -> i32 {
         sluice_sys::getpid().as_raw_nonzero().get() as u32,
         Ordering::Relaxed,
     );
-    let mut nf = match plan.build_nf(inputs.spec, index as usize) {
+    let restarts = generation.saturating_sub(1);
+    let mut nf = match plan.build_nf(inputs.spec, index as usize, restarts) {
         Ok(nf) => nf,
         Err(e) => {
             eprintln!("sluice: NF {} failed to build: {e}", nf_plan.name);

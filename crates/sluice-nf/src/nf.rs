@@ -79,6 +79,17 @@ pub trait Resolver {
     fn replicas(&self) -> u32 {
         1
     }
+    /// How many instances of this NF ran before this one in the current
+    /// run: 0 for the first, `n` for the `n`-th restart of a process NF
+    /// (a crashed NF is rebuilt from its config in a fresh process). Also
+    /// 0 when the platform builds an NF only to check its config (`sluice
+    /// validate`, and once before every run), which is why a build must
+    /// have no side effects outside the instance: an NF that writes a file
+    /// opens it when it first runs, creating it in the first instance and
+    /// appending to it in a restarted one (see `mirror`).
+    fn restarts(&self) -> u32 {
+        0
+    }
 }
 
 /// Everything an NF constructor gets.

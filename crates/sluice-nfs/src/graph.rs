@@ -57,6 +57,10 @@ impl Resolver for GraphResolver<'_> {
     fn replicas(&self) -> u32 {
         self.outer.replicas()
     }
+    /// Elements are rebuilt with their graph: a restart of it is theirs.
+    fn restarts(&self) -> u32 {
+        self.outer.restarts()
+    }
 }
 
 fn text<'n>(node: &'n ConfigNode, key: &str) -> Result<&'n str, SpecError> {

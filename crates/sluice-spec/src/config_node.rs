@@ -235,6 +235,25 @@ impl ConfigNode {
         &self.source
     }
 
+    /// Resolves a file path written in this node the way the spec's own
+    /// paths (`pcap_in`/`pcap_out` ports) are resolved: an absolute path as
+    /// it is, a relative one against the directory of the spec file the
+    /// node was read from, as that file was named when loaded (so
+    /// `examples/x.yaml` and `out.pcap` give `examples/out.pcap`, itself
+    /// relative to the current directory). A node without a file
+    /// (`"<generated>"`, e.g. built with [`ConfigNode::from_json`]) resolves
+    /// against the current directory. Nothing is looked up on disk.
+    pub fn resolve_path(&self, path: impl AsRef<std::path::Path>) -> std::path::PathBuf {
+        let path = path.as_ref();
+        if path.is_absolute() || self.source.is_generated() {
+            return path.to_path_buf();
+        }
+        match std::path::Path::new(self.source.as_str()).parent() {
+            Some(dir) => dir.join(path),
+            None => path.to_path_buf(),
+        }
+    }
+
     /// The YAML type of this node in words: `null`, `boolean`, `integer`,
     /// `float`, `string`, `sequence` or `mapping`.
     pub fn kind_name(&self) -> &'static str {

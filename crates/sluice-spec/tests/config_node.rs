@@ -327,3 +327,48 @@ fn maps_options_enums_and_aliases() {
     assert_eq!(e.field, "nfs[1].config.t");
     assert!(e.message.contains("invalid length 3"), "{e}");
 }
+
+/// An NF's file path resolves exactly like a `pcap_out` port's: against
+/// the spec file's directory, absolute paths unchanged; configs built by
+/// code (no spec file) resolve against the current directory.
+#[test]
+fn resolve_path_matches_port_paths() {
+    let dir = std::env::temp_dir();
+    let source = dir.join("spec.yaml");
+    let yaml = "ports:
+  - { name: gen, kind: generator }
+  - { name: dump, kind: pcap_out, path: cap.pcap }
+nfs:
+  - { name: tap, type: mirror, config: { path: cap.pcap } }
+chains:
+  - { name: main, from: gen, nfs: [tap], to: dump }
+";
+    let spec = parse_str(yaml, source.to_str().unwrap(), &["mirror"]).unwrap();
+    let sluice_spec::PortKind::PcapOut(port) = &spec.ports[1].kind else {
+        panic!("not a pcap_out port")
+    };
+    let cfg = &spec.nfs[0].config;
+    let nf_path = cfg.get("path").unwrap().as_str().unwrap();
+    assert_eq!(cfg.resolve_path(nf_path), port.path);
+    assert_eq!(cfg.resolve_path(nf_path), dir.join("cap.pcap"));
+    assert_eq!(
+        cfg.resolve_path("/abs/x.pcap"),
+        std::path::Path::new("/abs/x.pcap")
+    );
+    // A spec named by a relative path: still relative, below its directory.
+    let rel = parse_str(
+        &yaml.replace(", path: cap.pcap }\nnfs", ", path: /dev/null }\nnfs"),
+        "specs/a.yaml",
+        &["mirror"],
+    );
+    let rel = rel.unwrap();
+    assert_eq!(
+        rel.nfs[0].config.resolve_path("cap.pcap"),
+        std::path::Path::new("specs/cap.pcap")
+    );
+    let generated = ConfigNode::from_json(json!({ "path": "cap.pcap" }));
+    assert_eq!(
+        generated.resolve_path("cap.pcap"),
+        std::path::Path::new("cap.pcap")
+    );
+}

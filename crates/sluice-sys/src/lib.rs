@@ -1,8 +1,8 @@
 //! The few operating-system primitives sluice needs beyond std: forking
 //! NF processes from a template, tying their lifetime to their parent,
 //! reaping them, ignoring terminal signals, naming and pinning threads,
-//! putting large lookup tables on huge pages, reading the cycle counter
-//! and prefetching cache lines.
+//! putting large lookup tables on huge pages, reading the cycle counter,
+//! prefetching cache lines and checking write access to a path.
 //!
 //! `fork` is only offered when the calling process is single-threaded
 //! ([`fork_single_threaded`] checks `/proc/self/status`): after a fork only
@@ -164,6 +164,24 @@ pub fn kill(pid: Pid) -> io::Result<()> {
     Ok(rustix::process::kill_process(
         pid,
         rustix::process::Signal::KILL,
+    )?)
+}
+
+/// Checks, without opening it, that this process may write the existing
+/// file `path` or, for a directory, create files in it (write and search
+/// permission): `faccessat(2)` with the effective uid and gid
+/// (`AT_EACCESS`). A read-only file system fails with `EROFS`.
+pub fn check_writable(path: &std::path::Path) -> io::Result<()> {
+    use rustix::fs::{Access, AtFlags};
+    let mut access = Access::WRITE_OK;
+    if path.is_dir() {
+        access |= Access::EXEC_OK;
+    }
+    Ok(rustix::fs::accessat(
+        rustix::fs::CWD,
+        path,
+        access,
+        AtFlags::EACCESS,
     )?)
 }
 

@@ -1,28 +1,48 @@
 //! `mirror`: appends a copy of every packet to a pcap file (Click's
 //! `ToDump`); the packet itself continues unchanged.
 //!
-//! The file (classic pcap, nanosecond timestamps, link type Ethernet) is
-//! created at build time. Records go through a buffer allocated at build
-//! time; a `write` syscall happens only when it is full (one per
+//! Building a mirror touches no file: the platform builds every NF to
+//! check its config (`sluice validate`, and once before every run), so
+//! the build only checks that the file could be written (the path is not
+//! a directory; the file, if it exists, is writable; otherwise its
+//! directory exists and is writable). The file (classic pcap, nanosecond
+//! timestamps, link type Ethernet) is opened when the instance first runs
+//! (its first batch, tick or stop): the first instance of a run creates
+//! (truncates) it and writes the file header; a restarted instance (a
+//! process NF rebuilt after a crash, [`Resolver::restarts`] > 0) appends
+//! to it, so the file keeps every instance's records under one header.
+//!
+//! Records go through a buffer allocated at build time; a `write` syscall
+//! happens only when the next record does not fit (one per
 //! `buffer_bytes` of capture, not per packet), once a second (`tick`, so
-//! the file can be read during a run) and when the NF stops or is dropped,
-//! so the packet path neither allocates nor blocks per packet.
-//! Timestamps are the packets' ingress times in Unix time. A write error
-//! is counted and capture stops (the packets still pass).
+//! the file can be read during a run) and when the NF stops or is
+//! dropped, so the packet path neither allocates nor blocks per packet.
+//! Every write holds whole records (the buffer is at least one record
+//! long), so a crash loses the buffered records but never leaves half a
+//! record for the next instance to append to. Timestamps are the packets'
+//! ingress times in Unix time. An open or write error is counted and
+//! capture stops (the packets still pass).
+//!
+//! A relative `path` resolves against the spec file's directory, like a
+//! `pcap_out` port's ([`ConfigNode::resolve_path`]).
 //!
 //! | config key | type | default | meaning |
 //! |---|---|---|---|
-//! | `path` | file path | required | pcap file to write (truncated) |
+//! | `path` | file path | required | pcap file to write (relative: to the spec's directory) |
 //! | `snaplen` | 14-65535 | `65535` | bytes kept per packet |
-//! | `buffer_bytes` | 4096.. | `1048576` | write buffer |
+//! | `buffer_bytes` | 4096.. | `1048576` | write buffer (at least `16 + snaplen`) |
 //!
-//! Counters: `captured`, `bytes_written`, `write_errors`.
+//! Counters: `captured`, `bytes_written`, `write_errors` (this instance's).
 //!
 //! One instance only: with `settings.workers` above 1 the spec is refused
 //! (per-worker copies would all write the one file).
+//!
+//! [`Resolver::restarts`]: sluice_nf::Resolver::restarts
+//! [`ConfigNode::resolve_path`]: sluice_spec::ConfigNode::resolve_path
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use sluice_nf::{Batch, BuildContext, Context, NetworkFunction, NfType};
@@ -45,9 +65,41 @@ fn d_buf() -> usize {
     1 << 20
 }
 
+/// Bytes of the pcap file header.
+const FILE_HEADER_LEN: usize = 24;
+/// Bytes of a record header.
+const RECORD_HEADER_LEN: usize = 16;
+
+/// The pcap file header the mirror writes: nanosecond-resolution pcap,
+/// version 2.4, link type 1 (Ethernet).
+fn file_header(snaplen: u32) -> [u8; FILE_HEADER_LEN] {
+    let mut h = [0u8; FILE_HEADER_LEN];
+    h[0..4].copy_from_slice(&0xa1b2_3c4du32.to_le_bytes());
+    h[4..8].copy_from_slice(&[2, 0, 4, 0]);
+    h[16..20].copy_from_slice(&snaplen.to_le_bytes());
+    h[20..24].copy_from_slice(&1u32.to_le_bytes());
+    h
+}
+
+/// Where the capture file is.
+enum Out {
+    /// Not opened yet: the instance has not run.
+    Pending,
+    /// Open; records go to it.
+    Open(File),
+    /// Opening or writing failed: capture has stopped.
+    Failed,
+}
+
 /// The mirroring NF.
 pub struct Mirror {
-    out: Option<BufWriter<File>>,
+    path: PathBuf,
+    /// A restarted instance appends to the file instead of creating it.
+    append: bool,
+    out: Out,
+    /// Whole records waiting for the next `write`; its capacity is fixed
+    /// at build time and never exceeded.
+    buf: Vec<u8>,
     snaplen: u32,
     epoch_offset_ns: u64,
     captured: u64,
@@ -56,61 +108,157 @@ pub struct Mirror {
 }
 
 impl Mirror {
-    /// A mirror writing to `path`.
-    pub fn create(path: &str, snaplen: u32, buffer_bytes: usize) -> std::io::Result<Mirror> {
-        let mut out = BufWriter::with_capacity(buffer_bytes, File::create(path)?);
-        // Nanosecond-resolution pcap, version 2.4, link type 1 (Ethernet).
-        out.write_all(&0xa1b2_3c4du32.to_le_bytes())?;
-        out.write_all(&[2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0])?;
-        out.write_all(&snaplen.to_le_bytes())?;
-        out.write_all(&1u32.to_le_bytes())?;
-        Ok(Mirror {
-            out: Some(out),
+    /// A mirror that will write to `path` once it runs: creating the file
+    /// or, if `append` (a restarted instance), appending to it. Touches no
+    /// file; the buffer holds `buffer_bytes`, at least one whole record.
+    pub fn new(path: PathBuf, snaplen: u32, buffer_bytes: usize, append: bool) -> Mirror {
+        Mirror {
+            path,
+            append,
+            out: Out::Pending,
+            buf: Vec::with_capacity(buffer_bytes.max(RECORD_HEADER_LEN + snaplen as usize)),
             snaplen,
             epoch_offset_ns: crate::flow_monitor::epoch_offset_ns(),
             captured: 0,
-            bytes: 24,
+            bytes: 0,
             errors: 0,
-        })
+        }
+    }
+
+    /// Opens the file the first time the instance runs; afterwards a
+    /// no-op.
+    fn ensure_open(&mut self) {
+        if !matches!(self.out, Out::Pending) {
+            return;
+        }
+        let header = file_header(self.snaplen);
+        match open_capture(&self.path, self.append, &header) {
+            Ok((file, write_header)) => {
+                if write_header {
+                    self.buf.extend_from_slice(&header);
+                    self.bytes += FILE_HEADER_LEN as u64;
+                }
+                self.out = Out::Open(file);
+            }
+            Err(_) => {
+                self.errors += 1;
+                self.out = Out::Failed;
+            }
+        }
     }
 
     fn write(&mut self, frame: &[u8], ts_ns: u64) {
-        let Some(out) = self.out.as_mut() else { return };
+        if !matches!(self.out, Out::Open(_)) {
+            return;
+        }
         let cap = frame.len().min(self.snaplen as usize);
+        if self.buf.len() + RECORD_HEADER_LEN + cap > self.buf.capacity() {
+            self.flush();
+            if !matches!(self.out, Out::Open(_)) {
+                return;
+            }
+        }
         let t = ts_ns.wrapping_add(self.epoch_offset_ns);
-        let mut hdr = [0u8; 16];
+        let mut hdr = [0u8; RECORD_HEADER_LEN];
         hdr[0..4].copy_from_slice(&((t / 1_000_000_000) as u32).to_le_bytes());
         hdr[4..8].copy_from_slice(&((t % 1_000_000_000) as u32).to_le_bytes());
         hdr[8..12].copy_from_slice(&(cap as u32).to_le_bytes());
         hdr[12..16].copy_from_slice(&(frame.len() as u32).to_le_bytes());
-        let r = out
-            .write_all(&hdr)
-            .and_then(|_| out.write_all(&frame[..cap]));
-        match r {
-            Ok(()) => {
-                self.captured += 1;
-                self.bytes += 16 + cap as u64;
-            }
-            Err(_) => {
-                self.errors += 1;
-                self.out = None;
-            }
-        }
+        // Fits without growing: the buffer was flushed above if needed,
+        // and it holds at least one whole record.
+        self.buf.extend_from_slice(&hdr);
+        self.buf.extend_from_slice(&frame[..cap]);
+        self.captured += 1;
+        self.bytes += (RECORD_HEADER_LEN + cap) as u64;
     }
 
-    /// Writes out the buffer.
+    /// Writes out the buffer (whole records only).
     pub fn flush(&mut self) {
-        if let Some(out) = self.out.as_mut() {
-            if out.flush().is_err() {
+        if let Out::Open(file) = &mut self.out {
+            if !self.buf.is_empty() && file.write_all(&self.buf).is_err() {
                 self.errors += 1;
-                self.out = None;
+                self.out = Out::Failed;
             }
         }
+        self.buf.clear();
+    }
+}
+
+/// Opens the capture file: created (truncated) for the first instance,
+/// opened for appending for a restarted one. Returns the file and whether
+/// the file header still has to be written: always for a new file; for an
+/// appended one only if the file is empty or does not start with
+/// `header` (then it is not this mirror's capture and starts anew).
+fn open_capture(path: &Path, append: bool, header: &[u8]) -> std::io::Result<(File, bool)> {
+    if !append {
+        return Ok((File::create(path)?, true));
+    }
+    let mut file = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .open(path)?;
+    let mut head = [0u8; FILE_HEADER_LEN];
+    let mut got = 0;
+    while got < head.len() {
+        match file.read(&mut head[got..])? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    if got == head.len() && head[..] == *header {
+        return Ok((file, false));
+    }
+    if got > 0 {
+        file.set_len(0)?;
+    }
+    Ok((file, true))
+}
+
+/// Checks that the mirror could write `path` without creating, opening or
+/// changing anything: it is not a directory, and it is a writable file or
+/// does not exist yet in a writable directory.
+fn check_path(path: &Path) -> Result<(), String> {
+    let shown = path.display();
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Err(format!("`{shown}` is a directory, not a file name")),
+        Ok(_) => {
+            sluice_sys::check_writable(path).map_err(|e| format!("cannot write `{shown}`: {e}"))
+        }
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
+            let dir = match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            match std::fs::metadata(dir) {
+                Ok(m) if m.is_dir() => sluice_sys::check_writable(dir).map_err(|e| {
+                    format!(
+                        "cannot create `{shown}`: directory `{}` is not writable: {e}",
+                        dir.display()
+                    )
+                }),
+                Ok(_) => Err(format!(
+                    "cannot create `{shown}`: `{}` is not a directory",
+                    dir.display()
+                )),
+                Err(e) => Err(format!(
+                    "cannot create `{shown}`: directory `{}`: {e}",
+                    dir.display()
+                )),
+            }
+        }
+        Err(e) => Err(format!("cannot create `{shown}`: {e}")),
     }
 }
 
 impl NetworkFunction for Mirror {
     fn process(&mut self, batch: &mut Batch<'_>, ctx: &mut Context<'_>) {
+        self.ensure_open();
         let now = ctx.now_ns();
         batch.for_each(|p| {
             let ts = match p.timestamp_ns() {
@@ -128,11 +276,14 @@ impl NetworkFunction for Mirror {
 
     /// Once a second the buffer goes to the file, so it can be read live.
     fn tick(&mut self, ctx: &mut Context<'_>) {
+        self.ensure_open();
         self.flush();
         self.publish(ctx);
     }
 
+    /// Creates the file even if no packet came (a header-only capture).
     fn stop(&mut self, ctx: &mut Context<'_>) {
+        self.ensure_open();
         self.flush();
         self.publish(ctx);
     }
@@ -147,6 +298,8 @@ impl Mirror {
 }
 
 impl Drop for Mirror {
+    /// Writes out what is buffered; an instance that never ran (built only
+    /// to check its config) opens nothing.
     fn drop(&mut self) {
         self.flush();
     }
@@ -174,11 +327,24 @@ fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> 
             .config
             .error_at_path("buffer_bytes", "buffer_bytes must be at least 4096"));
     }
-    let m = Mirror::create(&cfg.path, cfg.snaplen, cfg.buffer_bytes).map_err(|e| {
-        ctx.config
-            .error_at_path("path", format!("cannot create `{}`: {e}", cfg.path))
+    if cfg.path.is_empty() {
+        return Err(ctx.config.error_at_path("path", "path must not be empty"));
+    }
+    let path = ctx.config.resolve_path(&cfg.path);
+    check_path(&path).map_err(|m| {
+        let hint = if Path::new(&cfg.path).is_relative() && !ctx.config.source().is_generated() {
+            " (a relative path resolves against the spec file's directory)"
+        } else {
+            ""
+        };
+        ctx.config.error_at_path("path", format!("{m}{hint}"))
     })?;
-    Ok(Box::new(m))
+    Ok(Box::new(Mirror::new(
+        path,
+        cfg.snaplen,
+        cfg.buffer_bytes,
+        ctx.resolver.restarts() > 0,
+    )))
 }
 
 /// Type descriptor.
