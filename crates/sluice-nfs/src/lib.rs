@@ -17,6 +17,7 @@ pub mod ids;
 pub mod load_balancer;
 pub mod monitor;
 pub mod nat;
+mod output_file;
 pub mod policer;
 pub mod router;
 pub mod rule_fields;

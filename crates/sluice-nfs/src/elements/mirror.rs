@@ -215,47 +215,6 @@ fn open_capture(path: &Path, append: bool, header: &[u8]) -> std::io::Result<(Fi
     Ok((file, true))
 }
 
-/// Checks that the mirror could write `path` without creating, opening or
-/// changing anything: it is not a directory, and it is a writable file or
-/// does not exist yet in a writable directory.
-fn check_path(path: &Path) -> Result<(), String> {
-    let shown = path.display();
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => Err(format!("`{shown}` is a directory, not a file name")),
-        Ok(_) => {
-            sluice_sys::check_writable(path).map_err(|e| format!("cannot write `{shown}`: {e}"))
-        }
-        Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
-            ) =>
-        {
-            let dir = match path.parent() {
-                Some(d) if !d.as_os_str().is_empty() => d,
-                _ => Path::new("."),
-            };
-            match std::fs::metadata(dir) {
-                Ok(m) if m.is_dir() => sluice_sys::check_writable(dir).map_err(|e| {
-                    format!(
-                        "cannot create `{shown}`: directory `{}` is not writable: {e}",
-                        dir.display()
-                    )
-                }),
-                Ok(_) => Err(format!(
-                    "cannot create `{shown}`: `{}` is not a directory",
-                    dir.display()
-                )),
-                Err(e) => Err(format!(
-                    "cannot create `{shown}`: directory `{}`: {e}",
-                    dir.display()
-                )),
-            }
-        }
-        Err(e) => Err(format!("cannot create `{shown}`: {e}")),
-    }
-}
-
 impl NetworkFunction for Mirror {
     fn process(&mut self, batch: &mut Batch<'_>, ctx: &mut Context<'_>) {
         self.ensure_open();
@@ -331,7 +290,7 @@ fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> 
         return Err(ctx.config.error_at_path("path", "path must not be empty"));
     }
     let path = ctx.config.resolve_path(&cfg.path);
-    check_path(&path).map_err(|m| {
+    crate::output_file::check_path(&path).map_err(|m| {
         let hint = if Path::new(&cfg.path).is_relative() && !ctx.config.source().is_generated() {
             " (a relative path resolves against the spec file's directory)"
         } else {

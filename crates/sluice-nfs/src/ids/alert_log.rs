@@ -7,10 +7,15 @@
 //! the NF stops. The file never grows past `max_bytes`: records that do
 //! not fit, or that arrive while the buffer is full, are counted as
 //! `alert_log_dropped` instead.
+//!
+//! The file is opened at the first flush, not when the NF is built (a
+//! build has no side effects, `crate::output_file`): the first instance of
+//! a run creates it, a restarted instance appends to it.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::net::IpAddr;
+use std::path::PathBuf;
 
 /// One alert waiting to be written.
 #[derive(Debug, Clone, Copy)]
@@ -64,10 +69,30 @@ pub fn json_escape(s: &str) -> String {
     out
 }
 
+/// Where an alert log goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogFile {
+    /// The file.
+    pub path: PathBuf,
+    /// Append to it (a restarted instance) instead of starting it anew.
+    pub append: bool,
+}
+
+#[derive(Debug)]
+enum Out {
+    /// No log configured.
+    None,
+    /// Not opened yet.
+    Pending(LogFile),
+    Open(File),
+    /// Opening or writing failed: alerts are counted as dropped.
+    Failed,
+}
+
 /// A buffered, size-bounded alert log (or none).
 #[derive(Debug)]
 pub struct AlertLog {
-    file: Option<File>,
+    out: Out,
     pending: Vec<AlertRecord>,
     line: Vec<u8>,
     written: u64,
@@ -84,11 +109,11 @@ pub const FLUSH_INTERVAL_NS: u64 = 1_000_000_000;
 impl AlertLog {
     /// A log writing to `file` (or discarding, if `None`), buffering up to
     /// `buffer` records, never growing the file past `max_bytes`.
-    pub fn new(file: Option<File>, buffer: usize, max_bytes: u64) -> AlertLog {
+    pub fn new(file: Option<LogFile>, buffer: usize, max_bytes: u64) -> AlertLog {
         AlertLog {
             pending: Vec::with_capacity(if file.is_some() { buffer } else { 0 }),
             line: Vec::with_capacity(if file.is_some() { 64 * 1024 } else { 0 }),
-            file,
+            out: file.map_or(Out::None, Out::Pending),
             written: 0,
             max_bytes,
             dropped: 0,
@@ -99,10 +124,10 @@ impl AlertLog {
     /// Buffers one alert (packet path: no allocation, no syscall).
     #[inline]
     pub fn record(&mut self, r: AlertRecord) {
-        if self.file.is_none() {
+        if matches!(self.out, Out::None) {
             return;
         }
-        if self.pending.len() < self.pending.capacity() {
+        if self.pending.len() < self.pending.capacity() && !matches!(self.out, Out::Failed) {
             self.pending.push(r);
         } else {
             self.dropped += 1;
@@ -130,12 +155,15 @@ impl AlertLog {
     /// the log (the rest is counted as dropped): the data path must go on.
     pub fn flush(&mut self, meta: &[RuleMeta], now_ns: u64) {
         self.last_flush_ns = now_ns;
-        let Some(file) = self.file.as_mut() else {
-            return;
-        };
         if self.pending.is_empty() {
             return;
         }
+        self.open();
+        let Out::Open(file) = &mut self.out else {
+            self.dropped += self.pending.len() as u64;
+            self.pending.clear();
+            return;
+        };
         self.line.clear();
         for r in self.pending.drain(..) {
             let Some(m) = meta.get(r.rule as usize) else {
@@ -169,9 +197,34 @@ impl AlertLog {
             Ok(()) => self.written += self.line.len() as u64,
             Err(_) => {
                 self.dropped += self.line.iter().filter(|b| **b == b'\n').count() as u64;
-                self.file = None;
+                self.out = Out::Failed;
             }
         }
+    }
+
+    /// Opens a pending log: created (truncated) by the first instance of a
+    /// run, appended to by a restarted one (whose size bound then counts
+    /// what is already there).
+    fn open(&mut self) {
+        let Out::Pending(target) = &self.out else {
+            return;
+        };
+        let opened = if target.append {
+            OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(&target.path)
+                .and_then(|f| Ok((f.metadata()?.len(), f)))
+        } else {
+            File::create(&target.path).map(|f| (0, f))
+        };
+        self.out = match opened {
+            Ok((len, f)) => {
+                self.written = len;
+                Out::Open(f)
+            }
+            Err(_) => Out::Failed,
+        };
     }
 
     /// Forgets buffered records (reset).

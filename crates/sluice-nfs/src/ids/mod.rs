@@ -21,7 +21,7 @@
 //! | `rules_file` | path | — | Snort rules file (relative to the spec's directory) |
 //! | `rules` | list of strings | `[]` | inline rules, evaluated after the file's |
 //! | `vars` | map | `{}` | rule variables, e.g. `HOME_NET: "[10.0.0.0/8]"` |
-//! | `alert_log` | path | none | JSON-lines alert log (truncated at start) |
+//! | `alert_log` | path | none | JSON-lines alert log (relative to the spec's directory; created by the run's first instance, appended to after a restart, untouched by `sluice validate`) |
 //! | `alert_log_max_bytes` | integer | 67108864 | the log never grows past this |
 //! | `alert_buffer` | integer | 4096 | alerts buffered between writes |
 //! | `stream` | bool | `true` | cross-segment matching for TCP |
@@ -51,13 +51,12 @@ pub mod rule_parser;
 pub mod stream;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use sluice_nf::{Batch, BuildContext, Context, DropReason, NetworkFunction, NfType};
 use sluice_spec::{ConfigNode, SpecError};
 
-use alert_log::AlertLog;
+use alert_log::{AlertLog, LogFile};
 use engine::{Decision, Engine, EngineConfig};
 use matcher::Matcher;
 use rule::Rule;
@@ -206,18 +205,6 @@ impl Drop for Ids {
     }
 }
 
-/// Resolves `p` against the directory of the spec file `config` came from.
-fn resolve_path(config: &ConfigNode, p: &str) -> PathBuf {
-    let path = Path::new(p);
-    if path.is_absolute() || config.source().is_generated() {
-        return path.to_path_buf();
-    }
-    match Path::new(config.source().as_str()).parent() {
-        Some(dir) => dir.join(path),
-        None => path.to_path_buf(),
-    }
-}
-
 /// Loads every rule of `cfg` in evaluation order (file first, then inline).
 fn load_rules(config: &ConfigNode, cfg: &Config) -> Result<Vec<Rule>, SpecError> {
     let mut vars = Vars::new();
@@ -226,7 +213,7 @@ fn load_rules(config: &ConfigNode, cfg: &Config) -> Result<Vec<Rule>, SpecError>
     }
     let mut rules = Vec::new();
     if let Some(f) = &cfg.rules_file {
-        let path = resolve_path(config, f);
+        let path = config.resolve_path(f);
         let text = std::fs::read_to_string(&path).map_err(|e| {
             config.error_at_path(
                 "rules_file",
@@ -255,23 +242,36 @@ fn load_rules(config: &ConfigNode, cfg: &Config) -> Result<Vec<Rule>, SpecError>
     Ok(rules)
 }
 
-/// Builds the engine from an NF config (also used by tests and benches).
+/// Builds the engine from an NF config (also used by tests and benches), as
+/// the first instance of a run.
 pub fn build_engine(config: &ConfigNode, flow_capacity: u32) -> Result<Engine, SpecError> {
+    build_engine_restarted(config, flow_capacity, 0)
+}
+
+/// Builds the engine for an instance started after `restarts` restarts (a
+/// restarted instance appends to the alert log instead of starting it anew).
+pub fn build_engine_restarted(
+    config: &ConfigNode,
+    flow_capacity: u32,
+    restarts: u32,
+) -> Result<Engine, SpecError> {
     let cfg: Config = config.deserialize()?;
     let rules = load_rules(config, &cfg)?;
     if cfg.alert_buffer == 0 || cfg.alert_buffer > 1 << 20 {
         return Err(config.error_at_path("alert_buffer", "must be 1-1048576"));
     }
+    // Checked, not created: building has no side effects (`sluice validate`
+    // must not truncate a log); the first flush opens it.
     let file = match &cfg.alert_log {
         None => None,
         Some(p) => {
-            let path = resolve_path(config, p);
-            Some(std::fs::File::create(&path).map_err(|e| {
-                config.error_at_path(
-                    "alert_log",
-                    format!("cannot create `{}`: {e}", path.display()),
-                )
-            })?)
+            let path = config.resolve_path(p);
+            crate::output_file::check_path(&path)
+                .map_err(|m| config.error_at_path("alert_log", m))?;
+            Some(LogFile {
+                path,
+                append: restarts > 0,
+            })
         }
     };
     let carry = if cfg.stream { stream::MAX_TAIL } else { 0 };
@@ -289,7 +289,7 @@ pub fn build_engine(config: &ConfigNode, flow_capacity: u32) -> Result<Engine, S
 
 fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> {
     Ok(Box::new(Ids {
-        engine: build_engine(ctx.config, ctx.flow_capacity)?,
+        engine: build_engine_restarted(ctx.config, ctx.flow_capacity, ctx.resolver.restarts())?,
     }))
 }
 
