@@ -78,6 +78,16 @@ impl HandleBatch {
         Some(PktHandle::from_slot(slot))
     }
 
+    /// Mutable access to every handle, in order: [`HandleBatch::get_mut`]
+    /// for a whole pass, with the batch's bounds checked once instead of
+    /// per handle.
+    #[inline]
+    pub fn iter_mut(&mut self) -> HandlesMut<'_> {
+        HandlesMut {
+            slots: self.raw[..self.len].iter_mut(),
+        }
+    }
+
     /// Buffer indices in order (for inspection; does not give ownership).
     pub fn indices(&self) -> &[u32] {
         &self.raw[..self.len]
@@ -129,6 +139,41 @@ impl HandleBatch {
             }
         }
         self.len = w;
+    }
+}
+
+/// The handles of a [`HandleBatch`], in order ([`HandleBatch::iter_mut`]).
+/// Each is a distinct owned slot, so all may be held at once.
+pub struct HandlesMut<'a> {
+    slots: std::slice::IterMut<'a, u32>,
+}
+
+impl<'a> Iterator for HandlesMut<'a> {
+    type Item = &'a mut PktHandle;
+
+    #[inline]
+    fn next(&mut self) -> Option<&'a mut PktHandle> {
+        self.slots.next().map(PktHandle::from_slot)
+    }
+
+    /// Skips `n` handles without looking at them (so `skip` is O(1)).
+    #[inline]
+    fn nth(&mut self, n: usize) -> Option<&'a mut PktHandle> {
+        self.slots.nth(n).map(PktHandle::from_slot)
+    }
+
+    #[inline]
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.slots.size_hint()
+    }
+}
+
+impl ExactSizeIterator for HandlesMut<'_> {}
+
+impl DoubleEndedIterator for HandlesMut<'_> {
+    #[inline]
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.slots.next_back().map(PktHandle::from_slot)
     }
 }
 
