@@ -186,3 +186,32 @@ impl Drop for HandleBatch {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `iter_mut` hands out every held slot once, in order (all of them
+    /// alive at once), `nth` skips exactly, and it stops at the length.
+    #[test]
+    fn iter_mut_visits_each_held_handle_once_in_order() {
+        let mut b = HandleBatch::new();
+        for i in 0..40 {
+            b.push_raw_owned(100 + i);
+        }
+        let all: Vec<&mut PktHandle> = b.iter_mut().collect();
+        let idx: Vec<u32> = all.iter().map(|h| h.index()).collect();
+        assert_eq!(idx, (100..140).collect::<Vec<_>>());
+        assert_eq!(b.iter_mut().len(), 40);
+        assert_eq!(b.iter_mut().nth(39).map(|h| h.index()), Some(139));
+        assert!(b.iter_mut().nth(40).is_none());
+        let mut it = b.iter_mut();
+        assert_eq!(it.nth(5).map(|h| h.index()), Some(105));
+        assert_eq!(it.next().map(|h| h.index()), Some(106));
+        assert_eq!(it.next_back().map(|h| h.index()), Some(139));
+        assert_eq!(it.len(), 32);
+        b.drain(|h| {
+            let _ = h.into_raw();
+        });
+    }
+}

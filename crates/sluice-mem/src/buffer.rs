@@ -340,10 +340,29 @@ mod tests {
         let mut raw = Box::new([0u8; BUF_STRIDE]);
         let at = raw.as_ptr() as usize;
         let mut p = Pkt::new(&mut raw);
-        let lens = (0..=u16::MAX)
-            .filter(|l| *l < 80 || l % 251 == 0 || (2000..2300).contains(l) || *l > u16::MAX - 80);
-        let lens: Vec<u16> = lens.collect();
-        let offs = (0..=u16::MAX).filter(|o| *o < 2400 || o % 97 == 0 || *o > u16::MAX - 80);
+        let (offs, lens): (Vec<u16>, Vec<u16>) = if cfg!(miri) {
+            // Miri runs this ~1000 times slower: around the bounds only.
+            let near = |xs: &[u16]| -> Vec<u16> {
+                xs.iter()
+                    .flat_map(|&x| x.saturating_sub(2)..=x.saturating_add(2))
+                    .collect()
+            };
+            (
+                near(&[0, 64, 2176, 2240, u16::MAX]),
+                near(&[0, 2176, 2240, u16::MAX]),
+            )
+        } else {
+            (
+                (0..=u16::MAX)
+                    .filter(|o| *o < 2400 || o % 97 == 0 || *o > u16::MAX - 80)
+                    .collect(),
+                (0..=u16::MAX)
+                    .filter(|l| {
+                        *l < 80 || l % 251 == 0 || (2000..2300).contains(l) || *l > u16::MAX - 80
+                    })
+                    .collect(),
+            )
+        };
         for off in offs {
             for &len in &lens {
                 p.set_data_off(off);
