@@ -114,6 +114,9 @@ impl Offsets {
 /// The mapped arena.
 pub struct Arena {
     base: NonNull<u8>,
+    /// The first packet buffer (`base` + `offsets.buffers`), so a handle's
+    /// buffer is one multiply and add away.
+    bufs: NonNull<[u8; BUF_STRIDE]>,
     len: usize,
     _fd: OwnedFd,
     config: ArenaConfig,
@@ -190,8 +193,12 @@ impl Arena {
         };
         let base = NonNull::new(base.cast::<u8>())
             .ok_or_else(|| ArenaError::Config("null mapping".into()))?;
+        // SAFETY: `offsets.buffers` < `offsets.total` <= `len`: inside the
+        // mapping (byte arrays need no alignment).
+        let bufs = unsafe { base.add(offsets.buffers) }.cast::<[u8; BUF_STRIDE]>();
         Ok(Arena {
             base,
+            bufs,
             len,
             _fd: fd,
             config,
@@ -309,17 +316,12 @@ impl Arena {
             i < self.config.buffers as usize,
             "handle from another arena"
         );
-        // SAFETY: in bounds (asserted); `PktHandle` is unique per buffer
-        // (issued by the pool, re-issued only after ownership validation), so
-        // holding `&mut PktHandle` gives exclusive access to these bytes in
-        // this process for the borrow's lifetime.
-        let bytes = unsafe {
-            &mut *self
-                .base
-                .as_ptr()
-                .add(self.offsets.buffers + i * BUF_STRIDE)
-                .cast::<[u8; BUF_STRIDE]>()
-        };
+        // SAFETY: in bounds (asserted: buffer `i` of `config.buffers`, which
+        // start at `bufs` and end within the mapping); `PktHandle` is unique
+        // per buffer (issued by the pool, re-issued only after ownership
+        // validation), so holding `&mut PktHandle` gives exclusive access to
+        // these bytes in this process for the borrow's lifetime.
+        let bytes = unsafe { &mut *self.bufs.as_ptr().add(i) };
         Pkt::new(bytes)
     }
 }

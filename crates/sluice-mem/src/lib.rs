@@ -24,7 +24,7 @@ pub mod wake;
 
 #[cfg(not(loom))]
 pub use arena::{Arena, ArenaConfig, ArenaError, Backing};
-pub use batch::{HandleBatch, MAX_BATCH};
+pub use batch::{HandleBatch, HandlesMut, MAX_BATCH};
 pub use buffer::{Pkt, PktHandle, BUF_STRIDE, DATA_ROOM, DATA_START, HEADROOM, META_SIZE};
 #[cfg(not(loom))]
 pub use control::{ExtCounters, NfControl, NfStats, EXT_COUNTERS, NF_COUNTERS};

@@ -18,7 +18,7 @@ pub mod packet;
 pub mod runtime;
 pub mod verdict;
 
-pub use batch::Batch;
+pub use batch::{Batch, PacketsMut};
 pub use context::{Context, NO_CHAIN};
 pub use drop_reason::DropReason;
 pub use nf::{BuildContext, BuildFn, NetworkFunction, NfType, Resolver};

@@ -9,6 +9,8 @@
 //! any packet whose tuple differs from the cached entry's, takes the full
 //! path.
 
+use std::num::NonZeroU8;
+
 use sluice_packet::{FlowKey, Headers, IpProtocol};
 
 use super::L4;
@@ -115,7 +117,9 @@ impl<'a> RawTuple<'a> {
     /// before.
     #[inline(always)]
     pub(super) fn read_frame(f: &'a [u8]) -> Option<RawTuple<'a>> {
-        let eth: &[u8; ETH] = f.first_chunk()?;
+        // The shortest frame either family can take (IPv4's, below), so
+        // the Ethernet header needs no check of its own.
+        let eth: &[u8; ETH + 28] = f.first_chunk()?;
         // One copy of the rest per family, so every offset is a constant.
         match u16::from_be_bytes([eth[12], eth[13]]) {
             0x0800 => Self::read_v4(f),
@@ -181,7 +185,12 @@ impl<'a> RawTuple<'a> {
                 }
                 // A version-4 key holds IPv4-mapped addresses.
                 let k = v4_pair(v4_of(&key.src), v4_of(&key.dst));
-                (a == k, a == k.rotate_left(32))
+                // The common answer first: the packet in the key's
+                // direction.
+                if a == k && self.ports == kp {
+                    return Some(true);
+                }
+                (false, a == k.rotate_left(32))
             }
             Addrs::V6(a) => {
                 if key.ip_version != 6 {
@@ -202,27 +211,29 @@ impl<'a> RawTuple<'a> {
 }
 
 /// An IPv4 [`RawTuple`] packed for keeping between passes over a batch
-/// (16 bytes, where a `RawTuple` with its [`L4`] takes far more):
-/// `Firewall::process` reads a batch's tuples in one pass and applies
-/// them in another. IPv6 tuples borrow the frame and are not kept.
+/// (16 bytes, and 16 as an `Option` too, where a `RawTuple` with its
+/// [`L4`] takes far more): `Firewall::process` reads a batch's tuples in
+/// one pass and applies them in another. IPv6 tuples borrow the frame and
+/// are not kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct V4Tuple {
     addrs: u64,
     ports: u32,
-    proto: u8,
-    tcp: bool,
+    /// 6 (TCP, an ACK-class segment) or 17 (UDP): a fast-path tuple has
+    /// no other, so this also gives its class.
+    proto: NonZeroU8,
 }
 
 impl RawTuple<'_> {
-    /// The packed form of an IPv4 tuple; `None` for IPv6.
+    /// The packed form of an IPv4 tuple; `None` for IPv6 (and protocol
+    /// 0, which no fast-path tuple has).
     #[inline(always)]
     pub(super) fn to_v4(self) -> Option<V4Tuple> {
         match self.addrs {
             Addrs::V4(addrs) => Some(V4Tuple {
                 addrs,
                 ports: self.ports,
-                proto: self.proto,
-                tcp: matches!(self.l4, L4::Tcp { .. }),
+                proto: NonZeroU8::new(self.proto)?,
             }),
             Addrs::V6(_) => None,
         }
@@ -231,14 +242,14 @@ impl RawTuple<'_> {
 
 impl V4Tuple {
     /// The tuple it packs (every fast-path TCP segment has the bare-ACK
-    /// class: see `RawTuple`'s `l4`).
+    /// class: see `RawTuple`'s `l4`; every other fast-path tuple is UDP).
     #[inline(always)]
     pub(super) fn unpack(&self) -> RawTuple<'static> {
         RawTuple {
             addrs: Addrs::V4(self.addrs),
             ports: self.ports,
-            proto: self.proto,
-            l4: if self.tcp {
+            proto: self.proto.get(),
+            l4: if self.proto.get() == 6 {
                 L4::Tcp { flags: ACK }
             } else {
                 L4::Udp

@@ -111,6 +111,33 @@ pub struct Settings {
 /// UDP counts as a stream after being replied for this long (Linux).
 const UDP_STREAM_AFTER_NS: u64 = 2_000_000_000;
 
+/// A packet's time and the expiry the ACK step gives a connection at that
+/// time, computed once for a batch ([`Conntrack::clock`]) instead of once
+/// per packet: every packet of a batch has the batch's time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Clock {
+    now_ns: u64,
+    /// `now_ns` + the ESTABLISHED timeout, saturating.
+    established_until: u64,
+}
+
+impl Clock {
+    /// The time.
+    #[inline(always)]
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+
+    /// The clock at `now_ns` under `timeouts`.
+    #[inline(always)]
+    fn new(now_ns: u64, timeouts: &Timeouts) -> Clock {
+        Clock {
+            now_ns,
+            established_until: now_ns.saturating_add(timeouts.tcp_established()),
+        }
+    }
+}
+
 /// A connection tracker.
 pub struct Conntrack {
     table: Table,
@@ -212,7 +239,8 @@ impl Conntrack {
         // firewall/hit_cached_warm when it still took this way).
         let i = self.flow_cache.get(flow_id as usize)?.checked_sub(1)?;
         let raw = RawTuple::read(frame, h)?;
-        self.apply_cached(i, &raw, zone, now_ns)
+        let clock = self.clock(now_ns);
+        self.apply_cached(i, &raw, zone, clock)
     }
 
     /// [`Conntrack::classify_cached`] straight from the frame's bytes,
@@ -236,7 +264,8 @@ impl Conntrack {
         // connections; bench: firewall/hit_cached_warm).
         let i = self.flow_cache.get(flow_id as usize)?.checked_sub(1)?;
         let raw = RawTuple::read_frame(frame)?;
-        self.apply_cached(i, &raw, zone, now_ns)
+        let clock = self.clock(now_ns);
+        self.apply_cached(i, &raw, zone, clock)
     }
 
     /// The IPv4 tuple [`Conntrack::classify_frame`] would read from
@@ -248,21 +277,60 @@ impl Conntrack {
         RawTuple::read_frame(frame)?.to_v4()
     }
 
+    /// The time `now_ns` for [`Conntrack::classify_v4`], computed once
+    /// for a batch.
+    #[inline(always)]
+    pub(crate) fn clock(&self, now_ns: u64) -> Clock {
+        Clock::new(now_ns, &self.timeouts)
+    }
+
+    /// The entry the flow-id cache holds for `flow_id`, as the fast path
+    /// looks it up: its index, or `u32::MAX` (beyond any table: the table
+    /// holds at most 2^30 entries) for none. Valid until the flow-id cache
+    /// changes, which only the full path ([`Conntrack::classify`],
+    /// [`Conntrack::commit`]), [`Conntrack::flow_end`] and
+    /// [`Conntrack::clear`] do; the fast path never does.
+    #[inline(always)]
+    pub(crate) fn cached_entry(&self, flow_id: u32) -> u32 {
+        let slot = self.flow_cache.get(flow_id as usize).copied();
+        slot.unwrap_or(0).wrapping_sub(1)
+    }
+
+    /// Prefetches `flow_id`'s flow-id cache slot, which
+    /// [`Conntrack::cached_entry`] will read.
+    #[inline(always)]
+    pub(crate) fn prefetch_slot(&self, flow_id: u32) {
+        if let Some(slot) = self.flow_cache.get(flow_id as usize) {
+            sluice_sys::prefetch(slot);
+        }
+    }
+
+    /// Prefetches entry `i` (a [`Conntrack::cached_entry`]; nothing for
+    /// none).
+    #[inline(always)]
+    pub(crate) fn prefetch_entry(&self, i: u32) {
+        if let Some(e) = self.table.get(i) {
+            sluice_sys::prefetch(e);
+        }
+    }
+
     /// [`Conntrack::classify_frame`] for the tuple [`Conntrack::peek_v4`]
-    /// read from the frame (unchanged since): the same answer and update.
-    /// `Firewall::process` reads a batch's tuples in the pass that gathers
-    /// its flow ids and applies them in a later pass that does not go
-    /// through the batch's packets again.
+    /// read from the frame (unchanged since), with its flow id's cached
+    /// entry `entry` ([`Conntrack::cached_entry`], read since the
+    /// flow-id cache last changed) and the batch's `clock`: the same
+    /// answer and update. `Firewall::process` reads a batch's tuples in
+    /// the pass that gathers its flow ids, their cached entries in the
+    /// pass that prefetches those, and applies them in a later pass that
+    /// does not go through the batch's packets again.
     #[inline(always)]
     pub(crate) fn classify_v4(
         &mut self,
         t: &V4Tuple,
         zone: u16,
-        flow_id: u32,
-        now_ns: u64,
+        entry: u32,
+        clock: Clock,
     ) -> Option<Classified> {
-        let i = self.flow_cache.get(flow_id as usize)?.checked_sub(1)?;
-        self.apply_cached(i, &t.unpack(), zone, now_ns)
+        self.apply_cached(entry, &t.unpack(), zone, clock)
     }
 
     /// The fast path proper: applies a packet read as `raw` to cached
@@ -274,19 +342,23 @@ impl Conntrack {
         i: u32,
         raw: &RawTuple<'_>,
         zone: u16,
-        now_ns: u64,
+        clock: Clock,
     ) -> Option<Classified> {
         let Conntrack {
             table, timeouts, ..
         } = self;
         let e = table.get_mut(i)?;
-        if !e.is_live() || e.zone != zone || e.expires_ns <= now_ns {
+        if !e.is_live() || e.zone != zone || e.expires_ns <= clock.now_ns {
             return None;
         }
-        let same_dir = raw.direction(&e.key)?;
-        let reply = same_dir != (e.flags & ORIG_IS_SRC != 0);
+        // In the key's direction, a reply if the originator is the key's
+        // destination; reversed, if it is the key's source.
+        let reply = match raw.direction(&e.key)? {
+            true => e.flags & ORIG_IS_SRC == 0,
+            false => e.flags & ORIG_IS_SRC != 0,
+        };
         let before = e.expires_ns;
-        let r = advance(e, timeouts, i, reply, raw.l4, now_ns);
+        let r = advance(e, timeouts, i, reply, raw.l4, clock);
         table.expiry_changed(i, before);
         r
     }
@@ -361,7 +433,7 @@ impl Conntrack {
         let e = table.get_mut(i)?;
         let reply = e.is_reply(&p.key);
         let before = e.expires_ns;
-        let r = advance(e, timeouts, i, reply, p.l4, now_ns);
+        let r = advance(e, timeouts, i, reply, p.l4, Clock::new(now_ns, timeouts));
         table.expiry_changed(i, before);
         r
     }
@@ -432,17 +504,12 @@ impl Conntrack {
 
     /// [`Conntrack::warm`] over flow ids from an iterator (walked twice).
     #[inline]
-    pub(crate) fn warm_with(&self, flow_ids: impl Iterator<Item = u32> + Clone) {
+    fn warm_with(&self, flow_ids: impl Iterator<Item = u32> + Clone) {
         for id in flow_ids.clone() {
-            if let Some(slot) = self.flow_cache.get(id as usize) {
-                sluice_sys::prefetch(slot);
-            }
+            self.prefetch_slot(id);
         }
         for id in flow_ids {
-            let slot = self.flow_cache.get(id as usize).copied().unwrap_or(0);
-            if let Some(e) = slot.checked_sub(1).and_then(|i| self.table.get(i)) {
-                sluice_sys::prefetch(e);
-            }
+            self.prefetch_entry(self.cached_entry(id));
         }
     }
 
@@ -460,11 +527,12 @@ impl Conntrack {
     }
 }
 
-/// Applies a packet of class `l4` travelling in the `reply` direction to
-/// live entry `e` (index `i`): the TCP state machine, the timeout of the
-/// new state, `SEEN_REPLY`. `None` if the packet reopens a closed TCP
-/// connection (the entry is left untouched). Shared by the full path and
-/// the established fast path, so both update a connection identically.
+/// Applies a packet of class `l4` travelling in the `reply` direction at
+/// `clock` (made under `timeouts`) to live entry `e` (index `i`): the TCP
+/// state machine, the timeout of the new state, `SEEN_REPLY`. `None` if
+/// the packet reopens a closed TCP connection (the entry is left
+/// untouched). Shared by the full path and the established fast path, so
+/// both update a connection identically.
 #[inline(always)]
 fn advance(
     e: &mut Entry,
@@ -472,7 +540,7 @@ fn advance(
     i: u32,
     reply: bool,
     l4: L4,
-    now_ns: u64,
+    clock: Clock,
 ) -> Option<Classified> {
     // ACK step: an ACK-class segment (ACK set; SYN, FIN, RST clear) of an
     // ESTABLISHED connection stays ESTABLISHED in either direction (the
@@ -488,11 +556,13 @@ fn advance(
             if reply {
                 e.flags |= SEEN_REPLY;
             }
-            e.expires_ns = now_ns.saturating_add(timeouts.tcp_established());
+            // The batch's clock holds now + the ESTABLISHED timeout
+            // (saturating), so this is a store (≈ 5 instructions fewer).
+            e.expires_ns = clock.established_until;
             return Some(Classified::Tracked { entry: i, reply });
         }
     }
-    advance_by_table(e, timeouts, i, reply, l4, now_ns)
+    advance_by_table(e, timeouts, i, reply, l4, clock.now_ns)
 }
 
 /// [`advance`] without the ACK step: every packet through the state
@@ -573,7 +643,8 @@ mod tests {
                             };
                             let l4 = L4::Tcp { flags };
                             let (mut a, mut b) = (e, e);
-                            let ra = advance(&mut a, &timeouts, 9, reply, l4, now);
+                            let clock = Clock::new(now, &timeouts);
+                            let ra = advance(&mut a, &timeouts, 9, reply, l4, clock);
                             let rb = advance_by_table(&mut b, &timeouts, 9, reply, l4, now);
                             assert_eq!(ra, rb, "state {state} flags {flags:#x} reply {reply}");
                             assert_eq!(a, b, "state {state} flags {flags:#x} reply {reply}");

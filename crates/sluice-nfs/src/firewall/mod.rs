@@ -54,7 +54,7 @@ use sluice_nf::{
 use sluice_packet::{parse, Headers, ParseError};
 use sluice_spec::SpecError;
 
-use crate::conntrack::{Classified, Conntrack, CtPacket, V4Tuple};
+use crate::conntrack::{Classified, Clock, Conntrack, CtPacket, V4Tuple};
 use config::FirewallConfig;
 use reject::Reply;
 use rules::{first_match, Action, IcmpReject, MatchInput, RejectWith, Rule};
@@ -108,11 +108,21 @@ const TICK_NS: u64 = 100_000_000;
 const CHUNK: usize = 32;
 
 /// What the first pass of `process` reads from a packet.
+#[derive(Clone, Copy)]
 struct Pre {
     id: u32,
     zone: u16,
     /// The fast-path tuple of an IPv4 frame of the common shape.
     v4: Option<V4Tuple>,
+}
+
+impl Pre {
+    /// A chunk's slots before the first pass fills them.
+    const EMPTY: Pre = Pre {
+        id: u32::MAX,
+        zone: 0,
+        v4: None,
+    };
 }
 
 /// What the firewall decided for one packet.
@@ -157,12 +167,31 @@ pub struct Firewall {
     default: Action,
     icmp_reject: IcmpReject,
     non_ip_accept: bool,
-    /// Zone per ingress port index (sized to the largest port configured).
-    zones: Vec<u16>,
+    /// Zone per ingress port index, for every possible index, so a
+    /// packet's zone is one load with no bounds check: ≈ 3 instructions
+    /// fewer per packet through `process` than a table sized to the
+    /// largest port configured (162 → 159, callgrind; bench:
+    /// firewall/process_100k). 128 KiB, allocated zeroed: the pages of
+    /// ports without a zone are never written, so they take no memory.
+    zones: Box<[u16; 1 << 16]>,
     ct: Conntrack,
     /// Hits per rule (NEW connections and untracked packets); also
     /// published as extended counters.
     rule_hits: Vec<u64>,
+    /// What `process` keeps between its passes over a chunk, kept here
+    /// so a chunk does not first fill ≈ 900 bytes of stack (≈ 2
+    /// instructions per packet): each pass reads only what the passes
+    /// before it wrote for this chunk.
+    scratch: Scratch,
+}
+
+/// `process`'s per-chunk state (see `Firewall::process_chunk`).
+struct Scratch {
+    /// The first pass's reading of each packet.
+    pre: [Pre; CHUNK],
+    /// The second pass's cached entry of each packet
+    /// ([`Conntrack::cached_entry`]).
+    entries: [u32; CHUNK],
 }
 
 #[derive(Default)]
@@ -171,13 +200,10 @@ struct Counts([u64; 10]);
 impl Firewall {
     /// Builds from a validated config.
     pub fn new(cfg: FirewallConfig, flow_capacity: u32) -> Firewall {
-        let max_port = cfg
-            .zones
-            .iter()
-            .map(|(p, _)| usize::from(*p) + 1)
-            .max()
-            .unwrap_or(0);
-        let mut zones = vec![0; max_port];
+        let mut zones: Box<[u16; 1 << 16]> = vec![0; 1 << 16]
+            .into_boxed_slice()
+            .try_into()
+            .expect("65536 zones");
         for (p, z) in &cfg.zones {
             zones[usize::from(*p)] = *z;
         }
@@ -189,6 +215,10 @@ impl Firewall {
             non_ip_accept: cfg.non_ip_accept,
             zones,
             ct: Conntrack::new(cfg.conntrack, flow_capacity),
+            scratch: Scratch {
+                pre: [Pre::EMPTY; CHUNK],
+                entries: [u32::MAX; CHUNK],
+            },
         }
     }
 
@@ -222,7 +252,7 @@ impl Firewall {
     /// The zone of ingress port `port`.
     #[inline]
     pub fn zone_of(&self, port: u16) -> u16 {
-        self.zones.get(usize::from(port)).copied().unwrap_or(0)
+        self.zones[usize::from(port)]
     }
 
     /// Decides one frame that came in on `port_in` with platform flow id
@@ -403,88 +433,143 @@ impl Firewall {
         }
     }
 
-    /// Decides packets `base..end` (at most [`CHUNK`]) of `batch`, in
-    /// order, exactly as [`Firewall::decide_frame`] one by one.
+    /// Decides packets `base..base + CHUNK` of `batch` (those it has), in
+    /// order, exactly as [`Firewall::decide_frame`] one by one; returns
+    /// how many it decided.
     ///
     /// Three passes. The first, the only one through the SDK's batch for
     /// the common case, reads each packet's flow id, zone and, for an IPv4
     /// frame of the common shape, the fast path's tuple
     /// ([`Conntrack::peek_v4`]; the headers are in cache: the platform
-    /// has just classified them for the flow id). The second prefetches
-    /// the chunk's flow-id slots, then its conntrack entries, so their
-    /// misses overlap ([`Conntrack::warm`]). The third decides in order:
-    /// a kept tuple goes to [`Conntrack::classify_v4`] (what
-    /// `decide_frame`'s fast path does with it: no packet changes
-    /// another's bytes), and an established packet keeps its `Next`
-    /// verdict without its buffer being touched again; any other packet
-    /// (IPv6, not of the common shape, no cached entry, another tuple,
-    /// expired, INVALID) is fetched again for `decide_frame` (or its
-    /// INVALID drop).
+    /// has just classified them for the flow id), and prefetches the flow
+    /// id's cache slot. The second reads those slots (the chunk's cached
+    /// entries, [`Conntrack::cached_entry`]) and prefetches the entries,
+    /// so the chunk's misses overlap. The third decides in order: a kept
+    /// tuple goes to [`Conntrack::classify_v4`] with its kept entry (what
+    /// `decide_frame`'s fast path does with them: no packet changes
+    /// another's bytes, and only the full path changes the flow-id cache),
+    /// and an established packet keeps its `Next` verdict without its
+    /// buffer being touched again. From the first packet off the fast
+    /// path (IPv6, not of the common shape, no cached entry, another
+    /// tuple, expired, INVALID) on, the chunk goes to `finish_chunk`.
     ///
-    /// ≈ 203 instructions per packet of an established TCP connection,
-    /// batch loop, warm-up and sweep included, where one `decide_frame`
-    /// per packet after a prefetch pass took ≈ 259; ≈ 50 ns on-CPU
-    /// against ≈ 57–66 under load (callgrind / FIREWALL_CPU_NS; bench:
+    /// ≈ 159 instructions per packet of an established TCP connection,
+    /// batch loop, warm-up and sweep included: ≈ 78 in the first pass (≈
+    /// 14 of them the SDK's), 17 in the second, 55 in the third, the rest
+    /// per batch. It was ≈ 203 with the slot prefetches in a pass of their
+    /// own, the flow-id cache read again in the third pass, the ACK
+    /// step's expiry computed per packet, the chunk's arrays filled on the
+    /// stack, a bounds-checked zone table and the SDK's per-packet
+    /// `Batch::get` (93 → 78, 23 → 17, 75 → 55), and ≈ 259 with one
+    /// `decide_frame` per packet after a prefetch pass (callgrind; bench:
     /// firewall/process_100k minus copy_only_100k, 100 k connections).
     #[inline(always)]
     fn process_chunk(
         &mut self,
         batch: &mut Batch<'_>,
         base: usize,
-        end: usize,
-        now: u64,
+        clock: Clock,
+        c: &mut Counts,
+        ctx: &mut Context<'_>,
+    ) -> usize {
+        let len = batch.len().saturating_sub(base).min(CHUNK);
+        let Firewall {
+            ct, zones, scratch, ..
+        } = self;
+        let (pre, entries) = (&mut scratch.pre[..len], &mut scratch.entries[..len]);
+        for (slot, p) in pre.iter_mut().zip(batch.iter_mut().skip(base)) {
+            let id = p.flow_id();
+            ct.prefetch_slot(id);
+            *slot = Pre {
+                id,
+                zone: zones[usize::from(p.port_in())],
+                v4: Conntrack::peek_v4(p.data()),
+            };
+        }
+        for (e, p) in entries.iter_mut().zip(pre.iter()) {
+            *e = ct.cached_entry(p.id);
+            ct.prefetch_entry(*e);
+        }
+        // The fast path, in a loop of its own (its values stay in
+        // registers) up to the first packet off it: ≈ 55 instructions per
+        // established packet (the entry's checks, the tuple compare, the
+        // ACK step), where reading the flow-id cache again, the per-packet
+        // expiry and a loop shared with the slow path took ≈ 75.
+        let mut hits = 0;
+        let mut off = None;
+        for (k, (p, &entry)) in pre.iter().zip(entries.iter()).enumerate() {
+            let r = match &p.v4 {
+                Some(t) => ct.classify_v4(t, p.zone, entry, clock),
+                None => None,
+            };
+            if let Some(Classified::Tracked { .. }) = r {
+                hits += 1;
+            } else {
+                off = Some((k, matches!(r, Some(Classified::Invalid(_)))));
+                break;
+            }
+        }
+        c.0[counters::ESTABLISHED] += hits;
+        c.0[counters::ACCEPTED] += hits;
+        if let Some((k, invalid)) = off {
+            self.finish_chunk(batch, base, k..len, invalid, clock, c, ctx);
+        }
+        len
+    }
+
+    /// Packets `rest` of the chunk at `base` of `batch` (`scratch.pre`),
+    /// in order, from the first packet off the fast path (`invalid`: the
+    /// fast path found it INVALID). Deciding that packet may change the
+    /// flow-id cache, so from here on every kept tuple goes to
+    /// [`Conntrack::classify_v4`] with its cached entry read afresh. Out
+    /// of line, so the fast path's loop keeps its values in registers.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn finish_chunk(
+        &mut self,
+        batch: &mut Batch<'_>,
+        base: usize,
+        rest: std::ops::Range<usize>,
+        invalid: bool,
+        clock: Clock,
         c: &mut Counts,
         ctx: &mut Context<'_>,
     ) {
-        let len = end - base;
-        let pre: [Pre; CHUNK] = std::array::from_fn(|k| {
-            let p = if k < len { batch.get(base + k) } else { None };
-            match p {
-                Some(p) => Pre {
-                    id: p.flow_id(),
-                    zone: self.zone_of(p.port_in()),
-                    v4: Conntrack::peek_v4(p.data()),
-                },
-                None => Pre {
-                    id: u32::MAX,
-                    zone: 0,
-                    v4: None,
-                },
-            }
-        });
-        let pre = &pre[..len];
-        self.ct.warm_with(pre.iter().map(|p| p.id));
-        for (k, p) in pre.iter().enumerate() {
+        self.decide_one(batch, base + rest.start, invalid, clock, c, ctx);
+        for k in rest.start + 1..rest.end {
+            let Some(&p) = self.scratch.pre.get(k) else {
+                break;
+            };
             if let Some(t) = &p.v4 {
-                match self.ct.classify_v4(t, p.zone, p.id, now) {
+                let entry = self.ct.cached_entry(p.id);
+                match self.ct.classify_v4(t, p.zone, entry, clock) {
                     Some(Classified::Tracked { .. }) => {
                         c.0[counters::ESTABLISHED] += 1;
                         c.0[counters::ACCEPTED] += 1;
                         continue;
                     }
                     Some(Classified::Invalid(_)) => {
-                        self.decide_one(batch, base + k, true, now, c, ctx);
+                        self.decide_one(batch, base + k, true, clock, c, ctx);
                         continue;
                     }
                     // Not a fast-path packet (it gives nothing else).
                     _ => {}
                 }
             }
-            self.decide_one(batch, base + k, false, now, c, ctx);
+            self.decide_one(batch, base + k, false, clock, c, ctx);
         }
     }
 
     /// Packet `i` of `batch` off the fast path of `process_chunk`: dropped
     /// as INVALID (`invalid`: the fast path found it so), or decided by
-    /// `decide_frame`. Out of line, so the fast path's loop keeps its
-    /// values in registers.
-    #[inline(never)]
+    /// `decide_frame`.
+    #[inline]
     fn decide_one(
         &mut self,
         batch: &mut Batch<'_>,
         i: usize,
         invalid: bool,
-        now: u64,
+        clock: Clock,
         c: &mut Counts,
         ctx: &mut Context<'_>,
     ) {
@@ -495,7 +580,7 @@ impl Firewall {
                 rule: None,
             })
         } else {
-            self.decide_frame(p.data(), p.port_in(), p.flow_id(), now)
+            self.decide_frame(p.data(), p.port_in(), p.flow_id(), clock.now_ns())
         };
         self.settle(&mut p, d, c, ctx);
     }
@@ -568,13 +653,12 @@ impl Firewall {
 impl NetworkFunction for Firewall {
     fn process(&mut self, batch: &mut Batch<'_>, ctx: &mut Context<'_>) {
         let now = ctx.now_ns();
+        let clock = self.ct.clock(now);
         let mut c = Counts::default();
         let n = batch.len();
         let mut base = 0;
         while base < n {
-            let end = n.min(base + CHUNK);
-            self.process_chunk(batch, base, end, now, &mut c, ctx);
-            base = end;
+            base += self.process_chunk(batch, base, clock, &mut c, ctx);
         }
         self.ct.sweep(now, SWEEP_PER_BATCH);
         for (i, v) in c.0.iter().enumerate() {
