@@ -57,7 +57,9 @@ pub struct LoopConfig {
 /// polling"): sleeping at once puts a futex wake-up, and the wake of a
 /// halted vCPU, on nearly every hop, and p99 was 74–191 µs; polling 200 µs
 /// keeps the NFs' core with the chain and p99 was 37–43 µs in the same
-/// series (67 µs: 42–68 µs).
+/// series (67 µs: 42–68 µs). On a noisy host the host's stalls dominate
+/// (lower p99 in 16 of 24 interleaved pairs); sleeps fall from thousands
+/// to tens per run.
 pub const BUSY_POLL_NS: u64 = 200_000;
 
 /// Most busy polling one core holds when several NFs share it: each idle
