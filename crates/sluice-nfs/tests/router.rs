@@ -816,3 +816,48 @@ fn reset_forgets_learned_neighbours_but_not_static_ones() {
     assert_eq!(h.take_emitted()[0].frame[12..14], [0x08, 0x06]);
     assert_eq!(out[1].frame[0..6], GW2, "static entry kept");
 }
+
+/// A relative `routes_file` is read beside the spec, like every other path
+/// in a spec, and never from the working directory.
+#[test]
+fn a_relative_routes_file_resolves_against_the_spec_s_directory() {
+    let dir = std::env::temp_dir().join(format!("sluice-router-rel-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("routes.txt"), "172.16.0.0/12 dev dump\n").unwrap();
+    let spec = |file: &str| {
+        format!(
+            "ports:\n  - {{ name: gen, kind: generator }}\n  - {{ name: out, kind: sink }}\n  - {{ name: dump, kind: sink }}\n\
+             nfs:\n  - name: r\n    type: router\n    config:\n      interfaces:\n\
+             \x20       - {{ port: out, mac: \"02:00:00:00:01:00\", addresses: [192.168.1.1/24] }}\n\
+             \x20       - {{ port: dump, mac: \"02:00:00:00:02:00\", addresses: [192.168.2.1/24] }}\n\
+             \x20     routes_file: {file}\n\
+             chains:\n  - {{ name: main, from: gen, nfs: [r], to: out }}\n"
+        )
+    };
+    let names: Vec<&str> = sluice_nfs::REGISTRY.iter().map(|t| t.name).collect();
+    let source = dir.join("spec.yaml");
+    let build = |file: &str| {
+        let parsed = sluice_spec::parse_str(&spec(file), source.to_str().unwrap(), &names).unwrap();
+        let ctx = BuildContext {
+            name: "r",
+            config: &parsed.nfs[0].config,
+            resolver: &TestResolver,
+            flow_capacity: FLOW_CAPACITY,
+        };
+        compile(&ctx).map(|r| r.table().nexthops("172.20.0.1".parse().unwrap())[0].iface)
+    };
+    assert_eq!(
+        build("routes.txt").unwrap(),
+        1,
+        "the route from the file beside the spec"
+    );
+    // `Cargo.toml` exists in the working directory of every test; a
+    // relative path must not find it there.
+    let e = build("Cargo.toml").unwrap_err().to_string();
+    let beside = dir.join("Cargo.toml");
+    assert!(
+        e.contains(&format!("cannot read {}", beside.display())),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -48,7 +48,6 @@ pub mod table;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use sluice_nf::{Batch, BuildContext, Context, NetworkFunction, NfType, Verdict, MAX_BATCH};
@@ -178,21 +177,6 @@ fn parse_mac(s: &str) -> Result<[u8; 6], String> {
     Ok(m.0)
 }
 
-/// Resolves `routes_file` relative to the spec file's directory.
-fn routes_path(ctx: &BuildContext<'_>, file: &str) -> PathBuf {
-    let p = Path::new(file);
-    let src = ctx.config.source();
-    if p.is_relative() && !src.is_generated() {
-        if let Some(dir) = Path::new(src.as_str()).parent() {
-            let q = dir.join(p);
-            if q.exists() {
-                return q;
-            }
-        }
-    }
-    p.to_path_buf()
-}
-
 /// Builds the router state from its config (for the NF, and for tests
 /// that look routes up directly).
 pub fn compile(ctx: &BuildContext<'_>) -> Result<Router, SpecError> {
@@ -300,7 +284,7 @@ pub fn compile(ctx: &BuildContext<'_>) -> Result<Router, SpecError> {
         }
     }
     if let Some(file) = &cfg.routes_file {
-        let path = routes_path(ctx, file);
+        let path = ctx.config.resolve_path(file);
         let text = std::fs::read_to_string(&path).map_err(|e| {
             at(
                 "routes_file",
