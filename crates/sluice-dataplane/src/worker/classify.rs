@@ -1,5 +1,7 @@
 //! Ingress classification: a frame's flow (symmetric 5-tuple lookup) and
-//! chain.
+//! chain, in two steps so a batch's lookups overlap: [`key_frame`] for
+//! every packet (prefetching the flow table as it goes), then
+//! [`classify_keyed`] in packet order.
 
 use sluice_nf::DropReason;
 use sluice_packet::{parse, FlowKey, IpProtocol, ParseError};
@@ -7,42 +9,93 @@ use sluice_packet::{parse, FlowKey, IpProtocol, ParseError};
 use crate::flow_table::{FlowError, FlowTable, FLOWLESS};
 use crate::plan::Plan;
 
-/// Finds (or creates) the packet's flow and chain: `(chain, flow id, hash)`.
+/// What a frame's headers say about its flow, before the lookup.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Keyed {
+    /// An IP packet with a 5-tuple.
+    Flow {
+        /// The key both directions share.
+        canonical: FlowKey,
+        /// Whether the packet travels in the canonical direction (its
+        /// direction picks the chain of a new flow).
+        forward: bool,
+        /// Symmetric hash of the key.
+        hash: u32,
+        /// TCP flags of an unfragmented TCP segment.
+        tcp_flags: Option<u8>,
+    },
+    /// No 5-tuple (ARP and other non-IP frames).
+    Flowless,
+    /// Malformed.
+    Bad(DropReason),
+}
+
+/// Parses a frame's headers into its flow key.
 #[inline]
-pub(super) fn classify(
-    plan: &Plan,
-    flows: &mut FlowTable,
-    ended: &mut Vec<u32>,
-    frame: &[u8],
-    port: u16,
-    now: u64,
-) -> Result<(u16, u32, u32), DropReason> {
+pub(super) fn key_frame(frame: &[u8]) -> Keyed {
     let h = match parse(frame) {
         Ok(h) => h,
-        Err(e) => return Err(DropReason::malformed(e)),
+        Err(e) => return Keyed::Bad(DropReason::malformed(e)),
     };
     let key = match FlowKey::from_headers(frame, &h) {
         Ok(k) => k,
-        Err(ParseError::UnsupportedEtherType) => {
+        Err(ParseError::UnsupportedEtherType) => return Keyed::Flowless,
+        Err(e) => return Keyed::Bad(DropReason::malformed(e)),
+    };
+    let tcp_flags = (key.proto == IpProtocol::TCP.0 && !h.fragment)
+        .then(|| frame.get(h.l4_offset as usize + 13).copied().unwrap_or(0));
+    let forward = key.is_canonical();
+    Keyed::Flow {
+        canonical: if forward { key } else { key.reversed() },
+        forward,
+        hash: key.symmetric_hash(),
+        tcp_flags,
+    }
+}
+
+/// Finds (or creates) the flow and chain of a packet keyed by
+/// [`key_frame`]: `(chain, flow id, hash)`.
+#[inline]
+pub(super) fn classify_keyed(
+    plan: &Plan,
+    flows: &mut FlowTable,
+    ended: &mut Vec<u32>,
+    keyed: &Keyed,
+    port: u16,
+    now: u64,
+) -> Result<(u16, u32, u32), DropReason> {
+    let (canonical, forward, hash, tcp_flags) = match keyed {
+        Keyed::Flow {
+            canonical,
+            forward,
+            hash,
+            tcp_flags,
+        } => (canonical, *forward, *hash, *tcp_flags),
+        Keyed::Flowless => {
             return plan
                 .classify_flowless(port)
                 .map(|c| (c, FLOWLESS, 0))
                 .ok_or(DropReason::NO_CHAIN)
         }
-        Err(e) => return Err(DropReason::malformed(e)),
+        Keyed::Bad(reason) => return Err(*reason),
     };
-    let hash = key.symmetric_hash();
-    let canonical = key.canonical();
+    // The key as the packet carries it, for the classifier.
+    let key = || {
+        if forward {
+            *canonical
+        } else {
+            canonical.reversed()
+        }
+    };
     let lookup = |flows: &mut FlowTable| match flows
-        .lookup_or_insert(&canonical, hash, now, || plan.classify(port, &key))
+        .lookup_or_insert(canonical, hash, now, || plan.classify(port, &key()))
     {
         Ok(id) => Ok(id),
         Err(FlowError::NoChain) => Err(DropReason::NO_CHAIN),
         Err(FlowError::Full) => Err(DropReason::FLOW_TABLE_FULL),
     };
     let mut id = lookup(flows)?;
-    if key.proto == IpProtocol::TCP.0 && !h.fragment {
-        let flags = frame.get(h.l4_offset as usize + 13).copied().unwrap_or(0);
+    if let Some(flags) = tcp_flags {
         let (fin, syn, rst, ack) = (
             flags & 0x01 != 0,
             flags & 0x02 != 0,
@@ -57,10 +110,7 @@ pub(super) fn classify(
             ended.push(id);
             id = lookup(flows)?;
         }
-        if (fin || rst)
-            && flows.note_tcp_flags(id, key == canonical, fin, rst, now)
-            && flows.close(id)
-        {
+        if (fin || rst) && flows.note_tcp_flags(id, forward, fin, rst, now) && flows.close(id) {
             ended.push(id);
         }
     }
@@ -73,7 +123,7 @@ pub(super) fn classify(
         // The other direction of a flow through a bump in the wire: same
         // flow id (so the same per-flow NF state), but the chain that
         // starts at the port this packet came in on.
-        chain = plan.classify(port, &key).ok_or(DropReason::NO_CHAIN)?;
+        chain = plan.classify(port, &key()).ok_or(DropReason::NO_CHAIN)?;
     }
     Ok((chain, id, hash))
 }

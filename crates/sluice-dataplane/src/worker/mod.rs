@@ -106,6 +106,8 @@ pub struct Worker<'a> {
     groups: Vec<(Dest, Box<HandleBatch>)>,
     events: Vec<u32>,
     ended: Vec<u32>,
+    /// Scratch for [`steering`]'s classification passes (one batch).
+    keyed: Vec<classify::Keyed>,
     /// Per chain: the first process NF on its path (the queue ingress feeds).
     chain_queue: Vec<Option<u16>>,
     /// Per NF: process NFs that directly follow it on some chain.
@@ -196,6 +198,7 @@ impl<'a> Worker<'a> {
             groups: Vec::with_capacity(16),
             events: Vec::with_capacity(MAX_BATCH),
             ended: Vec::with_capacity(1024),
+            keyed: Vec::with_capacity(sluice_mem::MAX_BATCH),
             chain_queue,
             nf_next_queues,
             input_ports,
