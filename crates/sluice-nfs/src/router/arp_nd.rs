@@ -8,7 +8,6 @@ use std::net::Ipv6Addr;
 
 use sluice_nf::{PortId, Verdict};
 use sluice_packet::checksum::{checksum_with, pseudo_header_v6};
-use sluice_packet::Headers;
 
 use super::drop_reason as dr;
 use super::forward::{Outcome, Router, Stats};
@@ -163,7 +162,7 @@ impl Router {
         &mut self,
         buf: &mut [u8],
         len: usize,
-        h: &Headers,
+        (l3, l4): (usize, usize),
         typ: u8,
         port_in: u16,
         now_ns: u64,
@@ -173,7 +172,6 @@ impl Router {
         let Some(i) = self.iface_of_port(port_in) else {
             return consumed;
         };
-        let (l3, l4) = (h.l3_offset as usize, h.l4_offset as usize);
         let end = (l3 + 40 + be16(buf, l3 + 4) as usize).min(len);
         let src = u128_at(buf, l3 + 8);
         let dst = u128_at(buf, l3 + 24);

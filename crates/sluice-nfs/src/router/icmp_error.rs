@@ -94,7 +94,10 @@ pub fn may_send_v4(ip: &[u8]) -> bool {
     }
     if ip[9] == 1 {
         let ihl = (ip[0] & 0x0f) as usize * 4;
-        if let Some(&t) = ip.get(ihl) {
+        // Only a type inside the datagram counts (the router forwards
+        // packets with a missing ICMP header; link padding is not one).
+        let total = be16(ip, 2) as usize;
+        if let Some(&t) = ip.get(ihl).filter(|_| ihl < total) {
             // Errors: unreachable, source quench, redirect, time exceeded,
             // parameter problem.
             if matches!(t, 3 | 4 | 5 | 11 | 12) {
@@ -236,6 +239,7 @@ mod tests {
     fn no_errors_about_errors_fragments_or_bad_sources() {
         let mut ip = [0u8; 28];
         ip[0] = 0x45;
+        ip[3] = 28; // total length
         ip[9] = 17;
         ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
         assert!(may_send_v4(&ip));
@@ -244,6 +248,9 @@ mod tests {
         assert!(may_send_v4(&ip));
         ip[20] = 11; // time exceeded: never
         assert!(!may_send_v4(&ip));
+        ip[3] = 20; // ... unless that byte is link padding, not ICMP
+        assert!(may_send_v4(&ip));
+        ip[3] = 28;
         ip[20] = 8;
         ip[7] = 1; // non-first fragment
         assert!(!may_send_v4(&ip));

@@ -17,6 +17,11 @@
 //! (`neighbour_unresolved`) and an ARP request / Neighbor Solicitation for
 //! it goes out in a fresh buffer (one per neighbour per `retrans_ms`).
 //!
+//! Only link and network headers are parsed: a datagram with a truncated
+//! or malformed transport header is forwarded, as Linux does. Plain
+//! untagged IPv4 / IPv6 frames take a fast path that skips the generic
+//! parse ([`forward::Router::process_frame_hinted`]).
+//!
 //! | config key | type | default | meaning |
 //! |---|---|---|---|
 //! | `interfaces[].port` | port name | required | a sluice output port |
@@ -54,7 +59,7 @@ use sluice_nf::{Batch, BuildContext, Context, NetworkFunction, NfType, Verdict, 
 use sluice_packet::MacAddr;
 use sluice_spec::{IpNet, SpecError};
 
-use forward::{Router, Stats, NO_IFACE, SOLICITS_PER_CALL};
+use forward::{NeighMemo, Router, Stats, NO_IFACE, SOLICITS_PER_CALL};
 use icmp_error::TokenBucket;
 use iface::{link_local, Iface};
 use neighbour::Neighbours;
@@ -353,6 +358,7 @@ pub fn compile(ctx: &BuildContext<'_>) -> Result<Router, SpecError> {
         icmp_errors: cfg.icmp_errors,
         retrans_ns: cfg.retrans_ms.saturating_mul(1_000_000),
         solicits: Vec::with_capacity(SOLICITS_PER_CALL),
+        memo: NeighMemo::default(),
     })
 }
 
@@ -472,8 +478,7 @@ impl NetworkFunction for RouterNf {
     }
 
     fn reset(&mut self) {
-        self.router.neigh.clear_learned();
-        self.router.icmp.reset();
+        self.router.reset();
     }
 }
 

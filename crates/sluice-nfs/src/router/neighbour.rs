@@ -63,6 +63,9 @@ pub struct Neighbours {
     mask: usize,
     len: usize,
     capacity: usize,
+    /// Bumped by every change, so a copy of a lookup's result (the
+    /// router's last-next-hop memo) knows when it may be stale.
+    version: u64,
 }
 
 impl Neighbours {
@@ -75,6 +78,7 @@ impl Neighbours {
             mask: n - 1,
             len: 0,
             capacity,
+            version: 0,
         }
     }
 
@@ -110,6 +114,14 @@ impl Neighbours {
         (s.used && s.state != State::Incomplete).then_some(s.mac)
     }
 
+    /// Changes whenever any entry changes (learned, added, solicited,
+    /// cleared): a [`Self::mac`] result read at version `v` still holds
+    /// while `version()` is `v`.
+    #[inline]
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
     /// The state of an entry, if any.
     pub fn state(&self, key: u128, port: u16) -> Option<State> {
         let s = &self.slots[self.probe(key, port)];
@@ -128,6 +140,7 @@ impl Neighbours {
         now_ns: u64,
         create: bool,
     ) -> Learned {
+        self.version += 1;
         let i = self.probe(key, port);
         let s = &mut self.slots[i];
         if s.used {
@@ -159,6 +172,7 @@ impl Neighbours {
 
     /// Adds a static entry (config); `false` if the table is full.
     pub fn add_static(&mut self, key: u128, port: u16, mac: [u8; 6]) -> bool {
+        self.version += 1;
         let i = self.probe(key, port);
         if !self.slots[i].used {
             if self.len == self.capacity {
@@ -182,6 +196,7 @@ impl Neighbours {
     /// `retrans_ns`, RFC 4861 RetransTimer / Linux `retrans_time_ms`).
     /// Records the request in an incomplete entry when there is room.
     pub fn should_solicit(&mut self, key: u128, port: u16, now_ns: u64, retrans_ns: u64) -> bool {
+        self.version += 1;
         let i = self.probe(key, port);
         let s = &mut self.slots[i];
         if s.used {
@@ -210,6 +225,7 @@ impl Neighbours {
 
     /// Forgets every learned entry, keeping static ones.
     pub fn clear_learned(&mut self) {
+        self.version += 1;
         let keep: Vec<Slot> = self
             .slots
             .iter()
@@ -233,7 +249,9 @@ mod tests {
         let mut t = Neighbours::new(2);
         let a = v4_key(0x0a00_0001);
         assert_eq!(t.mac(a, 0), None);
+        let v = t.version();
         assert_eq!(t.learn(a, 0, [1; 6], 5, false), Learned::Ignored);
+        assert_ne!(t.version(), v, "every mutating call moves the version");
         assert!(t.should_solicit(a, 0, 100, 1000));
         assert!(
             !t.should_solicit(a, 0, 500, 1000),
