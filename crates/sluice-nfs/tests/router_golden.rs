@@ -44,12 +44,7 @@ fn router_output_matches_the_golden_capture() {
     let mut nf = build(
         "router",
         json!({
-            "interfaces": [
-                { "port": "out", "mac": "02:00:00:00:01:00",
-                  "addresses": ["192.168.1.1/24", "2001:db8:1::1/64"] },
-                { "port": "dump", "mac": "02:00:00:00:02:00",
-                  "addresses": ["192.168.2.1/24", "2001:db8:2::1/64"] },
-            ],
+            "interfaces": router_interfaces(),
             "routes": [
                 "10.0.0.0/8 via 192.168.2.2 dev dump",
                 "2001:db8:100::/48 via 2001:db8:2::2 dev dump",

@@ -190,3 +190,14 @@ pub fn arp() -> Vec<u8> {
     f.extend_from_slice(&[10, 0, 0, 2]);
     f
 }
+
+/// The two interfaces the router tests use: `out` (192.168.1.1/24,
+/// 2001:db8:1::1/64) and `dump` (192.168.2.1/24, 2001:db8:2::1/64).
+pub fn router_interfaces() -> serde_json::Value {
+    serde_json::json!([
+        { "port": "out", "mac": "02:00:00:00:01:00",
+          "addresses": ["192.168.1.1/24", "2001:db8:1::1/64"] },
+        { "port": "dump", "mac": "02:00:00:00:02:00",
+          "addresses": ["192.168.2.1/24", "2001:db8:2::1/64"] },
+    ])
+}
