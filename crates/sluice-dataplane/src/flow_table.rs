@@ -9,8 +9,10 @@
 //! packet path never allocates. Measured cost (`benches/flow_table.rs`,
 //! docs/benchmarks.md): a hit in a 100 k-flow table ≈ 75 ns (two cache
 //! misses: index slot, then entry); the whole ingress step on hot flows
-//! (key + hash + lookup) ≈ 50 ns. The worker keys a whole batch first and
-//! prefetches slots, then entries, so a batch's misses overlap.
+//! (key + hash + lookup) ≈ 50 ns. With many live flows the worker keys a
+//! whole batch first and prefetches slots, then entries
+//! ([`FlowTable::prefetch_slot`], [`FlowTable::prefetch_entry`]), so a
+//! batch's misses overlap.
 //!
 //! A flow ends on TCP RST, a short time after a FIN (or at once when a
 //! SYN opens a new connection on its 5-tuple after a FIN), or after an
@@ -495,7 +497,7 @@ mod tests {
             const IDLE: u64 = 100;
             const CLOSE: u64 = 10;
             let mut t = FlowTable::new(8, IDLE, CLOSE);
-            // Model: key → (id, deadline).
+            // Model: key → (id, deadline, FIN seen).
             let mut model: HashMap<u32, (u32, u64, bool)> = HashMap::new();
             let mut now = 0u64;
             let mut ended = Vec::new();

@@ -70,5 +70,5 @@ pub use error::ParseError;
 pub use ethernet::{EtherType, MacAddr};
 pub use flow::{flow_key, FlowKey};
 pub use ip::IpProtocol;
-pub use parse::{parse, verify_checksums, Headers};
+pub use parse::{parse, parse_l3, verify_checksums, Headers};
 pub use tcp::TcpFlags;

@@ -214,9 +214,12 @@ pub(crate) fn parse_fast(f: &[u8]) -> Option<(Headers, &[u8], &[u8])> {
     Some((h, ip, seg))
 }
 
-/// The general path: handles every frame and reports precise errors.
-#[inline(never)]
-pub(crate) fn parse_full(frame: &[u8]) -> Result<Headers, ParseError> {
+/// The link and network layers of [`parse_full`] / [`parse_l3`]: the
+/// headers up to `l4_offset` (`ip_version` 0 for non-IP frames, which are
+/// complete), the transport header's offset and the datagram's upper-layer
+/// bytes.
+#[inline(always)]
+fn parse_network(frame: &[u8]) -> Result<(Headers, usize, &[u8]), ParseError> {
     if frame.len() < ethernet::HEADER_LEN {
         return Err(ParseError::EthernetTruncated);
     }
@@ -271,18 +274,46 @@ pub(crate) fn parse_full(frame: &[u8]) -> Result<Headers, ParseError> {
             h.l4_offset = h.l3_offset;
             h.payload_offset = h.l3_offset;
             h.payload_len = crate::arp::PACKET_LEN as u16;
-            return Ok(h);
+            return Ok((h, 0, &[]));
         }
         _ => {
             h.l4_offset = h.l3_offset;
             h.payload_offset = h.l3_offset;
             h.payload_len = u16c(l3.len());
-            return Ok(h);
+            return Ok((h, 0, &[]));
         }
     };
 
     let l4_off = off + l4_rel;
     h.l4_offset = u16c(l4_off);
+    Ok((h, l4_off, l3_payload))
+}
+
+/// Parses a frame down to the network layer only: Ethernet, up to two
+/// VLAN tags, ARP, the IPv4 header (version, IHL, total length) or the
+/// IPv6 header and its extension-header chain, with the same checks and
+/// errors as [`parse`], but no transport-header checks. For IP packets
+/// the transport header and data are left as a fragment's are:
+/// `payload_offset == l4_offset` and `payload_len` runs to the end of the
+/// datagram. For routers, which forward a datagram whatever it carries
+/// (as Linux does), so a truncated TCP or UDP header is not their
+/// business.
+pub fn parse_l3(frame: &[u8]) -> Result<Headers, ParseError> {
+    let (mut h, l4_off, l3_payload) = parse_network(frame)?;
+    if h.ip_version != 0 {
+        h.payload_offset = u16c(l4_off);
+        h.payload_len = u16c(l3_payload.len());
+    }
+    Ok(h)
+}
+
+/// The general path: handles every frame and reports precise errors.
+#[inline(never)]
+pub(crate) fn parse_full(frame: &[u8]) -> Result<Headers, ParseError> {
+    let (mut h, l4_off, l3_payload) = parse_network(frame)?;
+    if h.ip_version == 0 {
+        return Ok(h);
+    }
     let (hdr_len, payload_len) = if h.fragment {
         (0, l3_payload.len())
     } else {
@@ -479,6 +510,38 @@ mod tests {
                 );
             }
             prop_assert_eq!(parse(&f), full);
+        }
+
+        /// `parse_l3` is `parse` without the transport checks: the same
+        /// link and network fields and errors, and an IP datagram's whole
+        /// upper layer as its payload.
+        #[test]
+        fn l3_parse_is_parse_without_the_transport_checks(f in frameish()) {
+            let l3 = parse_l3(&f);
+            match parse(&f) {
+                Ok(h) => {
+                    let g = l3.expect("parse_l3 accepts what parse accepts");
+                    let ip = h.ip_version != 0;
+                    let same = Headers {
+                        payload_offset: if ip { h.l4_offset } else { h.payload_offset },
+                        payload_len: g.payload_len,
+                        ..h
+                    };
+                    prop_assert_eq!(g, same);
+                    if ip {
+                        let end = usize::from(h.l4_offset) + usize::from(g.payload_len);
+                        prop_assert!(end <= f.len());
+                        prop_assert!(
+                            usize::from(h.payload_offset) + usize::from(h.payload_len) <= end
+                        );
+                    }
+                }
+                Err(e) => {
+                    if let Err(e3) = l3 {
+                        prop_assert_eq!(e3, e);
+                    }
+                }
+            }
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Ingress classification: a frame's flow (symmetric 5-tuple lookup) and
-//! chain, in two steps so a batch's lookups overlap: [`key_frame`] for
-//! every packet (prefetching the flow table as it goes), then
-//! [`classify_keyed`] in packet order.
+//! chain, in two steps: [`key_frame`] reads the headers, [`classify_keyed`]
+//! looks the flow up. With many flows the worker keys a whole batch and
+//! prefetches its lookups in between (`steering.rs`).
 
 use sluice_nf::DropReason;
 use sluice_packet::{parse, FlowKey, IpProtocol, ParseError};

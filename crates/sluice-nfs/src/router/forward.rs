@@ -5,11 +5,9 @@
 //! the bench drive it without a platform.
 
 use sluice_nf::{DropReason, PortId, Verdict};
-use sluice_packet::arp::ArpPacket;
 use sluice_packet::checksum::{checksum, update_u16};
-use sluice_packet::ipv4::Ipv4Packet;
-use sluice_packet::ipv6::{is_extension_header, walk_extensions, Ipv6Packet};
-use sluice_packet::{IpProtocol, ParseError};
+use sluice_packet::ipv6::is_extension_header;
+use sluice_packet::{parse_l3, IpProtocol, ParseError};
 
 use super::icmp_error::{self, TokenBucket};
 use super::iface::{is_link_local, Iface};
@@ -316,7 +314,7 @@ impl Router {
     }
 
     /// The general path, for every frame: the L2/L3 parse
-    /// ([`l3_headers`]), ARP and NDP, and every outcome of forwarding
+    /// ([`sluice_packet::parse_l3`]: no transport-header checks), ARP and NDP, and every outcome of forwarding
     /// (ICMP errors, neighbour requests, drops). The reference the fast
     /// paths are tested against.
     #[allow(clippy::too_many_arguments)]
@@ -332,22 +330,23 @@ impl Router {
         st: &mut Stats,
     ) -> Outcome {
         let len = len.min(buf.len());
-        let h = match l3_headers(&buf[..len]) {
+        let h = match parse_l3(&buf[..len]) {
             Ok(h) => h,
             Err(e) => return drop(DropReason::malformed(e), len),
         };
-        let l3 = h.l3;
+        let l3 = h.l3_offset as usize;
+        let l4 = h.l4_offset as usize;
         let value = if l3 == 14 { lpm_value } else { None };
-        match h.ethertype {
+        match h.ethertype.0 {
             0x0800 => self.ipv4(buf, len, l3, port_in, hash, value, now_ns, st),
             0x86dd => {
                 // The ICMPv6 type, if the datagram holds one (a router
                 // does not require a whole ICMPv6 header).
-                let icmp_type = (h.protocol == 58 && !h.fragment && h.l4 < h.end)
-                    .then(|| buf.get(h.l4).copied())
+                let icmp_type = (h.l4_protocol.0 == 58 && !h.fragment && h.payload_len > 0)
+                    .then(|| buf.get(l4).copied())
                     .flatten();
                 if let Some(t @ 133..=137) = icmp_type {
-                    return self.ndp(buf, len, (l3, h.l4), t, port_in, now_ns, st);
+                    return self.ndp(buf, len, (l3, l4), t, port_in, now_ns, st);
                 }
                 self.ipv6(buf, len, l3, icmp_type, port_in, hash, value, now_ns, st)
             }
@@ -666,81 +665,4 @@ impl Router {
         };
         Some((out.port, n, v4))
     }
-}
-
-/// What the router needs of a frame's headers (all offsets from the frame
-/// start).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct L3Headers {
-    /// EtherType after any VLAN tags.
-    pub ethertype: u16,
-    /// Offset of the L3 header.
-    pub l3: usize,
-    /// Offset of the upper layer (after IPv4 options / IPv6 extension
-    /// headers); `l3` for non-IP frames.
-    pub l4: usize,
-    /// End of the IP datagram (total / payload length); `l3` for non-IP.
-    pub end: usize,
-    /// Upper-layer protocol (0 for non-IP).
-    pub protocol: u8,
-    /// An IPv4 fragment or an IPv6 packet with a fragment header.
-    pub fragment: bool,
-}
-
-/// [`sluice_packet::parse()`] down to L3 only: Ethernet, up to two VLAN
-/// tags, ARP, the IPv4 header (version, IHL, total length) or the IPv6
-/// header and its extension-header chain — with the same errors in the
-/// same order — but no transport header checks: a router forwards
-/// datagrams whatever they carry (as Linux does), so a truncated TCP or
-/// UDP header is not its business.
-pub fn l3_headers(frame: &[u8]) -> Result<L3Headers, ParseError> {
-    if frame.len() < 14 {
-        return Err(ParseError::EthernetTruncated);
-    }
-    let mut et = u16::from_be_bytes([frame[12], frame[13]]);
-    let mut off = 14;
-    let mut tags = 0;
-    while et == 0x8100 || et == 0x88a8 {
-        if tags == 2 {
-            return Err(ParseError::TooManyVlanTags);
-        }
-        let Some(t) = frame.get(off..off + 4) else {
-            return Err(ParseError::VlanTruncated);
-        };
-        et = u16::from_be_bytes([t[2], t[3]]);
-        off += 4;
-        tags += 1;
-    }
-    let l3 = &frame[off..];
-    let mut h = L3Headers {
-        ethertype: et,
-        l3: off,
-        l4: off,
-        end: off,
-        protocol: 0,
-        fragment: false,
-    };
-    match et {
-        0x0800 => {
-            let ip = Ipv4Packet::new_checked(l3)?;
-            h.l4 = off + ip.header_len();
-            h.end = off + usize::from(ip.total_len());
-            h.protocol = ip.protocol().0;
-            h.fragment = ip.is_fragment();
-        }
-        0x86dd => {
-            let ip = Ipv6Packet::new_checked(l3)?;
-            let end = 40 + usize::from(ip.payload_len());
-            let ul = walk_extensions(ip.next_header(), &l3[40..end])?;
-            h.l4 = off + 40 + ul.offset;
-            h.end = off + end;
-            h.protocol = ul.protocol.0;
-            h.fragment = ul.fragment.is_some();
-        }
-        0x0806 => {
-            ArpPacket::new_checked(l3)?;
-        }
-        _ => {}
-    }
-    Ok(h)
 }

@@ -16,7 +16,7 @@ use sluice_packet::icmpv4::Icmpv4Packet;
 use sluice_packet::icmpv6::Icmpv6Packet;
 use sluice_packet::ipv4::Ipv4Packet;
 use sluice_packet::ipv6::{self, Ipv6Packet};
-use sluice_packet::parse::{parse, verify_checksums, Headers};
+use sluice_packet::parse::{parse, parse_l3, verify_checksums, Headers};
 use sluice_packet::tcp::TcpSegment;
 use sluice_packet::udp::UdpDatagram;
 use sluice_packet::vlan::{self, VlanTag};
@@ -25,6 +25,9 @@ use sluice_packet::IpProtocol;
 /// Runs the hot-path functions on a whole frame and checks the invariants
 /// of a successful parse.
 pub fn exercise_frame(data: &[u8]) {
+    if let Ok(h) = parse_l3(data) {
+        check_headers(data, &h);
+    }
     let parsed = parse(data);
     let key = flow_key(data);
     match parsed {
