@@ -5,6 +5,7 @@ mod bench_jitter;
 mod bench_nfs;
 mod bench_wire;
 mod cli;
+mod logfmt;
 mod wire_env;
 
 use std::io::IsTerminal;
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use sluice_dataplane::compile::{compile, Target};
 use sluice_dataplane::{run, RunError, RunOptions, RunReport};
 use sluice_nfs::REGISTRY;
 
@@ -27,6 +29,11 @@ const EXIT_SETUP: u8 = 1;
 const EXIT_ACCOUNTING: u8 = 3;
 
 fn main() -> ExitCode {
+    // A process started as an NF template runs that and nothing else.
+    if let Some(code) = sluice_dataplane::host::template_main_if_invoked(REGISTRY) {
+        return code;
+    }
+    init_logging();
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => {
@@ -42,14 +49,12 @@ fn main() -> ExitCode {
         }
         Command::Bench(b) => bench::run(b),
         Command::Validate { spec } => match sluice_spec::load(&spec, &type_names()) {
-            Ok(s) => match sluice_dataplane::plan::Plan::build(&s, REGISTRY) {
+            Ok(s) => match compile(&s, REGISTRY, &Target::of_spec(&s), None) {
                 Ok(p) => {
+                    let (ports, nfs, chains) = p.counts();
                     println!(
-                        "{}: ok ({} ports, {} NFs, {} chains)",
+                        "{}: ok ({ports} ports, {nfs} NFs, {chains} chains)",
                         spec.display(),
-                        p.ports.len(),
-                        p.nfs.len(),
-                        p.chains.len()
                     );
                     ExitCode::SUCCESS
                 }
@@ -70,6 +75,19 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
     }
+}
+
+/// Logs go to stderr as `sluice: <message>` (NF output as
+/// `sluice: nf <name>: <line>`), filtered by `SLUICE_LOG` (an `EnvFilter`
+/// directive; default `info`).
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .event_format(logfmt::Plain)
+        .try_init();
 }
 
 /// Writes to stdout; a closed pipe (e.g. `| head`) is not an error worth a panic.

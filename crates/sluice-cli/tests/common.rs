@@ -73,8 +73,16 @@ pub fn descendants_named(pid: u32, comm: &str) -> Vec<u32> {
     let mut found = Vec::new();
     let mut frontier = vec![pid];
     while let Some(p) = frontier.pop() {
-        let children =
-            std::fs::read_to_string(format!("/proc/{p}/task/{p}/children")).unwrap_or_default();
+        // Children belong to the thread that started them (the platform's
+        // worker threads start its NF templates): read every thread's list.
+        let mut children = String::new();
+        if let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) {
+            for t in tasks.flatten() {
+                let path = t.path().join("children");
+                children += &std::fs::read_to_string(path).unwrap_or_default();
+                children.push(' ');
+            }
+        }
         for c in children
             .split_whitespace()
             .filter_map(|c| c.parse::<u32>().ok())

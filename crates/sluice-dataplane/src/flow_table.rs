@@ -52,8 +52,11 @@ pub struct FlowEntry {
     pub expires_ns: u64,
     /// Bit 0: FIN seen in the canonical direction; bit 1: the other.
     pub fins: u8,
-    /// Position of the end marker in the chain while `Closing`.
+    /// Position of the end marker on its route while `Closing`.
     pub marker_hop: u16,
+    /// The route the end marker walks (the chain's route when the flow
+    /// ended; the chain may have moved on since).
+    pub marker_route: u16,
     /// Packets seen.
     pub packets: u64,
 }
@@ -117,6 +120,7 @@ impl FlowTable {
             expires_ns: 0,
             fins: 0,
             marker_hop: 0,
+            marker_route: 0,
             packets: 0,
         };
         // Huge pages: every packet reads an index slot and an entry at
@@ -237,6 +241,7 @@ impl FlowTable {
             expires_ns: now_ns + self.idle_ns,
             fins: 0,
             marker_hop: 0,
+            marker_route: 0,
             packets: 1,
         };
         self.expiry[id as usize] = now_ns + self.idle_ns;
@@ -361,6 +366,22 @@ impl FlowTable {
                 self.close(id);
                 ended.push(id);
             }
+        }
+    }
+
+    /// Ids of flows whose end marker is on its way.
+    pub fn closing_ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.state == FlowState::Closing)
+            .map(|(i, _)| i as u32)
+    }
+
+    /// Moves flow `id` to chain `chain` (its own chain was removed).
+    pub fn set_chain(&mut self, id: u32, chain: u16) {
+        if let Some(e) = self.entries.get_mut(id as usize) {
+            e.chain = chain;
         }
     }
 

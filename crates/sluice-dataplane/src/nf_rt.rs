@@ -8,6 +8,8 @@ use sluice_mem::{NfControl, NfLink};
 use sluice_nf::NetworkFunction;
 use sluice_spec::Isolation;
 
+use crate::host::SpawnRequest;
+
 /// Lifecycle of a process NF as the platform sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
@@ -15,17 +17,39 @@ pub enum Phase {
     Starting,
     /// Processing.
     Running,
-    /// Dead; restart scheduled at this time (ns).
+    /// Dead; restart scheduled at this time (ns). Packets keep queueing in
+    /// its ring (what the dead instance had not dequeued stays there too)
+    /// and the next instance takes them, until `hold_until_ns`: then what
+    /// is queued is dropped as `nf_down`, and so is what comes later, until
+    /// an instance runs again (`hold_until_ns` is then 0).
     Down {
         /// When to respawn.
         respawn_at_ns: u64,
+        /// Until when packets wait for the next instance (0: no longer).
+        hold_until_ns: u64,
     },
-    /// Asked to stop (shutdown).
+    /// Asked to stop (shutdown, or removed by an apply).
     Stopping,
     /// Exited after a stop request.
     Stopped,
     /// Dead for good (restart policy exhausted or forbids it).
     Failed,
+}
+
+impl Phase {
+    /// Whether packets sent to it now are queued for it (not dropped).
+    pub fn accepts(&self) -> bool {
+        match self {
+            Phase::Starting | Phase::Running => true,
+            Phase::Down { hold_until_ns, .. } => *hold_until_ns != 0,
+            _ => false,
+        }
+    }
+
+    /// Whether an instance is alive and may hand packets back.
+    pub fn alive(&self) -> bool {
+        matches!(self, Phase::Starting | Phase::Running | Phase::Stopping)
+    }
 }
 
 /// A process NF.
@@ -38,14 +62,20 @@ pub struct ProcessNf<'a> {
     pub generation: u32,
     /// Current pid (0 if none).
     pub pid: i32,
-    /// When the current spawn was requested.
+    /// When the current spawn was requested (ns).
     pub spawn_requested_ns: u64,
     /// Flow-end events waiting for ring space.
     pub pending_events: VecDeque<u32>,
+    /// What to ask the host for at every (re)start (generation and
+    /// restarts are filled in then).
+    pub spawn: SpawnRequest,
+    /// Spare buffers each instance keeps for allocation.
+    pub alloc_reserve: u32,
 }
 
 /// How an NF executes.
-// One per NF in a Vec that is set up once; the size difference is irrelevant.
+// One per NF in a table that changes only on apply; the size difference
+// is irrelevant.
 #[allow(clippy::large_enum_variant)]
 pub enum Exec<'a> {
     /// In the worker thread.
@@ -73,6 +103,10 @@ pub struct Retired {
 
 /// One NF instance in the worker.
 pub struct NfRt<'a> {
+    /// The NF's id in the plan.
+    pub id: u16,
+    /// Its arena slot (control block; rings for process NFs).
+    pub slot: u32,
     /// Instance name.
     pub name: String,
     /// Type name.
@@ -85,6 +119,8 @@ pub struct NfRt<'a> {
     pub exec: Exec<'a>,
     /// Drops by the NF's own reasons.
     pub local_drops: Vec<u64>,
+    /// Names of those reasons.
+    pub drop_names: Vec<String>,
     /// Restarts after crashes.
     pub restarts: u32,
     /// How the last instance ended.
@@ -137,6 +173,14 @@ impl<'a> NfRt<'a> {
     /// The process state, for process NFs.
     pub fn process(&mut self) -> Option<&mut ProcessNf<'a>> {
         match &mut self.exec {
+            Exec::Process(p) => Some(p),
+            Exec::Inline(_) => None,
+        }
+    }
+
+    /// The process state, for process NFs (shared view).
+    pub fn process_ref(&self) -> Option<&ProcessNf<'a>> {
+        match &self.exec {
             Exec::Process(p) => Some(p),
             Exec::Inline(_) => None,
         }

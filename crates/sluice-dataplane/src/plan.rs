@@ -1,14 +1,29 @@
-//! The spec compiled for execution: names become indices, chains become
-//! flat paths of hops, and every NF config is built once up front so that a
-//! bad config fails before anything starts.
+//! The compiled plan: what the workers execute. Built from a spec by
+//! [`crate::compile`] and nothing else; below the compiler no code sees
+//! the spec.
+//!
+//! **Ids.** Ports, NFs and chains have small integer ids that are stable
+//! across recompilations: an object keeps its id as long as it exists
+//! under the same name, so an NF built against id 3 for port `out` stays
+//! right when unrelated objects come and go. Tables are indexed by id and
+//! have holes (`None`) where objects were removed.
+//!
+//! **Routes.** A chain's path is a [`Route`], and a packet carries the id
+//! of the route it entered on (metadata field `chain`), not of the chain.
+//! When a chain's path changes the chain gets a new route and the old one
+//! stays in the table, retired, so packets already inside finish on the
+//! path they started on. Retired routes are reused oldest first, and only
+//! once every never-used id is taken (65,535 route ids against at most a
+//! few thousand chains).
 
-use sluice_mem::MAX_BATCH;
-use sluice_nf::{BuildContext, NetworkFunction, NfId, NfType, PortId, Resolver};
+use sluice_nf::{NfType, NO_CHAIN};
 use sluice_packet::flow::FlowKey;
-use sluice_spec::{ConfigNode, Isolation, MatchSpec, PortKind, Spec, SpecError};
+use sluice_spec::{Isolation, MatchSpec, PortKind};
 
-/// One step of a chain's path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+use crate::recipe::NfRecipe;
+
+/// One step of a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Hop {
     /// Visit NF `i`.
     Nf(u16),
@@ -16,8 +31,20 @@ pub enum Hop {
     Port(u16),
 }
 
+/// Most NF hops one chain may have (route positions are 16-bit, and the
+/// visit counter must stay below `u16::MAX` with room for detours).
+pub const MAX_CHAIN_NFS: usize = 16_384;
+
+/// NF visits a packet may make beyond its route's own NFs (detours to
+/// named NFs) before it is dropped as `loop_detected`; also the whole
+/// allowance of packets that NFs created, which have no route.
+pub const DETOUR_VISITS: u16 = 64;
+
+/// Most route ids ([`NO_CHAIN`] marks packets without one).
+pub const MAX_ROUTES: usize = NO_CHAIN as usize;
+
 /// A port of the plan.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PortPlan {
     /// Name from the spec.
     pub name: String,
@@ -25,7 +52,7 @@ pub struct PortPlan {
     pub kind: PortKind,
 }
 
-/// An NF instance of the plan.
+/// An NF of the plan.
 #[derive(Debug, Clone)]
 pub struct NfPlan {
     /// Name from the spec.
@@ -34,8 +61,8 @@ pub struct NfPlan {
     pub nf_type: &'static NfType,
     /// Inline or process.
     pub isolation: Isolation,
-    /// Its config node.
-    pub config: ConfigNode,
+    /// How to build an instance.
+    pub recipe: NfRecipe,
     /// Names of its local drop reasons (the type's, or the instance's own
     /// when they depend on config, as in an element graph).
     pub drop_reasons: Vec<String>,
@@ -47,191 +74,137 @@ pub struct NfPlan {
     pub alloc_reserve: u32,
 }
 
+impl NfPlan {
+    /// Whether `other` is the same NF, built the same way (so a running
+    /// instance of one serves as the other).
+    pub fn same_build(&self, other: &NfPlan) -> bool {
+        std::ptr::eq(self.nf_type, other.nf_type)
+            && self.isolation == other.isolation
+            && self.recipe == other.recipe
+    }
+}
+
 /// A chain of the plan.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ChainPlan {
     /// Name from the spec.
     pub name: String,
-    /// Ingress port index.
+    /// Ingress port id.
     pub from: u16,
     /// Traffic selector (`None`: everything from the port).
     pub matcher: Option<MatchSpec>,
-    /// NFs in order, then the output port.
+    /// The route new packets of the chain take.
+    pub route: u16,
+}
+
+/// A path packets follow: NFs in order, then the output port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// The chain it was made for.
+    pub chain: u16,
+    /// NF hops, then one port hop.
     pub path: Vec<Hop>,
+    /// NF visits allowed before `loop_detected`: the route's NFs plus
+    /// [`DETOUR_VISITS`].
+    pub max_visits: u16,
+    /// `None` while the chain uses it; once retired, the compilation
+    /// number that retired it (older retired routes are reused first).
+    pub retired: Option<u64>,
+}
+
+impl Route {
+    /// A route for `chain` along `path`.
+    pub fn new(chain: u16, path: Vec<Hop>) -> Route {
+        let nfs = path.iter().filter(|h| matches!(h, Hop::Nf(_))).count();
+        Route {
+            chain,
+            max_visits: (nfs as u16).saturating_add(DETOUR_VISITS),
+            path,
+            retired: None,
+        }
+    }
 }
 
 /// The executable plan.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Plan {
-    /// Ports in spec order.
-    pub ports: Vec<PortPlan>,
-    /// NFs in spec order (index = NF slot).
-    pub nfs: Vec<NfPlan>,
-    /// Chains in spec order.
-    pub chains: Vec<ChainPlan>,
-    /// Per port: chains starting there, in first-match order.
+    /// Ports by id.
+    pub ports: Vec<Option<PortPlan>>,
+    /// NFs by id.
+    pub nfs: Vec<Option<NfPlan>>,
+    /// Chains by id.
+    pub chains: Vec<Option<ChainPlan>>,
+    /// Routes by id (current and retired).
+    pub routes: Vec<Option<Route>>,
+    /// Per port id: the chains starting there, in first-match order.
     pub ingress: Vec<Vec<u16>>,
+    /// Port, NF and chain ids in spec order (for reports and listings).
+    pub port_order: Vec<u16>,
+    /// NF ids in spec order.
+    pub nf_order: Vec<u16>,
+    /// Chain ids in spec order.
+    pub chain_order: Vec<u16>,
     /// Flow-table capacity (NFs size per-flow state by it).
     pub flow_capacity: u32,
-}
-
-/// The spec's names, and how many instances ran before this one.
-struct PlanResolver<'a>(&'a Spec, u32);
-
-impl Resolver for PlanResolver<'_> {
-    fn replicas(&self) -> u32 {
-        u32::from(self.0.settings.workers.max(1))
-    }
-    fn restarts(&self) -> u32 {
-        self.1
-    }
-    fn nf(&self, name: &str) -> Option<NfId> {
-        self.0
-            .nfs
-            .iter()
-            .position(|n| n.name == name)
-            .map(|i| NfId(i as u16))
-    }
-    fn port(&self, name: &str) -> Option<PortId> {
-        self.0
-            .ports
-            .iter()
-            .position(|p| p.name == name && p.kind.is_output())
-            .map(|i| PortId(i as u16))
-    }
+    /// How many compilations led to this plan (retirement clock).
+    pub generation: u64,
 }
 
 impl Plan {
-    /// Compiles a validated spec against the NF types in `registry`.
-    pub fn build(spec: &Spec, registry: &'static [NfType]) -> Result<Plan, SpecError> {
-        let names: Vec<&str> = registry.iter().map(|t| t.name).collect();
-        spec.validate(&names)?;
-        for p in &spec.ports {
-            sluice_nic::check_options(&p.kind)?;
-        }
-        let port_index = |name: &str| {
-            spec.ports
-                .iter()
-                .position(|p| p.name == name)
-                .map(|i| i as u16)
-        };
-        let nf_index = |name: &str| {
-            spec.nfs
-                .iter()
-                .position(|n| n.name == name)
-                .map(|i| i as u16)
-        };
-        let nfs = spec
-            .nfs
-            .iter()
-            .map(|n| {
-                let nf_type = registry
-                    .iter()
-                    .find(|t| t.name == n.nf_type)
-                    .expect("validate() checked NF types");
-                NfPlan {
-                    name: n.name.clone(),
-                    nf_type,
-                    isolation: n.isolation,
-                    config: n.config.clone(),
-                    drop_reasons: nf_type.drop_reasons.iter().map(|r| r.to_string()).collect(),
-                    counters: nf_type
-                        .counters
-                        .iter()
-                        .enumerate()
-                        .map(|(i, c)| (i, c.to_string()))
-                        .collect(),
-                    alloc_reserve: 0,
-                }
-            })
-            .collect::<Vec<_>>();
-        let mut chains = Vec::new();
-        for c in &spec.chains {
-            let resolved = spec.resolve_chain(&c.name).ok_or_else(|| {
-                SpecError::new(
-                    spec.source.as_str(),
-                    c.location,
-                    format!("chains.{}", c.name),
-                    "chain cannot be resolved",
-                )
-            })?;
-            let mut path: Vec<Hop> = resolved
-                .nfs
-                .iter()
-                .map(|n| Hop::Nf(nf_index(n).expect("validated NF name")))
-                .collect();
-            path.push(Hop::Port(
-                port_index(resolved.output).expect("validated port name"),
-            ));
-            chains.push(ChainPlan {
-                name: c.name.clone(),
-                from: port_index(&c.from).expect("validated port name"),
-                matcher: c.matcher.clone(),
-                path,
-            });
-        }
-        let mut ingress = vec![Vec::new(); spec.ports.len()];
-        for (i, c) in chains.iter().enumerate() {
-            ingress[c.from as usize].push(i as u16);
-        }
-        let mut plan = Plan {
-            ports: spec
-                .ports
-                .iter()
-                .map(|p| PortPlan {
-                    name: p.name.clone(),
-                    kind: p.kind.clone(),
-                })
-                .collect(),
-            nfs,
-            chains,
-            ingress,
-            flow_capacity: spec.settings.flow_table.capacity,
-        };
-        // Build every NF once so config errors surface before anything runs
-        // (this is all `sluice validate` does, so building must not touch
-        // files: NFs open them when they first run). The built instance
-        // also names its drop reasons and counters when they depend on its
-        // config.
-        for i in 0..plan.nfs.len() {
-            let nf = plan.build_nf(spec, i, 0)?;
-            if let Some(names) = nf.drop_reason_names() {
-                plan.nfs[i].drop_reasons = names;
-            }
-            if let Some(names) = nf.counter_names() {
-                plan.nfs[i].counters = names;
-            }
-            plan.nfs[i].alloc_reserve = nf.alloc_reserve().min(MAX_BATCH as u32);
-        }
-        Ok(plan)
+    /// NF `id`, if it exists.
+    #[inline]
+    pub fn nf(&self, id: u16) -> Option<&NfPlan> {
+        self.nfs.get(id as usize)?.as_ref()
     }
 
-    /// Builds an instance of NF `i`; `restarts` instances of it ran before
-    /// this one in this run ([`Resolver::restarts`]).
-    pub fn build_nf(
-        &self,
-        spec: &Spec,
-        i: usize,
-        restarts: u32,
-    ) -> Result<Box<dyn NetworkFunction>, SpecError> {
-        let nf = &self.nfs[i];
-        let ctx = BuildContext {
-            name: &nf.name,
-            config: &nf.config,
-            resolver: &PlanResolver(spec, restarts),
-            flow_capacity: self.flow_capacity,
-        };
-        (nf.nf_type.build)(&ctx)
+    /// Port `id`, if it exists.
+    #[inline]
+    pub fn port(&self, id: u16) -> Option<&PortPlan> {
+        self.ports.get(id as usize)?.as_ref()
+    }
+
+    /// Chain `id`, if it exists.
+    #[inline]
+    pub fn chain(&self, id: u16) -> Option<&ChainPlan> {
+        self.chains.get(id as usize)?.as_ref()
+    }
+
+    /// Route `id`, if it exists (current or retired).
+    #[inline]
+    pub fn route(&self, id: u16) -> Option<&Route> {
+        self.routes.get(id as usize)?.as_ref()
+    }
+
+    /// The NFs in spec order.
+    pub fn nfs_in_order(&self) -> impl Iterator<Item = (u16, &NfPlan)> + '_ {
+        self.nf_order.iter().filter_map(|&i| Some((i, self.nf(i)?)))
+    }
+
+    /// The ports in spec order.
+    pub fn ports_in_order(&self) -> impl Iterator<Item = (u16, &PortPlan)> + '_ {
+        self.port_order
+            .iter()
+            .filter_map(|&i| Some((i, self.port(i)?)))
+    }
+
+    /// The chains in spec order.
+    pub fn chains_in_order(&self) -> impl Iterator<Item = (u16, &ChainPlan)> + '_ {
+        self.chain_order
+            .iter()
+            .filter_map(|&i| Some((i, self.chain(i)?)))
+    }
+
+    /// The current path of chain `id`.
+    pub fn chain_path(&self, id: u16) -> Option<&[Hop]> {
+        Some(&self.route(self.chain(id)?.route)?.path)
     }
 
     /// The first chain from `port` whose selector matches `key` (any chain
     /// whose selector is absent matches everything).
     pub fn classify(&self, port: u16, key: &FlowKey) -> Option<u16> {
         self.ingress.get(port as usize)?.iter().copied().find(|&c| {
-            self.chains[c as usize]
-                .matcher
-                .as_ref()
-                .is_none_or(|m| matches(m, key))
+            self.chain(c)
+                .is_some_and(|c| c.matcher.as_ref().is_none_or(|m| matches(m, key)))
         })
     }
 
@@ -239,11 +212,26 @@ impl Plan {
     /// first match-everything chain from `port`.
     pub fn classify_flowless(&self, port: u16) -> Option<u16> {
         self.ingress.get(port as usize)?.iter().copied().find(|&c| {
-            self.chains[c as usize]
-                .matcher
-                .as_ref()
-                .is_none_or(|m| m.is_match_all())
+            self.chain(c)
+                .is_some_and(|c| c.matcher.as_ref().is_none_or(|m| m.is_match_all()))
         })
+    }
+
+    /// Whether any NF runs as a process.
+    pub fn has_process_nfs(&self) -> bool {
+        self.nfs
+            .iter()
+            .flatten()
+            .any(|n| n.isolation == Isolation::Process)
+    }
+
+    /// How many ports, NFs and chains it has.
+    pub fn counts(&self) -> (usize, usize, usize) {
+        (
+            self.ports.iter().flatten().count(),
+            self.nfs.iter().flatten().count(),
+            self.chains.iter().flatten().count(),
+        )
     }
 }
 
@@ -277,11 +265,6 @@ pub fn matches(m: &MatchSpec, key: &FlowKey) -> bool {
     true
 }
 
-/// Whether the spec runs any NF as a process.
-pub fn has_process_nfs(plan: &Plan) -> bool {
-    plan.nfs.iter().any(|n| n.isolation == Isolation::Process)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,5 +284,11 @@ mod tests {
         assert!(!matches(&m, &FlowKey::new(a, b, 53, 53, IpProtocol::ICMP)));
         let any = MatchSpec::default();
         assert!(matches(&any, &FlowKey::new(a, b, 53, 53, IpProtocol::ICMP)));
+    }
+
+    #[test]
+    fn a_route_allows_its_own_nfs_plus_the_detours() {
+        let path: Vec<Hop> = (0..1024).map(Hop::Nf).chain([Hop::Port(0)]).collect();
+        assert_eq!(Route::new(0, path).max_visits, 1024 + DETOUR_VISITS);
     }
 }

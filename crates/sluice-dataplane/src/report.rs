@@ -175,6 +175,9 @@ pub struct RunReport {
     pub worker_stalls: u64,
     /// Total time of those stalls, µs.
     pub worker_stalled_us: u64,
+    /// Times an NF template process died and was started again (its NFs
+    /// were restarted, and count in their `restarts`).
+    pub template_restarts: u32,
     /// Per-NF summaries.
     pub nfs: Vec<NfReport>,
     /// Per-port summaries.
@@ -193,7 +196,7 @@ pub struct RunReport {
     pub arena_backing: String,
 }
 
-fn nf_report(nf: &NfRt<'_>, drop_names: &[String], counter_names: &[(usize, String)]) -> NfReport {
+fn nf_report(nf: &NfRt<'_>, counter_names: &[(usize, String)]) -> NfReport {
     let packets = nf.packets();
     let cpu_ns = nf.busy_ns();
     let s = &nf.control.stats;
@@ -215,7 +218,8 @@ fn nf_report(nf: &NfRt<'_>, drop_names: &[String], counter_names: &[(usize, Stri
         restarts: nf.restarts,
         last_exit: nf.last_exit.clone(),
         startup_us: nf.startup_us.clone(),
-        drops: drop_names
+        drops: nf
+            .drop_names
             .iter()
             .zip(&nf.local_drops)
             .filter(|(_, &n)| n > 0)
@@ -257,7 +261,7 @@ fn nf_report(nf: &NfRt<'_>, drop_names: &[String], counter_names: &[(usize, Stri
 /// All of a worker's sinks merged into one (None without sinks).
 pub(crate) fn merged_sink(w: &Worker<'_>) -> Option<Sink> {
     let mut merged: Option<Sink> = None;
-    for s in w.ports.iter().filter_map(|p| p.sink()) {
+    for s in w.ports.iter().flatten().filter_map(|p| p.sink()) {
         match &mut merged {
             Some(m) => m.merge(s),
             None => merged = Some(s.clone()),
@@ -284,29 +288,54 @@ pub(crate) fn latency_of(sink: Option<&Sink>) -> Latency {
 }
 
 impl RunReport {
-    /// Builds the report from a finished worker.
-    pub fn from_worker(spec: &str, w: &Worker<'_>) -> RunReport {
-        let duration_ns = w.stopped_ns.max(w.started_ns + 1) - w.started_ns;
+    /// Builds the report of what a worker counted so far (its `spec` is
+    /// left empty for the caller to fill in).
+    pub fn from_worker(w: &Worker<'_>) -> RunReport {
+        let end = if w.stopped_ns > 0 {
+            w.stopped_ns
+        } else {
+            sluice_sys::monotonic_ns()
+        };
+        let duration_ns = end.max(w.started_ns + 1) - w.started_ns;
         let duration_s = duration_ns as f64 / 1e9;
-        let packets_in: u64 = w.ports.iter().map(|p| p.stats.rx_packets).sum();
-        let packets_out: u64 = w.ports.iter().map(|p| p.stats.tx_packets).sum();
-        let packets_originated: u64 = w.nfs.iter().map(|n| n.originated).sum();
-        let bytes_out: u64 = w.ports.iter().map(|p| p.stats.tx_bytes).sum();
+        let ports: Vec<&crate::ports::PortRt> = w
+            .plan
+            .port_order
+            .iter()
+            .filter_map(|&i| w.ports.get(i as usize)?.as_ref())
+            .collect();
+        let nfs: Vec<&NfRt<'_>> = w
+            .plan
+            .nf_order
+            .iter()
+            .filter_map(|&i| w.nfs.get(i as usize)?.as_ref())
+            .collect();
+        let gone = &w.gone;
+        let packets_in: u64 =
+            ports.iter().map(|p| p.stats.rx_packets).sum::<u64>() + gone.ports.rx_packets;
+        let packets_out: u64 =
+            ports.iter().map(|p| p.stats.tx_packets).sum::<u64>() + gone.ports.tx_packets;
+        let packets_originated: u64 =
+            nfs.iter().map(|n| n.originated).sum::<u64>() + gone.originated;
+        let bytes_out: u64 =
+            ports.iter().map(|p| p.stats.tx_bytes).sum::<u64>() + gone.ports.tx_bytes;
         let mut drops = w.drops.named();
-        for (i, nf) in w.nfs.iter().enumerate() {
-            let names = &w.plan.nfs[i].drop_reasons;
-            for (name, &n) in names.iter().zip(&nf.local_drops) {
+        for nf in &nfs {
+            for (name, &n) in nf.drop_names.iter().zip(&nf.local_drops) {
                 if n > 0 {
                     *drops.entry(format!("{}:{name}", nf.name)).or_default() += n;
                 }
             }
+        }
+        for (k, &n) in &gone.nf_drops {
+            *drops.entry(k.clone()).or_default() += n;
         }
         let drops_total: u64 = drops.values().sum();
         let latency_ns = latency_of(merged_sink(w).as_ref());
         let audit = w.pool.audit();
         let fs = w.flows.stats();
         RunReport {
-            spec: spec.to_string(),
+            spec: String::new(),
             duration_s,
             packets_in,
             packets_originated,
@@ -322,14 +351,15 @@ impl RunReport {
             latency_ns,
             worker_stalls: w.stalls,
             worker_stalled_us: w.stalled_ns / 1000,
-            nfs: w
-                .nfs
+            template_restarts: w.host.as_ref().map_or(0, |h| h.restarts()),
+            nfs: nfs
                 .iter()
-                .enumerate()
-                .map(|(i, nf)| nf_report(nf, &w.plan.nfs[i].drop_reasons, &w.plan.nfs[i].counters))
+                .map(|nf| {
+                    let counters = w.plan.nf(nf.id).map_or(&[][..], |p| &p.counters[..]);
+                    nf_report(nf, counters)
+                })
                 .collect(),
-            ports: w
-                .ports
+            ports: ports
                 .iter()
                 .map(|p| {
                     let sink = p.sink_report();
@@ -367,6 +397,48 @@ impl RunReport {
                     "normal pages (huge pages unavailable)".to_string()
                 }
             },
+        }
+    }
+
+    /// The report of a platform with no workers' reports (none answered).
+    pub fn empty(arena: &sluice_mem::Arena) -> RunReport {
+        RunReport {
+            spec: String::new(),
+            duration_s: 0.0,
+            packets_in: 0,
+            packets_originated: 0,
+            packets_out: 0,
+            bytes_out: 0,
+            drops: BTreeMap::new(),
+            drops_total: 0,
+            unaccounted: 0,
+            mpps: 0.0,
+            gbps: 0.0,
+            latency_ns: Latency::default(),
+            worker_stalls: 0,
+            worker_stalled_us: 0,
+            template_restarts: 0,
+            nfs: Vec::new(),
+            ports: Vec::new(),
+            flows: FlowReport {
+                created: 0,
+                ended: 0,
+                live: 0,
+                table_full: 0,
+            },
+            buffers: BufferReport {
+                capacity: arena.buffers(),
+                free: 0,
+                held_by_platform: 0,
+                held_by_nfs: 0,
+            },
+            nf_faults: NfFaults {
+                invalid_handles: 0,
+                invalid_events: 0,
+            },
+            leaked_buffers: 0,
+            arena_bytes: arena.size(),
+            arena_backing: String::new(),
         }
     }
 

@@ -68,9 +68,15 @@ impl RunReport {
     /// shares of the flows. `audit` is the pool's audit after all stopped.
     /// Returns `None` for an empty list.
     pub fn merge_shards(parts: Vec<ShardResult>, audit: Audit, arena: &Arena) -> Option<RunReport> {
-        let by_worker: Vec<Vec<BTreeMap<String, u64>>> = parts
+        let by_worker: Vec<Vec<(String, BTreeMap<String, u64>)>> = parts
             .iter()
-            .map(|p| p.report.nfs.iter().map(|n| n.counters.clone()).collect())
+            .map(|p| {
+                p.report
+                    .nfs
+                    .iter()
+                    .map(|n| (n.name.clone(), n.counters.clone()))
+                    .collect()
+            })
             .collect();
         let mut parts = parts.into_iter();
         let first = parts.next()?;
@@ -86,10 +92,25 @@ impl RunReport {
             add_maps(&mut r.drops, &o.drops);
             r.worker_stalls += o.worker_stalls;
             r.worker_stalled_us += o.worker_stalled_us;
-            for (a, b) in r.nfs.iter_mut().zip(&o.nfs) {
-                add_nf(a, b);
+            r.template_restarts += o.template_restarts;
+            // By name: during an apply, workers may briefly differ.
+            let index: std::collections::HashMap<String, usize> = r
+                .nfs
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.name.clone(), i))
+                .collect();
+            for b in &o.nfs {
+                match index.get(&b.name) {
+                    Some(&i) => add_nf(&mut r.nfs[i], b),
+                    None => r.nfs.push(b.clone()),
+                }
             }
-            for (a, b) in r.ports.iter_mut().zip(&o.ports) {
+            for b in &o.ports {
+                let Some(a) = r.ports.iter_mut().find(|a| a.name == b.name) else {
+                    r.ports.push(b.clone());
+                    continue;
+                };
                 a.stats += &b.stats;
                 let add = |x: &mut Option<u64>, y: Option<u64>| {
                     if let (Some(x), Some(y)) = (x.as_mut(), y) {
@@ -111,8 +132,17 @@ impl RunReport {
                 _ => {}
             }
         }
-        for (i, nf) in r.nfs.iter_mut().enumerate() {
-            nf.counters_by_worker = by_worker.iter().map(|w| w[i].clone()).collect();
+        let by_worker: Vec<std::collections::HashMap<String, BTreeMap<String, u64>>> = by_worker
+            .into_iter()
+            .map(|w| w.into_iter().collect())
+            .collect();
+        if by_worker.len() > 1 {
+            for nf in r.nfs.iter_mut() {
+                nf.counters_by_worker = by_worker
+                    .iter()
+                    .map(|w| w.get(&nf.name).cloned().unwrap_or_default())
+                    .collect();
+            }
         }
         r.drops_total = r.drops.values().sum();
         r.unaccounted = (r.packets_in + r.packets_originated) as i64

@@ -6,14 +6,11 @@
 use sluice_mem::Pkt;
 use sluice_nf::{DropReason, Verdict};
 
-use crate::plan::{Hop, Plan};
+use crate::plan::{Hop, Plan, DETOUR_VISITS};
 
 /// The encoded `Verdict::Next`: routing leaves it in every packet it
 /// forwards, so each NF starts from `Next` without a separate reset pass.
 const NEXT: u32 = 0;
-
-/// Most NF visits a packet may make (a guard against forwarding loops).
-pub const MAX_VISITS: u16 = 64;
 
 /// A destination for a group of packets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,29 +25,38 @@ pub enum Dest {
     DropLocal(u16, u16),
 }
 
-/// Destination of a packet entering chain `chain` (hop 0).
+/// Destination of a packet entering chain `chain` (hop 0 of its current
+/// route; the packet carries the route's id from now on).
 #[inline]
 pub fn first_hop(plan: &Plan, pkt: &mut Pkt<'_>, chain: u16) -> Dest {
-    pkt.set_chain(chain);
+    let Some(route) = plan.chain(chain).map(|c| c.route) else {
+        return Dest::Drop(DropReason::NO_CHAIN);
+    };
+    pkt.set_chain(route);
     pkt.set_hop(0);
     pkt.set_visits(0);
     pkt.set_verdict_raw(NEXT);
-    enter(plan, pkt, chain as usize, 0)
+    enter(plan, pkt, route, 0)
 }
 
 #[inline]
-fn enter(plan: &Plan, pkt: &mut Pkt<'_>, chain: usize, hop: usize) -> Dest {
-    match plan.chains.get(chain).and_then(|c| c.path.get(hop)) {
-        Some(Hop::Nf(i)) => visit(pkt, *i),
+fn enter(plan: &Plan, pkt: &mut Pkt<'_>, route: u16, hop: usize) -> Dest {
+    let Some(r) = plan.route(route) else {
+        return Dest::Drop(DropReason::INVALID_METADATA);
+    };
+    match r.path.get(hop) {
+        Some(Hop::Nf(i)) => visit(pkt, *i, r.max_visits),
         Some(Hop::Port(p)) => Dest::Port(*p),
         None => Dest::Drop(DropReason::INVALID_METADATA),
     }
 }
 
+/// Counts a visit to NF `nf`; a packet past its route's allowance (its
+/// own NFs plus [`DETOUR_VISITS`]) is in a forwarding loop.
 #[inline]
-fn visit(pkt: &mut Pkt<'_>, nf: u16) -> Dest {
+fn visit(pkt: &mut Pkt<'_>, nf: u16, max_visits: u16) -> Dest {
     let v = pkt.visits().saturating_add(1);
-    if v > MAX_VISITS {
+    if v > max_visits {
         return Dest::Drop(DropReason::LOOP_DETECTED);
     }
     pkt.set_visits(v);
@@ -60,48 +66,45 @@ fn visit(pkt: &mut Pkt<'_>, nf: u16) -> Dest {
 /// Destination of a packet that NF `from` has just processed.
 #[inline]
 pub fn after_nf(plan: &Plan, pkt: &mut Pkt<'_>, from: u16) -> Dest {
-    let chain = pkt.chain() as usize;
+    let route_id = pkt.chain();
     let hop = pkt.hop() as usize;
-    // Packets an NF created have no chain (NO_CHAIN): they may still be
+    // Packets an NF created have no route (NO_CHAIN): they may still be
     // sent to a port, an NF or dropped, but `Next` means nothing for them.
-    let c = plan.chains.get(chain);
+    let route = plan.route(route_id);
     let verdict = Verdict::decode(pkt.verdict_raw());
     pkt.set_verdict_raw(NEXT);
     match verdict {
         Some(Verdict::Next) => {
-            if c.is_none() {
+            if route.is_none() {
                 return Dest::Drop(DropReason::INVALID_METADATA);
             }
             let next = hop + 1;
             pkt.set_hop(next as u16);
-            enter(plan, pkt, chain, next)
+            enter(plan, pkt, route_id, next)
         }
         Some(Verdict::ToNf(id)) => {
-            if id.0 as usize >= plan.nfs.len() {
+            if plan.nf(id.0).is_none() {
                 return Dest::Drop(DropReason::INVALID_VERDICT);
             }
-            // If the NF is further along this chain, the packet skips ahead
-            // to it; otherwise it is a detour and the chain resumes after.
-            if let Some(pos) = c.and_then(|c| {
-                c.path
+            // If the NF is further along this route, the packet skips ahead
+            // to it; otherwise it is a detour and the route resumes after.
+            if let Some(pos) = route.and_then(|r| {
+                r.path
                     .iter()
                     .skip(hop + 1)
                     .position(|h| *h == Hop::Nf(id.0))
             }) {
                 pkt.set_hop((hop + 1 + pos) as u16);
             }
-            visit(pkt, id.0)
+            visit(pkt, id.0, route.map_or(DETOUR_VISITS, |r| r.max_visits))
         }
-        Some(Verdict::ToPort(p)) => match plan.ports.get(p.0 as usize) {
+        Some(Verdict::ToPort(p)) => match plan.port(p.0) {
             Some(port) if port.kind.is_output() => Dest::Port(p.0),
             _ => Dest::Drop(DropReason::INVALID_VERDICT),
         },
         Some(Verdict::Drop(r)) => match r.as_nf_local() {
             Some(idx) => {
-                let declared = plan
-                    .nfs
-                    .get(from as usize)
-                    .map_or(0, |n| n.drop_reasons.len());
+                let declared = plan.nf(from).map_or(0, |n| n.drop_reasons.len());
                 if (idx as usize) < declared {
                     Dest::DropLocal(from, idx)
                 } else {
@@ -126,12 +129,14 @@ pub fn uniform_next(
     arena: &sluice_mem::Arena,
 ) -> Option<Dest> {
     let mut first: Option<(u16, u16)> = None;
+    let mut most_visits = 0;
     for i in 0..batch.len() {
         let h = batch.get_mut(i)?;
         let p = arena.pkt(h);
-        if p.verdict_raw() != NEXT || !p.meta_is_sane() || p.visits() >= MAX_VISITS {
+        if p.verdict_raw() != NEXT || !p.meta_is_sane() {
             return None;
         }
+        most_visits = most_visits.max(p.visits());
         let ch = (p.chain(), p.hop());
         match first {
             None => first = Some(ch),
@@ -139,9 +144,13 @@ pub fn uniform_next(
             Some(_) => return None,
         }
     }
-    let (chain, hop) = first?;
+    let (route_id, hop) = first?;
     let next = hop as usize + 1;
-    let dest = match plan.chains.get(chain as usize)?.path.get(next)? {
+    let route = plan.route(route_id)?;
+    if most_visits >= route.max_visits {
+        return None;
+    }
+    let dest = match route.path.get(next)? {
         Hop::Nf(i) => Dest::Nf(*i),
         Hop::Port(p) => Dest::Port(*p),
     };

@@ -153,11 +153,33 @@ fn forwarding_loops_are_cut_and_counted() {
     let r = run_spec(&spec).unwrap();
     accounted(&r);
     assert_eq!(r.drops.get("loop_detected"), Some(&6400), "{r:#?}");
+    // The route's one NF plus the detour allowance, then the drop.
     assert_eq!(
         r.nfs[0].packets,
-        6400 * 64,
-        "each packet visits the NF 64 times, then is dropped"
+        6400 * (1 + u64::from(sluice_dataplane::plan::DETOUR_VISITS)),
+        "each packet visits the NF 1 + 64 times, then is dropped"
     );
+}
+
+/// Loop detection follows the route's own length: a chain of 1,024 NFs
+/// delivers every packet (a fixed bound of 64 visits once dropped them
+/// all as `loop_detected`).
+#[test]
+fn a_chain_of_1024_nfs_delivers_every_packet() {
+    let names: Vec<String> = (0..1024).map(|i| format!("f{i}")).collect();
+    let mut spec = PORTS.replace("[SIZE]", "64") + "nfs:\n";
+    for n in &names {
+        spec += &format!("  - {{ name: {n}, type: forwarder, isolation: inline }}\n");
+    }
+    spec += &format!(
+        "chains:\n  - {{ name: c, from: gen, nfs: [{}], to: out }}\n",
+        names.join(", ")
+    );
+    let r = run_spec(&spec).unwrap();
+    accounted(&r);
+    assert_eq!(r.drops_total, 0, "{:?}", r.drops);
+    assert_eq!(r.packets_out, 6400);
+    assert!(r.nfs.iter().all(|n| n.packets == 6400));
 }
 
 #[test]
@@ -202,13 +224,17 @@ fn ended_tcp_flows_reach_every_nf_of_the_chain() {
     }
 }
 
+/// Process NFs start from a template process: this program exec'd with
+/// the template argument. A test binary is not one, so process NFs cannot
+/// start here: the error says why, and nothing runs.
 #[test]
-fn process_nfs_are_refused_in_a_multithreaded_process_and_nothing_starts() {
+fn process_nfs_need_a_template_program_and_nothing_starts_without_one() {
     let spec = PORTS.replace("[SIZE]", "64")
         + "nfs:\n  - { name: f, type: forwarder, isolation: process }\nchains:\n  - { name: c, from: gen, nfs: [f], to: out }\n";
-    let _other_thread = std::thread::spawn(|| std::thread::sleep(Duration::from_secs(2)));
     match run_spec(&spec) {
-        Err(RunError::Setup(msg)) => assert!(msg.contains("threads"), "{msg}"),
+        Err(RunError::Setup(msg)) => {
+            assert!(msg.contains("template_main_if_invoked"), "{msg}")
+        }
         other => panic!("expected a setup error, got {other:?}"),
     }
 }

@@ -10,7 +10,7 @@
 //! MFD_HUGE_2MB`; when the kernel has no free 2 MiB pages the arena falls back
 //! to normal pages and says so in [`Arena::backing`].
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::AtomicU32;
 
@@ -118,7 +118,7 @@ pub struct Arena {
     /// buffer is one multiply and add away.
     bufs: NonNull<[u8; BUF_STRIDE]>,
     len: usize,
-    _fd: OwnedFd,
+    fd: OwnedFd,
     config: ArenaConfig,
     offsets: Offsets,
     backing: Backing,
@@ -200,11 +200,70 @@ impl Arena {
             base,
             bufs,
             len,
-            _fd: fd,
+            fd,
             config,
             offsets,
             backing,
         })
+    }
+
+    /// Maps an arena another process created (its memfd, received over a
+    /// socket by an exec'd NF template), with the same `config` and so
+    /// the same layout; `len` is the creator's [`Arena::size`]. Only
+    /// offsets are stored in shared memory, so the mapping address may
+    /// differ from the creator's. Pages are not pre-faulted: the
+    /// attaching process touches only the slots of the NFs it starts.
+    pub fn attach(
+        fd: OwnedFd,
+        config: ArenaConfig,
+        len: usize,
+        huge: bool,
+    ) -> Result<Arena, ArenaError> {
+        let offsets = Offsets::compute(&config);
+        let stat = rustix::fs::fstat(&fd).map_err(|e| ArenaError::Os(e.into()))?;
+        if len < offsets.total || (stat.st_size as u64) < len as u64 {
+            return Err(ArenaError::Config(format!(
+                "the arena descriptor holds {} bytes, the layout needs {}",
+                stat.st_size, offsets.total
+            )));
+        }
+        // SAFETY: mapping `len` bytes of a memfd that holds at least that
+        // many (checked above), shared, at a kernel-chosen address.
+        let base = unsafe {
+            mmap(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                &fd,
+                0,
+            )
+        }
+        .map_err(|e| ArenaError::Os(e.into()))?;
+        let base = NonNull::new(base.cast::<u8>())
+            .ok_or_else(|| ArenaError::Config("null mapping".into()))?;
+        // SAFETY: `offsets.buffers` < `offsets.total` <= `len`: inside the
+        // mapping.
+        let bufs = unsafe { base.add(offsets.buffers) }.cast::<[u8; BUF_STRIDE]>();
+        Ok(Arena {
+            base,
+            bufs,
+            len,
+            fd,
+            config,
+            offsets,
+            backing: if huge {
+                Backing::HugePages
+            } else {
+                Backing::NormalPages
+            },
+        })
+    }
+
+    /// The memfd behind the arena, to hand to a process that attaches
+    /// with [`Arena::attach`].
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 
     fn map_fd(total: usize, huge: bool) -> std::io::Result<(OwnedFd, usize)> {
@@ -369,6 +428,23 @@ mod tests {
             Backing::NormalPagesFallback(why) => assert!(why.contains("huge pages")),
             Backing::NormalPages => panic!("asked for huge pages, got a silent normal-page arena"),
         }
+    }
+
+    #[test]
+    fn an_attached_arena_sees_the_same_memory_at_the_same_offsets() {
+        use std::sync::atomic::Ordering;
+        let a = Arena::create(small()).unwrap();
+        let fd = a.fd().try_clone_to_owned().unwrap();
+        let b = Arena::attach(fd, small(), a.size(), false).unwrap();
+        a.nf_control(2).pid.store(4242, Ordering::Relaxed);
+        assert_eq!(b.nf_control(2).pid.load(Ordering::Relaxed), 4242);
+        let mut cfg = small();
+        cfg.buffers *= 4;
+        let fd = a.fd().try_clone_to_owned().unwrap();
+        assert!(matches!(
+            Arena::attach(fd, cfg, a.size(), false),
+            Err(ArenaError::Config(_))
+        ));
     }
 
     #[test]

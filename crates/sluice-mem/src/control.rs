@@ -77,6 +77,10 @@ pub struct NfControl {
     pub pid: AtomicU32,
     /// Incremented by the platform at every (re)start.
     pub generation: AtomicU32,
+    /// When the NF reported RUNNING (CLOCK_MONOTONIC ns, the same clock in
+    /// every process), so start-up time is measured, not rounded to the
+    /// platform's polling.
+    pub running_since_ns: AtomicU64,
     /// Statistics.
     pub stats: CachePadded<NfStats>,
     /// NF-specific counters (names declared by the NF type).
@@ -112,6 +116,7 @@ impl NfControl {
         self.state.store(state::EMPTY, Ordering::Relaxed);
         self.stop.store(0, Ordering::Relaxed);
         self.pid.store(0, Ordering::Relaxed);
+        self.running_since_ns.store(0, Ordering::Relaxed);
         for c in [
             &self.stats.packets,
             &self.stats.batches,

@@ -284,6 +284,64 @@ impl<'a> NfLink<'a> {
         got
     }
 
+    /// Takes back what a dead NF held, except what still waits in its
+    /// receive ring, which it never dequeued: that queue (packets, spares
+    /// and flow-end events, in order) stays for the next instance in this
+    /// slot, which resumes at the same ring position. So a crash loses only
+    /// the packets the NF had taken in, not the ones queued behind them.
+    /// The NF could have scribbled on the ring, so the queue is kept only
+    /// if every entry in it is a buffer this NF owns (once) or an event;
+    /// otherwise everything is reclaimed as by [`Self::reclaim`]. Returns
+    /// what was reclaimed and the flow-end events still queued.
+    pub fn reclaim_held(&mut self, cache: &mut PoolCache<'_>) -> (Reclaimed, Vec<u32>) {
+        let pool = cache.pool();
+        let mut queued = Vec::new();
+        if self.rx.pending(&mut queued).is_err() {
+            return (self.reclaim(cache), Vec::new());
+        }
+        let mut kept = std::collections::HashSet::with_capacity(queued.len());
+        let mut events = Vec::new();
+        let (mut packets, mut spares) = (0u32, 0u32);
+        for &raw in &queued {
+            let (index, tag) = if raw & (EVENT_BIT | SPARE_BIT) == EVENT_BIT | SPARE_BIT {
+                (raw & !(EVENT_BIT | SPARE_BIT), self.spare_tag)
+            } else if raw & EVENT_BIT != 0 {
+                events.push(raw & !EVENT_BIT);
+                continue;
+            } else {
+                (raw, self.tag)
+            };
+            if pool.owner(index) != Some(tag) || !kept.insert(index) {
+                return (self.reclaim(cache), Vec::new());
+            }
+            if tag == self.tag {
+                packets += 1;
+            } else {
+                spares += 1;
+            }
+        }
+        let mut got = Reclaimed::default();
+        for (tag, count) in [
+            (self.tag, &mut got.packets),
+            (self.spare_tag, &mut got.spares),
+        ] {
+            let owned: Vec<u32> = pool.owned_by(tag).filter(|i| !kept.contains(i)).collect();
+            for &raw in &owned {
+                pool.set_owner(raw, crate::pool::OWNER_PLATFORM);
+                cache.free(PktHandle::from_raw_owned(raw));
+            }
+            *count = owned.len();
+        }
+        self.tx_ring.reset();
+        self.tx = self.tx_ring.consumer();
+        self.in_flight = packets;
+        // The new instance's control block starts with nothing consumed, and
+        // the queued spares are what it will find.
+        self.spares_sent = u64::from(spares);
+        self.spares_out = spares;
+        (got, events)
+    }
+
     /// Empties both rings and re-attaches; the NF must not be running.
     fn reset_rings(&mut self) {
         self.rx_ring.reset();
@@ -489,6 +547,73 @@ mod tests {
         cache.free(not_sent);
         // The three buffers the NF still holds come back on reclaim.
         assert_eq!(link.reclaim(&mut cache).packets, 3);
+        drop(cache);
+        assert_eq!(pool.audit().free, a.buffers());
+    }
+
+    #[test]
+    fn a_dead_nf_s_unread_queue_is_kept_for_its_successor() {
+        let a = arena();
+        let pool = BufferPool::new(a.buffers());
+        let mut cache = PoolCache::new(&pool, 32);
+        let mut link = NfLink::new(&a, 0);
+        let mut b = batch_of(&mut cache, 10);
+        link.send(&pool, &mut b).unwrap();
+        link.send_event(7).unwrap();
+        // The NF takes 4 packets in and dies holding them.
+        let mut dead = NfEndpoint::new(&a, 0, 0);
+        let mut raw = [0u32; 4];
+        assert_eq!(dead.recv_raw(&mut raw).unwrap(), 4);
+        let (lost, events) = link.reclaim_held(&mut cache);
+        assert_eq!(lost.packets, 4);
+        assert_eq!(events, vec![7]);
+        assert_eq!(link.in_flight(), 6);
+        // Its successor finds the other six and the event, in order.
+        let mut next = NfEndpoint::new(&a, 0, 0);
+        let mut raw = [0u32; 16];
+        let n = next.recv_raw(&mut raw).unwrap();
+        assert_eq!(n, 7);
+        let mut back = HandleBatch::new();
+        for &r in &raw[..6] {
+            match next.decode(r) {
+                Some(RxEntry::Packet(h)) => back.push(h).unwrap(),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(next.decode(raw[6]), Some(RxEntry::Event(7)));
+        next.send(&mut back).unwrap();
+        let mut out = HandleBatch::new();
+        assert_eq!(link.recv(&pool, &mut out, 64).unwrap().received, 6);
+        out.drain(|h| cache.free(h));
+        drop(cache);
+        assert_eq!(pool.audit().free, a.buffers());
+    }
+
+    #[test]
+    fn a_queue_the_nf_tampered_with_is_not_trusted() {
+        let a = arena();
+        let pool = BufferPool::new(a.buffers());
+        let mut cache = PoolCache::new(&pool, 32);
+        let mut link = NfLink::new(&a, 0);
+        let mut b = batch_of(&mut cache, 3);
+        link.send(&pool, &mut b).unwrap();
+        // A hostile NF reads all three, returns the first, then rewinds
+        // the ring's head so the three look queued again.
+        let mut nf = NfEndpoint::new(&a, 0, 0);
+        let mut raw = [0u32; 3];
+        assert_eq!(nf.recv_raw(&mut raw).unwrap(), 3);
+        let mut first = HandleBatch::new();
+        first.push_raw_owned(raw[0]);
+        nf.send(&mut first).unwrap();
+        let mut out = HandleBatch::new();
+        assert_eq!(link.recv(&pool, &mut out, 64).unwrap().received, 1);
+        a.nf_rx_ring(0).reset();
+        // The "queue" names a buffer the NF no longer owns: nothing of it
+        // is kept, and the two the NF held are reclaimed.
+        let (lost, events) = link.reclaim_held(&mut cache);
+        assert_eq!((lost.packets, events.len()), (2, 0));
+        assert_eq!(link.in_flight(), 0);
+        out.drain(|h| cache.free(h));
         drop(cache);
         assert_eq!(pool.audit().free, a.buffers());
     }

@@ -160,6 +160,22 @@ impl Producer<'_> {
     }
 }
 
+impl Producer<'_> {
+    /// Copies the entries enqueued but not yet dequeued into `out`, oldest
+    /// first, without consuming them: what a consumer that died left
+    /// behind, to hand to its successor. The slots are shared memory the
+    /// consumer could write, so the caller must validate every entry.
+    pub fn pending(&mut self, out: &mut Vec<u32>) -> Result<(), RingCorrupt> {
+        let used = self.ring.capacity() - self.refresh()?;
+        let head = self.cached_head;
+        for i in 0..used {
+            let slot = (head.wrapping_add(i) & self.ring.mask) as usize;
+            out.push(self.ring.slots[slot].load(Ordering::Relaxed));
+        }
+        Ok(())
+    }
+}
+
 /// Reads descriptors from a ring.
 pub struct Consumer<'a> {
     ring: RingRef<'a>,

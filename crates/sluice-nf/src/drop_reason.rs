@@ -50,6 +50,10 @@ platform_reasons! {
     SHUTDOWN = 12, "shutdown";
     /// An NF gave up a packet it had taken out of a batch.
     DISCARDED = 13, "nf_discarded";
+    /// An apply removed or replaced the NF while it still held the packet
+    /// (the platform drains an NF before it removes it; this counts what
+    /// a drain that timed out left behind).
+    NF_REMOVED = 14, "nf_removed";
 }
 
 impl DropReason {

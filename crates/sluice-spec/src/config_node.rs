@@ -20,7 +20,10 @@ use crate::path::{self, Seg};
 /// Equality (`==`) compares values only, ignoring locations, paths and
 /// sources, so a parsed config compares equal to the same config built with
 /// [`ConfigNode::from_json`].
-#[derive(Clone, Debug)]
+///
+/// Serialisable (with `serde`), locations and all, so a config can be sent
+/// to the process that builds the NF and still report errors precisely.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct ConfigNode {
     value: ConfigValue,
     location: Location,
@@ -31,7 +34,7 @@ pub struct ConfigNode {
 /// The value of a [`ConfigNode`], following the YAML 1.2 core schema.
 ///
 /// Equality treats mappings as unordered (same keys with equal values).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub enum ConfigValue {
     /// `null`, `~` or nothing.
     Null,
@@ -51,7 +54,7 @@ pub enum ConfigValue {
 
 /// One `key: value` entry of a mapping node. Equality compares the key
 /// text and the value, not the key's location.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct ConfigEntry {
     /// The key, as written (keys are always scalars).
     pub key: String,

@@ -33,6 +33,8 @@ pub(crate) const WORKERS: Limit = range(1, 64);
 pub(crate) const MAX_RESTARTS: Limit = range(0, 1_000_000);
 /// `settings.restart.backoff_ms`.
 pub(crate) const BACKOFF_MS: Limit = range(0, u64::MAX);
+/// `settings.restart.hold_ms`.
+pub(crate) const HOLD_MS: Limit = range(0, 3_600_000);
 /// `settings.flow_table.capacity`.
 pub(crate) const FLOW_CAPACITY: Limit = pow2(1024, 16_777_216);
 /// `settings.flow_table.idle_timeout_ms`.

@@ -8,7 +8,19 @@ use std::sync::Arc;
 ///
 /// Items that were built by code rather than read from a file carry
 /// [`Location::GENERATED`] (line and column 0).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 pub struct Location {
     /// 1-based line number (0 for generated items).
     pub line: usize,
@@ -70,6 +82,21 @@ impl SourceName {
     /// Whether this is the `"<generated>"` name.
     pub fn is_generated(&self) -> bool {
         &*self.0 == Self::GENERATED
+    }
+}
+
+/// Serialised as its text (NF configs travel to the NF template process
+/// with their source, so errors and relative paths resolve alike there).
+impl serde::Serialize for SourceName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for SourceName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Ok(SourceName::new(s))
     }
 }
 

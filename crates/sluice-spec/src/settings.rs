@@ -52,6 +52,10 @@ pub struct RestartPolicy {
     pub max_restarts: u32,
     /// Delay before a restart in milliseconds (`backoff_ms`, default 10).
     pub backoff_ms: u64,
+    /// How long packets for a crashed NF wait in its ring for the next
+    /// instance, in milliseconds (`hold_ms`, 0..=3600000, default 1000):
+    /// past it they are dropped as `nf_down`.
+    pub hold_ms: u64,
 }
 
 impl Default for RestartPolicy {
@@ -60,6 +64,7 @@ impl Default for RestartPolicy {
             policy: RestartMode::Always,
             max_restarts: 10,
             backoff_ms: 10,
+            hold_ms: 1000,
         }
     }
 }

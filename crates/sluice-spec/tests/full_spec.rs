@@ -38,6 +38,7 @@ fn full_spec_loads_into_expected_structs() {
                 policy: RestartMode::OnFailure,
                 max_restarts: 5,
                 backoff_ms: 250,
+                hold_ms: 1000,
             },
             flow_table: FlowTableSettings {
                 capacity: 131072,

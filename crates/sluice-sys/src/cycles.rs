@@ -41,6 +41,20 @@ pub fn calibrate_cycles() {
     });
 }
 
+/// The calibration, to hand to a process that did not inherit it (an
+/// exec'd NF template): ns per cycle in 32.32 fixed point.
+pub fn cycles_calibration() -> u64 {
+    calibrate_cycles();
+    NS_PER_CYCLE_Q32.get().copied().unwrap_or(1 << 32)
+}
+
+/// Adopts a calibration measured by another process (see
+/// [`cycles_calibration`]), so every process converts cycles alike and
+/// none spends 2 ms measuring; ignored if this process calibrated already.
+pub fn set_cycles_calibration(q32: u64) {
+    let _ = NS_PER_CYCLE_Q32.set(q32.max(1));
+}
+
 /// Converts a cycle count from [`cycles`] to nanoseconds.
 #[inline]
 pub fn cycles_to_ns(c: u64) -> u64 {

@@ -13,11 +13,17 @@
 
 use std::io;
 
+mod child;
 mod cycles;
 mod huge;
 mod net;
 mod prefetch;
-pub use cycles::{calibrate_cycles, cycles, cycles_to_ns};
+pub use child::{
+    close_fds_from, isolate_child_stdio, output_pipe, process_gone, raise_nofile_limit, ChildExits,
+};
+pub use cycles::{
+    calibrate_cycles, cycles, cycles_calibration, cycles_to_ns, set_cycles_calibration,
+};
 pub use huge::{copy_to_huge_pages, vec_on_huge_pages, HUGE_PAGE};
 pub use net::{enter_netns, send_copies};
 pub use prefetch::prefetch;

@@ -115,15 +115,20 @@ pub(super) fn classify_keyed(
         }
     }
     let mut chain = flows.entry(id).map_or(0, |e| e.chain);
-    if plan
-        .chains
-        .get(chain as usize)
-        .is_some_and(|c| c.from != port)
-    {
-        // The other direction of a flow through a bump in the wire: same
-        // flow id (so the same per-flow NF state), but the chain that
-        // starts at the port this packet came in on.
-        chain = plan.classify(port, &key()).ok_or(DropReason::NO_CHAIN)?;
+    match plan.chain(chain) {
+        Some(c) if c.from == port => {}
+        Some(_) => {
+            // The other direction of a flow through a bump in the wire:
+            // same flow id (so the same per-flow NF state), but the chain
+            // that starts at the port this packet came in on.
+            chain = plan.classify(port, &key()).ok_or(DropReason::NO_CHAIN)?;
+        }
+        None => {
+            // The flow's chain was removed by an apply: the flow goes
+            // where a new flow would.
+            chain = plan.classify(port, &key()).ok_or(DropReason::NO_CHAIN)?;
+            flows.set_chain(id, chain);
+        }
     }
     Ok((chain, id, hash))
 }

@@ -1,15 +1,34 @@
-//! Flow end markers: an ending flow's marker travels its chain after the
+//! Flow end markers: an ending flow's marker travels its route after the
 //! flow's packets, so every NF sees `flow_end` once, in order.
 
 use sluice_nf::runtime::run_flow_end;
 
 use super::Worker;
 use crate::flow_table::FlowState;
-use crate::nf_rt::{Exec, Phase};
+use crate::nf_rt::Exec;
 use crate::plan::Hop;
 
 impl<'a> Worker<'a> {
-    /// Moves flow `id`'s end marker to hop `hop` of its chain and onwards:
+    /// Starts flow `id`'s end marker (the flow just ended) on the current
+    /// route of its chain.
+    pub(super) fn start_marker(&mut self, id: u32, now: u64) {
+        let route = self
+            .flows
+            .entry(id)
+            .and_then(|e| self.plan.chain(e.chain))
+            .map(|c| c.route);
+        match (route, self.flows.entry_mut(id)) {
+            (Some(r), Some(e)) => e.marker_route = r,
+            _ => {
+                // Its chain is gone: no NF of it waits for the end.
+                self.flows.release(id);
+                return;
+            }
+        }
+        self.advance_marker(id, 0, now);
+    }
+
+    /// Moves flow `id`'s end marker to hop `hop` of its route and onwards:
     /// inline NFs get `flow_end` at once, a process NF gets an event in its
     /// ring (ordered after the flow's packets), and at the output port the
     /// flow's slot is released.
@@ -21,38 +40,38 @@ impl<'a> Worker<'a> {
             if e.state != FlowState::Closing {
                 return;
             }
-            let chain = e.chain as usize;
-            match self.plan.chains.get(chain).and_then(|c| c.path.get(hop)) {
-                Some(Hop::Nf(i)) => {
-                    let i = *i as usize;
-                    let nf = &mut self.nfs[i];
-                    let control = nf.control;
-                    match &mut nf.exec {
-                        Exec::Inline(_) => {
-                            let _ = control;
-                            let _ = self
-                                .with_inline_io(i as u16, now, |f, svc| run_flow_end(f, id, svc));
-                            hop += 1;
-                        }
-                        Exec::Process(p) if matches!(p.phase, Phase::Starting | Phase::Running) => {
-                            if let Some(e) = self.flows.entry_mut(id) {
-                                e.marker_hop = hop as u16;
-                            }
-                            if !matches!(p.link.send_event(id), Ok(true)) {
-                                p.pending_events.push_back(id);
-                            }
-                            if p.link.wake() {
-                                nf.wakeups += 1;
-                            }
-                            return;
-                        }
-                        Exec::Process(_) => hop += 1,
-                    }
+            let next = self
+                .plan
+                .route(e.marker_route)
+                .and_then(|r| r.path.get(hop))
+                .copied();
+            let Some(Hop::Nf(i)) = next else {
+                self.flows.release(id);
+                return;
+            };
+            let Some(nf) = self.nf_mut(i) else {
+                // Removed from the plan meanwhile: nothing to tell it.
+                hop += 1;
+                continue;
+            };
+            match &mut nf.exec {
+                Exec::Inline(_) => {
+                    let _ = self.with_inline_io(i, now, |f, svc| run_flow_end(f, id, svc));
+                    hop += 1;
                 }
-                _ => {
-                    self.flows.release(id);
+                Exec::Process(p) if p.phase.accepts() => {
+                    if !matches!(p.link.send_event(id), Ok(true)) {
+                        p.pending_events.push_back(id);
+                    }
+                    if p.link.wake() {
+                        nf.wakeups += 1;
+                    }
+                    if let Some(e) = self.flows.entry_mut(id) {
+                        e.marker_hop = hop as u16;
+                    }
                     return;
                 }
+                Exec::Process(_) => hop += 1,
             }
         }
     }
@@ -67,9 +86,8 @@ impl<'a> Worker<'a> {
         let hop = e.marker_hop as usize;
         let at = self
             .plan
-            .chains
-            .get(e.chain as usize)
-            .and_then(|c| c.path.get(hop));
+            .route(e.marker_route)
+            .and_then(|r| r.path.get(hop));
         if e.state != FlowState::Closing || at != Some(&Hop::Nf(from)) {
             self.drops.invalid_events += 1;
             return;

@@ -1,57 +1,65 @@
 //! The platform worker: polls input ports and NF transmit rings, steers
-//! packets hop by hop, runs inline NFs, supervises process NFs, ages flows.
+//! packets hop by hop, runs inline NFs, supervises process NFs, ages
+//! flows, and takes commands from the control thread between passes.
 //!
 //! One pass of the loop:
 //!
-//! 1. **Ingress.** Each input port is asked for at most as many packets as
+//! 1. **Commands.** If the control thread posted one (one relaxed load
+//!    when none did): prepare a change (start its new process NFs, which
+//!    get no packets yet), commit it (swap in the new plan between two
+//!    passes; see [`command`]), abort it, report, or stop.
+//! 2. **Ingress.** Each input port is asked for at most as many packets as
 //!    the first queue of its chains can take (lossless backpressure: a
 //!    generator slows down instead of overrunning a ring). Each packet gets
 //!    its flow (5-tuple lookup, symmetric, so replies share the entry) and
-//!    its chain, then goes to hop 0.
-//! 2. **NF output.** Each process NF's transmit ring is drained, again only
+//!    its chain, then goes to hop 0 of the chain's route.
+//! 3. **NF output.** Each process NF's transmit ring is drained, again only
 //!    as far as its next queue has room. Every returned handle is checked
 //!    against the ownership table and every metadata field and verdict is
 //!    validated before it steers anything.
-//! 3. **Steering.** Packets are grouped by destination (NF, port or drop
+//! 4. **Steering.** Packets are grouped by destination (NF, port or drop
 //!    reason) preserving order, and each group is delivered as a batch:
 //!    inline NFs run right here, process NFs get a ring enqueue and a
 //!    wake-up only if asleep, ports transmit, drops are counted.
-//! 4. **Maintenance** (every millisecond): template messages (NF spawned,
-//!    NF exited → reclaim its buffers and restart per policy), flow ageing
-//!    (ending flows send an end marker down their chain).
+//! 5. **Maintenance** (every millisecond): host events (NF spawned, NF
+//!    exited → reclaim its buffers and restart per policy), flow ageing
+//!    (ending flows send an end marker down their route).
 //!
 //! With no work the worker spins briefly, yields, then sleeps on its wake
-//! word; NF processes wake it when they return packets. A sleeping process
+//! word; NF processes and the control thread wake it. A sleeping process
 //! NF is woken when packets reach it, at once or, with adaptive wake-up
 //! batching (`settings.wakeup`, [`crate::wakeup`]), once enough wait or the
 //! first has waited long enough.
 //!
-//! This module holds the loop itself and core sharing; `steering` moves
-//! packets, `classify` finds a frame's flow, `supervise` runs process
-//! NFs' lives and `markers` carries flow ends down chains.
+//! This module holds the loop itself and core sharing; `command` applies
+//! changes, `steering` moves packets, `classify` finds a frame's flow,
+//! `supervise` runs process NFs' lives, `markers` carries flow ends down
+//! routes and `finish` drains and stops.
 
-use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::rc::Rc;
+use std::sync::Arc;
 
 use sluice_mem::{Arena, BufferPool, HandleBatch, PoolCache, MAX_BATCH};
-use sluice_nf::runtime::run_stop;
-use sluice_nf::DropReason;
 use sluice_spec::RestartPolicy;
 
 use crate::drops::Drops;
 use crate::flow_table::FlowTable;
-use crate::nf_rt::{Exec, NfRt, Phase};
+use crate::host::NfHost;
+use crate::nf_rt::{Exec, NfRt};
 use crate::plan::{Hop, Plan};
 use crate::ports::PortRt;
 use crate::route::Dest;
 use crate::stall::StallMeter;
-use crate::template::Template;
 use crate::wakeup::{WakeGate, WakePolicy};
 
 mod classify;
+pub mod command;
+mod finish;
 mod markers;
 mod steering;
 mod supervise;
+
+pub use command::{Change, Command, Mailbox, NewExec, NewNf, Retired as RetiredTotals};
 
 const MS: u64 = 1_000_000;
 
@@ -62,9 +70,6 @@ const MS: u64 = 1_000_000;
 /// the maximum rate is 7.7, 9.5, 9.4 and 10.8 Mpps (each turn costs a few
 /// context switches).
 const NF_TURN_AFTER_NS: u64 = 50_000;
-
-/// Most `stop` calls for one NF at shutdown (each may emit a batch).
-pub(crate) const STOP_CALLS_MAX: usize = 4096;
 
 /// Worker tuning.
 #[derive(Debug, Clone)]
@@ -78,12 +83,31 @@ pub struct WorkerConfig {
     pub batch: usize,
     /// Restart policy for process NFs.
     pub restart: RestartPolicy,
-    /// Print live rates to stderr every second.
-    pub live: bool,
     /// How long to wait for in-flight packets at shutdown.
     pub drain_timeout_ns: u64,
     /// When sleeping process NFs are woken.
     pub wakeup: WakePolicy,
+}
+
+/// Routing facts derived from the plan and which NFs run as processes,
+/// recomputed whenever either changes.
+#[derive(Default)]
+pub(crate) struct Derived {
+    /// Per chain id: the first process NF on its route (the queue ingress
+    /// feeds).
+    pub chain_queue: Vec<Option<u16>>,
+    /// Per NF id: process NFs that directly follow it on some route.
+    pub nf_next_queues: Vec<Vec<u16>>,
+    /// Ids of live process NFs (the ones polled each pass).
+    pub process_ids: Vec<u16>,
+    /// Ids of live inline NFs with a timer.
+    pub ticking: Vec<u16>,
+    /// Ids of input ports.
+    pub input_ports: Vec<u16>,
+    /// Receive descriptors of NIC input ports, and whether an idle worker
+    /// may sleep on them (only when no process NF could wake it instead).
+    pub nic_fds: Vec<std::os::fd::RawFd>,
+    pub sleep_on_nics: bool,
 }
 
 /// The worker.
@@ -91,13 +115,21 @@ pub struct Worker<'a> {
     pub(crate) arena: &'a Arena,
     pub(crate) pool: &'a BufferPool,
     pub(crate) cache: PoolCache<'a>,
-    pub(crate) plan: &'a Plan,
-    pub(crate) nfs: Vec<NfRt<'a>>,
-    pub(crate) ports: Vec<PortRt>,
+    pub(crate) plan: Rc<Plan>,
+    /// Live NF instances by NF id.
+    pub(crate) nfs: Vec<Option<NfRt<'a>>>,
+    /// Live ports by port id.
+    pub(crate) ports: Vec<Option<PortRt>>,
     pub(crate) flows: FlowTable,
     pub(crate) drops: Drops,
-    pub(crate) template: Option<Template>,
-    cfg: WorkerConfig,
+    pub(crate) host: Option<Box<dyn NfHost + 'a>>,
+    pub(crate) cfg: WorkerConfig,
+    pub(crate) derived: Derived,
+    /// What removed NFs and ports counted (the accounting spans them).
+    pub(crate) gone: RetiredTotals,
+    /// Changes, reports and stop requests from the control thread.
+    pub(crate) mail: Arc<Mailbox>,
+    pub(crate) cmd: command::State<'a>,
     // Boxed on purpose: a HandleBatch is 1 KiB, and groups move between
     // the spare list and the work stack by pointer, not by memcpy.
     #[allow(clippy::vec_box)]
@@ -108,17 +140,8 @@ pub struct Worker<'a> {
     ended: Vec<u32>,
     /// Scratch for [`steering`]'s classification passes (one batch).
     keyed: Vec<classify::Keyed>,
-    /// Per chain: the first process NF on its path (the queue ingress feeds).
-    chain_queue: Vec<Option<u16>>,
-    /// Per NF: process NFs that directly follow it on some chain.
-    nf_next_queues: Vec<Vec<u16>>,
-    input_ports: Vec<u16>,
-    /// Receive descriptors of NIC input ports, and whether an idle worker
-    /// may sleep on them (only when no process NF could wake it instead).
-    nic_fds: Vec<std::os::fd::RawFd>,
-    sleep_on_nics: bool,
     idle: u32,
-    /// Per NF: its adaptive wake-up state.
+    /// Per NF id: its adaptive wake-up state.
     gates: Vec<WakeGate>,
     /// NFs whose gate holds packets back (their timers run in the loop).
     holding: Vec<u16>,
@@ -137,75 +160,44 @@ pub struct Worker<'a> {
     pub(crate) inline_busy_ns: u64,
     pub(crate) started_ns: u64,
     pub(crate) stopped_ns: u64,
-    last_live: (u64, u64, u64),
+    /// Ingress is off: the worker is stopping, or draining before a change.
+    ingress_off: bool,
 }
 
 impl<'a> Worker<'a> {
-    /// Assembles a worker; NFs are built but process NFs not yet spawned.
-    #[allow(clippy::too_many_arguments)] // each is a distinct, owned part of the worker
+    /// A worker with no ports and no NFs yet (changes bring them).
     pub fn new(
         arena: &'a Arena,
         pool: &'a BufferPool,
-        plan: &'a Plan,
-        nfs: Vec<NfRt<'a>>,
-        ports: Vec<PortRt>,
         flows: FlowTable,
-        template: Option<Template>,
+        host: Option<Box<dyn NfHost + 'a>>,
+        mail: Arc<Mailbox>,
         cfg: WorkerConfig,
     ) -> Self {
-        let is_process = |i: u16| matches!(nfs[i as usize].exec, Exec::Process(_));
-        let first_queue = |path: &[Hop]| -> Option<u16> {
-            path.iter().find_map(|h| match h {
-                Hop::Nf(i) if is_process(*i) => Some(*i),
-                _ => None,
-            })
-        };
-        let chain_queue = plan.chains.iter().map(|c| first_queue(&c.path)).collect();
-        let mut nf_next_queues = vec![Vec::new(); plan.nfs.len()];
-        for c in &plan.chains {
-            for (pos, h) in c.path.iter().enumerate() {
-                if let Hop::Nf(i) = h {
-                    if let Some(q) = first_queue(&c.path[pos + 1..]) {
-                        let v: &mut Vec<u16> = &mut nf_next_queues[*i as usize];
-                        if !v.contains(&q) {
-                            v.push(q);
-                        }
-                    }
-                }
-            }
-        }
-        let input_ports: Vec<u16> = (0..ports.len() as u16)
-            .filter(|&p| ports[p as usize].is_input())
-            .collect();
-        let nic_fds: Vec<_> = ports.iter().filter_map(|p| p.rx_fd()).collect();
-        let sleep_on_nics = !nic_fds.is_empty()
-            && nic_fds.len() == input_ports.len()
-            && nfs.iter().all(|n| matches!(n.exec, Exec::Inline(_)));
         let refill = (cfg.batch * 2).max(64);
         Worker {
             arena,
             pool,
             cache: PoolCache::new(pool, refill),
-            plan,
-            nfs,
-            ports,
+            plan: Rc::new(Plan::default()),
+            nfs: Vec::new(),
+            ports: Vec::new(),
             flows,
             drops: Drops::default(),
-            template,
+            host,
             cfg,
+            derived: Derived::default(),
+            gone: RetiredTotals::default(),
+            mail,
+            cmd: command::State::default(),
             spare: (0..64).map(|_| Box::new(HandleBatch::new())).collect(),
             work: Vec::with_capacity(64),
             groups: Vec::with_capacity(16),
             events: Vec::with_capacity(MAX_BATCH),
             ended: Vec::with_capacity(1024),
             keyed: Vec::with_capacity(sluice_mem::MAX_BATCH),
-            chain_queue,
-            nf_next_queues,
-            input_ports,
-            nic_fds,
-            sleep_on_nics,
             idle: 0,
-            gates: vec![WakeGate::default(); plan.nfs.len()],
+            gates: Vec::new(),
             holding: Vec::new(),
             yield_due: false,
             last_yield_ns: 0,
@@ -213,65 +205,133 @@ impl<'a> Worker<'a> {
             stalls: 0,
             stalled_ns: 0,
             inline_busy_ns: 0,
-            started_ns: 0,
+            started_ns: sluice_sys::monotonic_ns(),
             stopped_ns: 0,
-            last_live: (0, 0, 0),
+            ingress_off: false,
         }
     }
 
-    fn take_batch(&mut self) -> Box<HandleBatch> {
+    /// Recomputes the routing facts after the plan or the NFs changed.
+    pub(crate) fn derive(&mut self) {
+        let nfs = &self.nfs;
+        let is_process = |i: u16| {
+            nfs.get(i as usize)
+                .and_then(Option::as_ref)
+                .is_some_and(|n| matches!(n.exec, Exec::Process(_)))
+        };
+        let first_queue = |path: &[Hop]| -> Option<u16> {
+            path.iter().find_map(|h| match h {
+                Hop::Nf(i) if is_process(*i) => Some(*i),
+                _ => None,
+            })
+        };
+        let plan = &self.plan;
+        let mut d = Derived {
+            chain_queue: plan
+                .chains
+                .iter()
+                .map(|c| {
+                    c.as_ref()
+                        .and_then(|c| first_queue(plan.route(c.route)?.path.as_slice()))
+                })
+                .collect(),
+            nf_next_queues: vec![Vec::new(); self.nfs.len()],
+            ..Derived::default()
+        };
+        // Every route, retired ones too: packets on them still need room.
+        for r in plan.routes.iter().flatten() {
+            for (pos, h) in r.path.iter().enumerate() {
+                if let Hop::Nf(i) = h {
+                    if let Some(q) = first_queue(&r.path[pos + 1..]) {
+                        if let Some(v) = d.nf_next_queues.get_mut(*i as usize) {
+                            if !v.contains(&q) {
+                                v.push(q);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        for (i, nf) in self.nfs.iter().enumerate() {
+            let Some(nf) = nf else { continue };
+            match nf.exec {
+                Exec::Process(_) => d.process_ids.push(i as u16),
+                Exec::Inline(_) if nf.tick.is_some() => d.ticking.push(i as u16),
+                Exec::Inline(_) => {}
+            }
+        }
+        for (i, p) in self.ports.iter().enumerate() {
+            if p.as_ref().is_some_and(PortRt::is_input) {
+                d.input_ports.push(i as u16);
+            }
+        }
+        d.nic_fds = self
+            .ports
+            .iter()
+            .flatten()
+            .filter_map(|p| p.rx_fd())
+            .collect();
+        d.sleep_on_nics = !d.nic_fds.is_empty()
+            && d.nic_fds.len() == d.input_ports.len()
+            && d.process_ids.is_empty();
+        self.gates.resize(self.nfs.len(), WakeGate::default());
+        self.derived = d;
+    }
+
+    pub(crate) fn take_batch(&mut self) -> Box<HandleBatch> {
         self.spare.pop().unwrap_or_default()
     }
 
-    fn put_batch(&mut self, b: Box<HandleBatch>) {
+    pub(crate) fn put_batch(&mut self, b: Box<HandleBatch>) {
         debug_assert!(b.is_empty());
         self.spare.push(b);
     }
 
+    /// NF `id`, if it is live.
+    #[inline]
+    pub(crate) fn nf_mut(&mut self, id: u16) -> Option<&mut NfRt<'a>> {
+        self.nfs.get_mut(id as usize)?.as_mut()
+    }
+
     // ---------------------------------------------------------- main loop
 
-    fn inputs_done(&self, now: u64) -> bool {
-        !self.input_ports.is_empty()
-            && self
-                .input_ports
-                .iter()
-                .all(|&p| self.ports[p as usize].input_done(now))
+    /// Whether every input port is exhausted (a foreground run then stops).
+    pub(crate) fn inputs_done(&self, now: u64) -> bool {
+        !self.derived.input_ports.is_empty()
+            && self.derived.input_ports.iter().all(|&p| {
+                self.ports[p as usize]
+                    .as_ref()
+                    .is_none_or(|p| p.input_done(now))
+            })
     }
 
-    fn in_flight(&mut self) -> u32 {
-        self.nfs
-            .iter_mut()
-            .filter_map(|n| n.process())
-            .filter(|p| matches!(p.phase, Phase::Starting | Phase::Running | Phase::Stopping))
+    /// Packets process NFs hold (queued to them, inside, queued back).
+    pub(crate) fn in_flight(&self) -> u32 {
+        self.derived
+            .process_ids
+            .iter()
+            .filter_map(|&i| self.nfs[i as usize].as_ref()?.process_ref())
+            .filter(|p| p.phase.alive() || matches!(p.phase, crate::nf_rt::Phase::Down { .. }))
             .map(|p| p.link.in_flight())
-            .sum()
+            .sum::<u32>()
+            + self.cmd.retiring_in_flight()
     }
 
-    /// Runs until `stop` is set, `deadline_ns` passes or every input port
-    /// is exhausted; then drains in-flight packets.
-    pub fn run(&mut self, stop: &AtomicBool, deadline_ns: Option<u64>) {
-        let start = sluice_sys::monotonic_ns();
-        self.started_ns = start;
-        let mut next_maint = start;
-        let mut next_live = start + 1_000 * MS;
-        let mut drain_until: Option<u64> = None;
+    /// Serves until a stop command has been carried out.
+    pub fn serve(&mut self) {
+        let mut next_maint = sluice_sys::monotonic_ns();
         loop {
             let now = sluice_sys::monotonic_ns();
             if let Some(gap) = self.stall_meter.poll(now, self.inline_busy_ns) {
                 self.stalls += 1;
                 self.stalled_ns += gap;
             }
+            if (self.mail.has_mail() || self.cmd.busy()) && self.handle_commands(now) {
+                return;
+            }
             let mut done = 0;
-            if drain_until.is_none() {
-                if stop.load(Ordering::Relaxed)
-                    || deadline_ns.is_some_and(|d| now >= d)
-                    || self.inputs_done(now)
-                {
-                    drain_until = Some(now + self.cfg.drain_timeout_ns);
-                    self.stopped_ns = now;
-                } else {
-                    done += self.poll_ingress(now);
-                }
+            if !self.ingress_off {
+                done += self.poll_ingress(now);
             }
             done += self.poll_nfs(now);
             if !self.holding.is_empty() {
@@ -280,15 +340,6 @@ impl<'a> Worker<'a> {
             if now >= next_maint {
                 self.maintain(now);
                 next_maint = now + MS;
-            }
-            if let Some(until) = drain_until {
-                if self.in_flight() == 0 || now >= until {
-                    break;
-                }
-            }
-            if self.cfg.live && now >= next_live {
-                self.print_live(now);
-                next_live += 1_000 * MS;
             }
             if done == 0 {
                 self.idle(now, next_maint);
@@ -308,8 +359,9 @@ impl<'a> Worker<'a> {
             self.last_yield_ns = now;
             return;
         }
-        // Held packets need their wake-up timer, which runs in this loop.
-        if self.idle < 64 || !self.holding.is_empty() {
+        // Held packets need their wake-up timer, which runs in this loop;
+        // a pending change runs its steps here too.
+        if self.idle < 64 || !self.holding.is_empty() || self.cmd.busy() {
             std::hint::spin_loop();
             return;
         }
@@ -319,29 +371,22 @@ impl<'a> Worker<'a> {
         }
         let wake = self.arena.worker_wake(self.cfg.index);
         wake.prepare_sleep();
-        let mut pending = false;
-        for nf in &mut self.nfs {
-            if let Some(p) = nf.process() {
-                if p.link.pending().unwrap_or(0) > 0 {
-                    pending = true;
-                    break;
-                }
-            }
-        }
-        if pending {
+        if self.mail.has_mail() || self.nf_output_pending() {
             wake.cancel_sleep();
             return;
         }
-        if self.sleep_on_nics {
-            // Only NICs can bring work: sleep until a frame arrives.
+        if self.derived.sleep_on_nics {
+            // Only NICs (or the control thread, which also writes to the
+            // wake word but cannot interrupt a ppoll: hence the 1 ms bound)
+            // can bring work: sleep until a frame arrives.
             wake.cancel_sleep();
             let ns = next_timer.saturating_sub(now).clamp(20_000, MS);
-            sluice_nic::wait_readable(&self.nic_fds, std::time::Duration::from_nanos(ns));
+            sluice_nic::wait_readable(&self.derived.nic_fds, std::time::Duration::from_nanos(ns));
             self.stall_meter.slept();
             return;
         }
         // A rate-limited input may become due before the next timer.
-        let limit = if self.input_ports.is_empty() {
+        let limit = if self.derived.input_ports.is_empty() {
             MS
         } else {
             100_000
@@ -351,140 +396,29 @@ impl<'a> Worker<'a> {
         self.stall_meter.slept();
     }
 
+    /// Whether a process NF has handed packets back that wait for a poll.
+    fn nf_output_pending(&mut self) -> bool {
+        for k in 0..self.derived.process_ids.len() {
+            let i = self.derived.process_ids[k];
+            if let Some(p) = self.nfs[i as usize].as_mut().and_then(|n| n.process()) {
+                if p.link.pending().unwrap_or(0) > 0 {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
     /// A busy worker gives its core to the NFs sharing it once it has woken
     /// one (the NF runs only when the worker yields) or has kept the core
     /// for `NF_TURN_AFTER_NS` while they hold its packets: otherwise they
     /// wait for the scheduler to preempt it, milliseconds later.
     fn share_core(&mut self, now: u64) {
         let due = std::mem::take(&mut self.yield_due)
-            || (now.saturating_sub(self.last_yield_ns) >= NF_TURN_AFTER_NS
-                && self.nfs_hold_packets());
+            || (now.saturating_sub(self.last_yield_ns) >= NF_TURN_AFTER_NS && self.in_flight() > 0);
         if due {
             sluice_sys::yield_now();
             self.last_yield_ns = now;
-        }
-    }
-
-    /// Whether a process NF holds packets (queued to it or in processing).
-    fn nfs_hold_packets(&mut self) -> bool {
-        self.nfs
-            .iter_mut()
-            .filter_map(|n| n.process())
-            .any(|p| p.link.in_flight() > 0)
-    }
-
-    fn print_live(&mut self, now: u64) {
-        let rx: u64 = self.ports.iter().map(|p| p.stats.rx_packets).sum();
-        let tx: u64 = self.ports.iter().map(|p| p.stats.tx_packets).sum();
-        let drops = self.drops.total()
-            + self
-                .nfs
-                .iter()
-                .map(|n| n.local_drops.iter().sum::<u64>())
-                .sum::<u64>();
-        let (t0, rx0, tx0) = self.last_live;
-        let dt = if t0 == 0 {
-            1.0
-        } else {
-            (now - t0) as f64 / 1e9
-        };
-        let mut line = format!(
-            "[{:>5.1}s] in {:>7.3} Mpps  out {:>7.3} Mpps  drops {:>9}  flows {:>7} |",
-            (now - self.started_ns) as f64 / 1e9,
-            (rx - rx0) as f64 / dt / 1e6,
-            (tx - tx0) as f64 / dt / 1e6,
-            drops,
-            self.flows.live(),
-        );
-        for nf in &self.nfs {
-            line.push_str(&format!(" {} {}", nf.name, nf.packets()));
-        }
-        let _ = writeln!(std::io::stderr(), "{line}");
-        self.last_live = (now, rx, tx);
-    }
-
-    /// Ends every remaining flow so each NF gets its `flow_end` (and can
-    /// flush per-flow state) before it stops; waits up to a second for the
-    /// end markers to pass through process NFs.
-    fn end_all_flows(&mut self) {
-        let now = sluice_sys::monotonic_ns();
-        for id in self.flows.active_ids() {
-            if self.flows.close(id) {
-                self.advance_marker(id, 0, now);
-            }
-        }
-        let deadline = now + 1_000 * MS;
-        while self.flows.live() > 0 && sluice_sys::monotonic_ns() < deadline {
-            let now = sluice_sys::monotonic_ns();
-            if self.poll_nfs(now) == 0 {
-                self.maintain(now);
-                std::thread::sleep(std::time::Duration::from_micros(100));
-            }
-        }
-    }
-
-    /// Stops every process NF (after the drain), returns all buffers and
-    /// flushes output ports.
-    pub fn finish(&mut self) {
-        self.end_all_flows();
-        let now = sluice_sys::monotonic_ns();
-        for nf in &mut self.nfs {
-            let control = nf.control;
-            if let Some(p) = nf.process() {
-                if matches!(p.phase, Phase::Starting | Phase::Running) {
-                    control.stop.store(1, Ordering::Release);
-                    p.phase = Phase::Stopping;
-                    p.link.wake();
-                }
-            }
-        }
-        let deadline = now + 3_000 * MS;
-        while sluice_sys::monotonic_ns() < deadline {
-            let now = sluice_sys::monotonic_ns();
-            self.poll_nfs(now);
-            self.poll_template(now);
-            let stopping = self
-                .nfs
-                .iter_mut()
-                .filter_map(|n| n.process())
-                .any(|p| p.phase == Phase::Stopping);
-            if !stopping {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_micros(200));
-        }
-        // Inline NFs release what they hold last, so nothing they emit meets
-        // a process NF that is still draining.
-        let now = sluice_sys::monotonic_ns();
-        for i in 0..self.nfs.len() {
-            if matches!(self.nfs[i].exec, Exec::Inline(_)) {
-                // `stop` runs again while it fills its output (one call may
-                // emit at most a batch).
-                for _ in 0..STOP_CALLS_MAX {
-                    let emitted = self.with_inline_io(i as u16, now, run_stop);
-                    self.dispatch(now);
-                    if emitted < MAX_BATCH {
-                        break;
-                    }
-                }
-            }
-        }
-        if let Some(t) = self.template.take() {
-            let now = sluice_sys::monotonic_ns();
-            for ev in t.shutdown() {
-                self.on_template_event(ev, now);
-            }
-        }
-        for nf in &mut self.nfs {
-            if let Exec::Process(p) = &mut nf.exec {
-                let n = p.link.reclaim(&mut self.cache).packets as u64;
-                self.drops.add(DropReason::SHUTDOWN, n);
-            }
-        }
-        for p in &mut self.ports {
-            if let Err(e) = p.flush() {
-                eprintln!("sluice: {e}");
-            }
         }
     }
 }

@@ -2,6 +2,7 @@
 //! to inline NFs (run here), process NFs (ring + wake-up), ports and drop
 //! counters, and draining what process NFs return.
 
+use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
 use sluice_mem::HandleBatch;
@@ -11,7 +12,7 @@ use sluice_nf::{DropReason, NetworkFunction};
 use super::classify::{classify_keyed, key_frame, Keyed};
 use super::Worker;
 use crate::nf_io::InlineIo;
-use crate::nf_rt::{Exec, Phase};
+use crate::nf_rt::Exec;
 use crate::route::{after_nf, first_hop, uniform_next, Dest};
 
 /// Live flows above which ingress prefetches the flow table for a whole
@@ -26,19 +27,18 @@ impl<'a> Worker<'a> {
     /// accepting: packets sent there are dropped as `nf_down`, not held).
     pub(super) fn room(&mut self, i: u16) -> usize {
         let batch = self.cfg.batch;
-        match self.nfs[i as usize].process() {
-            Some(p) if matches!(p.phase, Phase::Starting | Phase::Running) => {
-                p.link.room().unwrap_or(0)
-            }
+        match self.nf_mut(i).and_then(|n| n.process()) {
+            Some(p) if p.phase.accepts() => p.link.room().unwrap_or(0),
             _ => batch,
         }
     }
 
     pub(super) fn ingress_budget(&mut self, port: u16) -> usize {
         let mut budget = self.cfg.batch;
-        for k in 0..self.plan.ingress[port as usize].len() {
+        let chains = self.plan.ingress.get(port as usize).map_or(0, Vec::len);
+        for k in 0..chains {
             let c = self.plan.ingress[port as usize][k];
-            if let Some(q) = self.chain_queue[c as usize] {
+            if let Some(&Some(q)) = self.derived.chain_queue.get(c as usize) {
                 budget = budget.min(self.room(q));
             }
         }
@@ -47,14 +47,18 @@ impl<'a> Worker<'a> {
 
     pub(super) fn poll_ingress(&mut self, now: u64) -> usize {
         let mut done = 0;
-        for k in 0..self.input_ports.len() {
-            let port = self.input_ports[k];
+        for k in 0..self.derived.input_ports.len() {
+            let port = self.derived.input_ports[k];
             let budget = self.ingress_budget(port);
             if budget == 0 {
                 continue;
             }
             let mut b = self.take_batch();
-            let n = self.ports[port as usize].rx(self.arena, &mut self.cache, &mut b, budget, now);
+            let Some(p) = self.ports[port as usize].as_mut() else {
+                self.put_batch(b);
+                continue;
+            };
+            let n = p.rx(self.arena, &mut self.cache, &mut b, budget, now);
             if n == 0 {
                 self.put_batch(b);
                 continue;
@@ -66,7 +70,7 @@ impl<'a> Worker<'a> {
             self.dispatch(now);
             let mut ended = std::mem::take(&mut self.ended);
             for id in ended.drain(..) {
-                self.advance_marker(id, 0, now);
+                self.start_marker(id, now);
             }
             self.ended = ended;
         }
@@ -132,11 +136,11 @@ impl<'a> Worker<'a> {
         now: u64,
     ) -> Dest {
         pkt.set_port_in(port);
-        match classify_keyed(self.plan, &mut self.flows, &mut self.ended, k, port, now) {
+        match classify_keyed(&self.plan, &mut self.flows, &mut self.ended, k, port, now) {
             Ok((chain, flow_id, hash)) => {
                 pkt.set_flow_id(flow_id);
                 pkt.set_flow_hash(hash);
-                first_hop(self.plan, pkt, chain)
+                first_hop(&self.plan, pkt, chain)
             }
             Err(reason) => Dest::Drop(reason),
         }
@@ -167,17 +171,29 @@ impl<'a> Worker<'a> {
         while let Some((dest, mut b)) = self.work.pop() {
             match dest {
                 Dest::Nf(i) => self.deliver_nf(i, &mut b, now),
-                Dest::Port(p) => {
-                    let lost = self.ports[p as usize].tx(self.arena, &mut b, &mut self.cache, now);
-                    self.drops.add(DropReason::PORT_TX_ERROR, lost);
-                }
+                Dest::Port(p) => match self.ports.get_mut(p as usize).and_then(Option::as_mut) {
+                    Some(port) => {
+                        let lost = port.tx(self.arena, &mut b, &mut self.cache, now);
+                        self.drops.add(DropReason::PORT_TX_ERROR, lost);
+                    }
+                    None => {
+                        // Removed by an apply while the packet was inside.
+                        self.drops.add(DropReason::PORT_TX_ERROR, b.len() as u64);
+                        b.drain(|h| self.cache.free(h));
+                    }
+                },
                 Dest::Drop(r) => {
                     self.drops.add(r, b.len() as u64);
                     b.drain(|h| self.cache.free(h));
                 }
                 Dest::DropLocal(nf, idx) => {
-                    if let Some(c) = self.nfs[nf as usize].local_drops.get_mut(idx as usize) {
-                        *c += b.len() as u64;
+                    let n = b.len() as u64;
+                    match self
+                        .nf_mut(nf)
+                        .and_then(|nf| nf.local_drops.get_mut(idx as usize))
+                    {
+                        Some(c) => *c += n,
+                        None => self.drops.add(DropReason::INVALID_VERDICT, n),
                     }
                     b.drain(|h| self.cache.free(h));
                 }
@@ -187,7 +203,12 @@ impl<'a> Worker<'a> {
     }
 
     pub(super) fn deliver_nf(&mut self, i: u16, b: &mut HandleBatch, now: u64) {
-        let nf = &mut self.nfs[i as usize];
+        let Some(nf) = self.nfs.get_mut(i as usize).and_then(Option::as_mut) else {
+            // Removed by an apply while the packet was inside.
+            self.drops.add(DropReason::NF_REMOVED, b.len() as u64);
+            b.drain(|h| self.cache.free(h));
+            return;
+        };
         let control = nf.control;
         match &mut nf.exec {
             Exec::Inline(_) => {
@@ -200,7 +221,7 @@ impl<'a> Worker<'a> {
             }
             Exec::Process(p) => {
                 let mut corrupt = false;
-                if matches!(p.phase, Phase::Starting | Phase::Running) {
+                if p.phase.accepts() {
                     // Spares first: they arrive ahead of the batch in ring
                     // order, so an NF that creates packets per packet (tee)
                     // has its stash full when the batch comes (one load
@@ -239,7 +260,7 @@ impl<'a> Worker<'a> {
                 }
                 b.drain(|h| self.cache.free(h));
                 if corrupt {
-                    self.condemn(i as usize, "its receive ring indices are corrupt");
+                    self.condemn(i, "its receive ring indices are corrupt");
                 }
             }
         }
@@ -255,7 +276,10 @@ impl<'a> Worker<'a> {
     ) -> usize {
         let mut out = self.take_batch();
         let arena = self.arena;
-        let nf = &mut self.nfs[i as usize];
+        let Some(nf) = self.nfs.get_mut(i as usize).and_then(Option::as_mut) else {
+            self.put_batch(out);
+            return 0;
+        };
         let control = nf.control;
         if let Exec::Inline(f) = &mut nf.exec {
             let mut io = InlineIo {
@@ -280,11 +304,13 @@ impl<'a> Worker<'a> {
 
     /// Runs the timers of inline NFs that are due.
     pub(super) fn tick_inline(&mut self, now: u64) {
-        for i in 0..self.nfs.len() {
-            match self.nfs[i].tick {
+        for k in 0..self.derived.ticking.len() {
+            let i = self.derived.ticking[k];
+            let Some(nf) = self.nf_mut(i) else { continue };
+            match nf.tick {
                 Some((every, due)) if now >= due => {
-                    self.nfs[i].tick = Some((every, now + every));
-                    let _ = self.with_inline_io(i as u16, now, run_tick);
+                    nf.tick = Some((every, now + every));
+                    let _ = self.with_inline_io(i, now, run_tick);
                 }
                 _ => {}
             }
@@ -295,11 +321,13 @@ impl<'a> Worker<'a> {
     /// Groups the packets NF `from` has processed by their next destination.
     pub(super) fn regroup_after(&mut self, from: u16, b: &mut HandleBatch) {
         let arena = self.arena;
-        let plan = self.plan;
         if b.is_empty() {
             return;
         }
-        if let Some(dest) = uniform_next(plan, b, arena) {
+        // A cheap, non-atomic count: the closure below needs the plan while
+        // it borrows the worker mutably.
+        let plan = Rc::clone(&self.plan);
+        if let Some(dest) = uniform_next(&plan, b, arena) {
             let mut g = self.take_batch();
             std::mem::swap(&mut *g, b);
             self.work.push((dest, g));
@@ -308,7 +336,7 @@ impl<'a> Worker<'a> {
         b.drain(|mut h| {
             let mut pkt = arena.pkt(&mut h);
             let dest = if pkt.meta_is_sane() {
-                after_nf(plan, &mut pkt, from)
+                after_nf(&plan, &mut pkt, from)
             } else {
                 Dest::Drop(DropReason::INVALID_METADATA)
             };
@@ -325,7 +353,11 @@ impl<'a> Worker<'a> {
             let i = self.holding[k] as usize;
             let policy = self.cfg.wakeup;
             let gate = &mut self.gates[i];
-            let nf = &mut self.nfs[i];
+            let Some(nf) = self.nfs.get_mut(i).and_then(Option::as_mut) else {
+                gate.release();
+                self.holding.swap_remove(k);
+                continue;
+            };
             let Some(p) = nf.process() else {
                 gate.release();
                 self.holding.swap_remove(k);
@@ -351,17 +383,18 @@ impl<'a> Worker<'a> {
 
     pub(super) fn poll_nfs(&mut self, now: u64) -> usize {
         let mut done = 0;
-        for i in 0..self.nfs.len() {
-            let active = matches!(
-                self.nfs[i].process().map(|p| p.phase),
-                Some(Phase::Starting | Phase::Running | Phase::Stopping)
-            );
+        for k in 0..self.derived.process_ids.len() {
+            let i = self.derived.process_ids[k];
+            let active = self
+                .nf_mut(i)
+                .and_then(|n| n.process())
+                .is_some_and(|p| p.phase.alive());
             if !active {
                 continue;
             }
             let mut budget = self.cfg.batch;
-            for k in 0..self.nf_next_queues[i].len() {
-                let q = self.nf_next_queues[i][k];
+            for q in 0..self.derived.nf_next_queues[i as usize].len() {
+                let q = self.derived.nf_next_queues[i as usize][q];
                 budget = budget.min(self.room(q));
             }
             if budget == 0 {
@@ -369,7 +402,12 @@ impl<'a> Worker<'a> {
             }
             let mut b = self.take_batch();
             let pool = self.pool;
-            let Some(p) = self.nfs[i].process() else {
+            let Some(p) = self
+                .nfs
+                .get_mut(i as usize)
+                .and_then(Option::as_mut)
+                .and_then(|n| n.process())
+            else {
                 self.put_batch(b);
                 continue;
             };
@@ -382,13 +420,16 @@ impl<'a> Worker<'a> {
             p.link.take_events(&mut self.events);
             match outcome {
                 Ok(o) => {
-                    self.nfs[i].originated += o.originated as u64;
-                    // Rejected entries are not packets (the NF still owns
-                    // its real buffers), so they are faults, not drops.
-                    self.nfs[i].invalid_handles += o.invalid as u64;
+                    if let Some(nf) = self.nf_mut(i) {
+                        nf.originated += o.originated as u64;
+                        // Rejected entries are not packets (the NF still
+                        // owns its real buffers), so they are faults, not
+                        // drops.
+                        nf.invalid_handles += o.invalid as u64;
+                    }
                     self.drops.invalid_handles += o.invalid as u64;
                     done += o.received + o.events;
-                    self.regroup_after(i as u16, &mut b);
+                    self.regroup_after(i, &mut b);
                     self.dispatch(now);
                 }
                 Err(_) => self.condemn(i, "its transmit ring indices are corrupt"),
@@ -396,7 +437,7 @@ impl<'a> Worker<'a> {
             self.put_batch(b);
             let mut events = std::mem::take(&mut self.events);
             for id in events.drain(..) {
-                self.marker_passed(id, i as u16, now);
+                self.marker_passed(id, i, now);
             }
             self.events = events;
         }

@@ -1,6 +1,16 @@
-//! Supervising process NFs: spawning them through the template, noticing
-//! that they run, reclaiming their buffers when they exit and restarting
-//! them per the restart policy; plus the worker's millisecond maintenance.
+//! Supervising process NFs: starting them through the host, noticing that
+//! they run, reclaiming their buffers when they exit and restarting them
+//! per the restart policy; plus the worker's millisecond maintenance.
+//!
+//! **A crash loses only what the NF held.** When an instance dies, what it
+//! had finished and queued back is steered on; what still waits in its
+//! receive ring, never dequeued, stays there for the next instance (see
+//! `NfLink::reclaim_held`); only the packets it had taken in are lost
+//! (`nf_crashed`). While it is down, packets keep queueing in its ring
+//! (upstream hops and ingress back off when the ring is full, as for any
+//! slow NF) for up to `settings.restart.hold_ms`; past that bound what is
+//! queued, and whatever comes until an instance runs, is dropped as
+//! `nf_down`.
 
 use std::sync::atomic::Ordering;
 
@@ -9,229 +19,285 @@ use sluice_nf::DropReason;
 use sluice_spec::RestartMode;
 use sluice_sys::ExitStatus;
 
-use super::{Worker, MS, STOP_CALLS_MAX};
+use super::{Worker, MS};
 use crate::flow_table::FlowState;
-use crate::nf_rt::{Exec, Phase};
+use crate::host::{HostEvent, NfHost};
+use crate::nf_loop::{exit_code, STOP_CALLS_MAX};
+use crate::nf_rt::{Exec, NfRt, Phase};
 use crate::plan::Hop;
-use crate::template::TemplateEvent;
-use crate::wakeup::WakeGate;
+
+/// Asks the host to start `nf` as a new generation in its slot.
+pub(super) fn spawn<'a>(
+    host: &mut Option<Box<dyn NfHost + 'a>>,
+    nf: &mut NfRt<'_>,
+    now: u64,
+) -> Result<(), String> {
+    let control = nf.control;
+    let restarts = nf.restarts;
+    let Exec::Process(p) = &mut nf.exec else {
+        return Ok(());
+    };
+    p.generation = p.generation.wrapping_add(1);
+    control.reset();
+    // Packets may queue before the NF runs: its spare stash must be
+    // filled from the start, not once it announces its own target.
+    control
+        .spare_target
+        .store(p.alloc_reserve, Ordering::Relaxed);
+    control.generation.store(p.generation, Ordering::Relaxed);
+    control.state.store(state::STARTING, Ordering::Release);
+    p.phase = Phase::Starting;
+    p.pid = 0;
+    p.spawn_requested_ns = now;
+    let mut req = p.spawn.clone();
+    req.generation = p.generation;
+    req.restarts = restarts;
+    let host = host
+        .as_mut()
+        .ok_or("process NFs need an NF host (the template process)")?;
+    host.spawn(req).map_err(|e| {
+        p.phase = Phase::Failed;
+        e.to_string()
+    })
+}
+
+/// Notices that a starting instance runs; returns its start-up time, µs.
+fn advance(nf: &mut NfRt<'_>, now: u64) -> Option<f64> {
+    let control = nf.control;
+    let p = nf.process()?;
+    if p.phase != Phase::Starting || control.state.load(Ordering::Acquire) != state::RUNNING {
+        return None;
+    }
+    p.phase = Phase::Running;
+    let at = control.running_since_ns.load(Ordering::Relaxed);
+    let at = if at >= p.spawn_requested_ns && at <= now {
+        at
+    } else {
+        now
+    };
+    Some((at - p.spawn_requested_ns) as f64 / 1e3)
+}
 
 impl<'a> Worker<'a> {
-    /// Spawns every process NF and waits until all run. Fails (and the
-    /// caller tears everything down) if one cannot start.
-    pub fn start_nfs(&mut self, timeout_ns: u64) -> Result<(), String> {
-        let now = sluice_sys::monotonic_ns();
-        for i in 0..self.nfs.len() {
-            if matches!(self.nfs[i].exec, Exec::Process(_)) {
-                self.spawn(i, now)?;
-            }
-        }
-        let deadline = now + timeout_ns;
-        loop {
-            let now = sluice_sys::monotonic_ns();
-            self.maintain(now);
-            let mut waiting = Vec::new();
-            for nf in &mut self.nfs {
-                let name = nf.name.clone();
-                let failed = nf.last_exit.clone();
-                if let Some(p) = nf.process() {
-                    match p.phase {
-                        Phase::Starting => waiting.push(name),
-                        Phase::Running => {}
-                        _ => {
-                            return Err(format!(
-                                "NF {name} failed to start: {}",
-                                failed.unwrap_or_else(|| "unknown reason".into())
-                            ))
-                        }
-                    }
-                }
-            }
-            if waiting.is_empty() {
-                return Ok(());
-            }
-            if now > deadline {
-                return Err(format!(
-                    "NFs did not start within {} ms: {}",
-                    timeout_ns / MS,
-                    waiting.join(", ")
-                ));
-            }
-            if let Some(t) = &mut self.template {
-                for ev in t.wait(1) {
-                    self.on_template_event(ev, now);
-                }
-            }
-        }
+    /// The live process NF in `slot`.
+    fn live_by_slot(&self, slot: u32) -> Option<u16> {
+        self.derived.process_ids.iter().copied().find(|&i| {
+            self.nfs[i as usize]
+                .as_ref()
+                .is_some_and(|n| n.slot == slot)
+        })
     }
 
-    pub(super) fn spawn(&mut self, i: usize, now: u64) -> Result<(), String> {
-        let nf = &mut self.nfs[i];
-        let control = nf.control;
-        let Exec::Process(p) = &mut nf.exec else {
-            return Ok(());
-        };
-        p.generation = p.generation.wrapping_add(1);
-        self.gates[i] = WakeGate::default();
-        control.reset();
-        // Packets may queue before the NF runs: its spare stash must be
-        // filled from the start, not once it announces its own target.
-        control
-            .spare_target
-            .store(self.plan.nfs[i].alloc_reserve, Ordering::Relaxed);
-        control.generation.store(p.generation, Ordering::Relaxed);
-        control.state.store(state::STARTING, Ordering::Release);
-        p.phase = Phase::Starting;
-        p.pid = 0;
-        p.spawn_requested_ns = now;
-        let t = self
-            .template
-            .as_mut()
-            .ok_or("process NFs need the template process")?;
-        t.spawn(i as u32, p.generation)
-            .map_err(|e| format!("cannot reach the NF template: {e}"))
-    }
-
-    pub(super) fn poll_template(&mut self, now: u64) {
-        let Some(t) = &mut self.template else { return };
-        let events = t.poll();
-        let gone = t.is_gone();
+    pub(super) fn poll_host(&mut self, now: u64) {
+        let Some(host) = &mut self.host else { return };
+        let mut events = Vec::new();
+        host.poll(&mut events);
         for ev in events {
-            self.on_template_event(ev, now);
-        }
-        if gone {
-            // The template died: no NF can be (re)started any more.
-            for nf in &mut self.nfs {
-                if let Exec::Process(p) = &mut nf.exec {
-                    if matches!(p.phase, Phase::Down { .. }) {
-                        p.phase = Phase::Failed;
-                    }
-                }
-            }
+            self.on_host_event(ev, now);
         }
     }
 
-    pub(super) fn on_template_event(&mut self, ev: TemplateEvent, now: u64) {
+    pub(super) fn on_host_event(&mut self, ev: HostEvent, now: u64) {
         match ev {
-            TemplateEvent::Spawned {
+            HostEvent::Spawned {
                 slot,
                 generation,
                 pid,
             } => {
-                if let Some(p) = self.nfs.get_mut(slot as usize).and_then(|n| n.process()) {
+                let nf = match self.live_by_slot(slot) {
+                    Some(i) => self.nfs[i as usize].as_mut(),
+                    None => self.cmd.staged_by_slot(slot),
+                };
+                if let Some(p) = nf.and_then(|n| n.process()) {
                     if p.generation == generation {
                         p.pid = pid;
                     }
                 }
             }
-            TemplateEvent::Exited {
+            HostEvent::Exited {
                 slot,
                 generation,
                 pid,
                 status,
-            } => self.on_exit(slot as usize, generation, pid, status, now),
+                host_lost,
+            } => self.on_exit(slot, generation, pid, status, host_lost, now),
+            HostEvent::Log { slot, line, .. } => {
+                let name = match self.live_by_slot(slot) {
+                    Some(i) => self.nfs[i as usize].as_ref().map(|n| n.name.clone()),
+                    None => match self.cmd.staged_by_slot(slot) {
+                        Some(n) => Some(n.name.clone()),
+                        None => self.cmd.retiring_by_slot(slot).map(|n| n.name.clone()),
+                    },
+                };
+                let name = name.unwrap_or_else(|| "template".into());
+                tracing::info!(target: "sluice::nf", nf = %name, "{line}");
+            }
+            HostEvent::HostRestarted { why } => {
+                tracing::error!("{why}; its NFs are restarted per the restart policy");
+            }
+            HostEvent::HostFailed { why } => {
+                tracing::error!("{why}; process NFs of worker {} cannot run", self.cfg.index);
+            }
         }
     }
 
-    pub(super) fn on_exit(
+    fn on_exit(
         &mut self,
-        i: usize,
+        slot: u32,
         generation: u32,
         pid: i32,
         status: ExitStatus,
+        host_lost: bool,
         now: u64,
     ) {
-        match self.nfs.get_mut(i).and_then(|nf| nf.process()) {
+        let why = if host_lost {
+            format!("{status} with its template")
+        } else {
+            status.to_string()
+        };
+        // An instance that was being retired, or that never served.
+        let retiring = self.cmd.retiring.iter().any(|n| n.slot == slot);
+        let nf = if retiring {
+            self.cmd.retiring_by_slot(slot)
+        } else {
+            self.cmd.staged_by_slot(slot)
+        };
+        if let Some(nf) = nf {
+            let name = nf.name.clone();
+            if let Some(p) = nf.process() {
+                if p.generation == generation {
+                    let requested = p.phase == Phase::Stopping;
+                    p.phase = if requested {
+                        Phase::Stopped
+                    } else {
+                        Phase::Failed
+                    };
+                    p.pid = 0;
+                    if !requested {
+                        nf.last_exit = Some(why.clone());
+                        tracing::warn!("NF {name} (pid {pid}) {why} before it served");
+                    }
+                }
+            }
+            return;
+        }
+        let Some(i) = self.live_by_slot(slot) else {
+            return;
+        };
+        match self.nfs[i as usize].as_mut().and_then(|n| n.process()) {
             Some(p) if p.generation == generation => {}
             _ => return,
         }
         self.salvage_output(i, now);
-        let nf = &mut self.nfs[i];
+        let nf = self.nfs[i as usize].as_mut().expect("live above");
         let Exec::Process(p) = &mut nf.exec else {
             return;
         };
         let requested = matches!(p.phase, Phase::Stopping);
-        let reclaimed = p.link.reclaim(&mut self.cache).packets as u64;
-        let stuck_events: Vec<u32> = p.pending_events.drain(..).collect();
         p.pid = 0;
-        nf.retire_instance();
-        let reason = if requested {
-            DropReason::SHUTDOWN
-        } else {
-            DropReason::NF_CRASHED
-        };
-        self.drops.add(reason, reclaimed);
-        let nf = &mut self.nfs[i];
-        if requested && status == ExitStatus::Code(0) {
+        if requested {
+            let lost = p.link.reclaim(&mut self.cache).packets as u64;
+            p.pending_events.clear();
+            nf.retire_instance();
+            self.drops.add(DropReason::SHUTDOWN, lost);
             if let Some(p) = nf.process() {
                 p.phase = Phase::Stopped;
             }
-        } else {
-            nf.restarts += u32::from(!requested);
-            nf.last_exit = Some(status.to_string());
-            let policy = &self.cfg.restart;
-            let allowed = match policy.policy {
-                RestartMode::Always => true,
-                RestartMode::OnFailure => status != ExitStatus::Code(0),
-                RestartMode::Never => false,
-            } && nf.restarts <= policy.max_restarts
-                && !requested
-                && status != ExitStatus::Code(crate::nf_process::exit_code::BUILD_FAILED);
-            let name = nf.name.clone();
-            let restarts = nf.restarts;
-            if let Some(p) = nf.process() {
-                p.phase = if requested {
-                    Phase::Stopped
-                } else if allowed {
-                    Phase::Down {
-                        respawn_at_ns: now + policy.backoff_ms * MS,
-                    }
-                } else {
-                    Phase::Failed
-                };
+            if status != ExitStatus::Code(0) {
+                nf.last_exit = Some(why);
             }
-            if !requested {
-                eprintln!(
-                    "sluice: NF {name} (pid {pid}) {status}; reclaimed {reclaimed} buffers; {}",
-                    if allowed {
-                        format!(
-                            "restarting in {} ms (restart {restarts}/{})",
-                            policy.backoff_ms, policy.max_restarts
-                        )
-                    } else {
-                        "not restarting (restart policy)".to_string()
-                    }
-                );
-            }
+            return;
         }
-        // End markers held by the dead instance move on past it.
+        let (reclaimed, queued_events) = p.link.reclaim_held(&mut self.cache);
+        let lost = reclaimed.packets as u64;
+        let stuck_events: Vec<u32> = p.pending_events.drain(..).collect();
+        nf.retire_instance();
+        self.drops.add(DropReason::NF_CRASHED, lost);
+        nf.restarts += 1;
+        nf.last_exit = Some(why.clone());
+        let policy = &self.cfg.restart;
+        let allowed = match policy.policy {
+            RestartMode::Always => true,
+            RestartMode::OnFailure => status != ExitStatus::Code(0),
+            RestartMode::Never => false,
+        } && nf.restarts <= policy.max_restarts
+            && status != ExitStatus::Code(exit_code::BUILD_FAILED)
+            && status != ExitStatus::Code(exit_code::SPAWN_FAILED);
+        let (name, restarts) = (nf.name.clone(), nf.restarts);
+        let backoff_ns = policy.backoff_ms.saturating_mul(MS);
+        let hold_ns = policy.hold_ms.saturating_mul(MS);
+        if let Some(p) = nf.process() {
+            p.phase = if allowed {
+                Phase::Down {
+                    respawn_at_ns: now.saturating_add(backoff_ns),
+                    hold_until_ns: now.saturating_add(hold_ns).max(1),
+                }
+            } else {
+                Phase::Failed
+            };
+        }
+        tracing::warn!(
+            "NF {name} (pid {pid}) {why}; reclaimed {lost} buffers; {}",
+            if allowed {
+                format!(
+                    "restarting in {} ms (restart {restarts}/{})",
+                    policy.backoff_ms, policy.max_restarts
+                )
+            } else {
+                "not restarting (restart policy)".to_string()
+            }
+        );
+        if !allowed {
+            self.drop_queue(i);
+        }
+        // End markers the dead instance had taken in move on past it;
+        // those still queued wait for the next instance like packets.
         for id in stuck_events {
-            self.marker_passed(id, i as u16, sluice_sys::monotonic_ns());
+            self.marker_passed(id, i, now);
         }
-        let stuck: Vec<u32> = (0..self.flows.capacity())
+        let stuck: Vec<u32> = self
+            .flows
+            .closing_ids()
+            .filter(|&id| !(allowed && queued_events.contains(&id)))
             .filter(|&id| {
                 self.flows.entry(id).is_some_and(|e| {
                     e.state == FlowState::Closing
-                        && self.plan.chains[e.chain as usize]
-                            .path
-                            .get(e.marker_hop as usize)
-                            == Some(&Hop::Nf(i as u16))
+                        && self
+                            .plan
+                            .route(e.marker_route)
+                            .and_then(|r| r.path.get(e.marker_hop as usize))
+                            == Some(&Hop::Nf(i))
                 })
             })
             .collect();
         for id in stuck {
-            self.marker_passed(id, i as u16, now);
+            self.marker_passed(id, i, now);
         }
+    }
+
+    /// Drops what waits for a down NF (it will not run again, or not soon
+    /// enough) as `nf_down`.
+    fn drop_queue(&mut self, i: u16) {
+        let Some(p) = self.nfs[i as usize].as_mut().and_then(|n| n.process()) else {
+            return;
+        };
+        let lost = p.link.reclaim(&mut self.cache).packets as u64;
+        self.drops.add(DropReason::NF_DOWN, lost);
     }
 
     /// Steers what a dead NF had already finished and queued back (its
     /// transmit ring is stable now): those packets were processed, so they
     /// move on instead of being counted as lost.
-    pub(super) fn salvage_output(&mut self, i: usize, now: u64) {
+    pub(super) fn salvage_output(&mut self, i: u16, now: u64) {
         let pool = self.pool;
         for _ in 0..STOP_CALLS_MAX {
             let mut b = self.take_batch();
-            let Some(p) = self.nfs[i].process() else {
+            let Some(p) = self
+                .nfs
+                .get_mut(i as usize)
+                .and_then(Option::as_mut)
+                .and_then(|n| n.process())
+            else {
                 self.put_batch(b);
                 return;
             };
@@ -242,15 +308,17 @@ impl<'a> Worker<'a> {
                 self.put_batch(b);
                 return;
             };
-            self.nfs[i].originated += o.originated as u64;
-            self.nfs[i].invalid_handles += o.invalid as u64;
+            if let Some(nf) = self.nf_mut(i) {
+                nf.originated += o.originated as u64;
+                nf.invalid_handles += o.invalid as u64;
+            }
             self.drops.invalid_handles += o.invalid as u64;
-            self.regroup_after(i as u16, &mut b);
+            self.regroup_after(i, &mut b);
             self.put_batch(b);
             self.dispatch(now);
             let mut events = std::mem::take(&mut self.events);
             for id in events.drain(..) {
-                self.marker_passed(id, i as u16, now);
+                self.marker_passed(id, i, now);
             }
             self.events = events;
             if o.received + o.events + o.invalid == 0 {
@@ -261,35 +329,56 @@ impl<'a> Worker<'a> {
 
     /// Kills an NF that broke the ring protocol (its exit is then handled
     /// like any crash).
-    pub(super) fn condemn(&mut self, i: usize, why: &str) {
-        let nf = &mut self.nfs[i];
-        let name = nf.name.clone();
-        if let Some(p) = nf.process() {
-            if let Some(pid) = sluice_sys::Pid::from_raw(p.pid) {
-                eprintln!("sluice: killing NF {name} (pid {}): {why}", p.pid);
-                let _ = sluice_sys::kill(pid);
-            }
-            p.phase = Phase::Down {
-                respawn_at_ns: u64::MAX,
-            };
+    pub(super) fn condemn(&mut self, i: u16, why: &str) {
+        let Some(nf) = self.nf_mut(i) else { return };
+        let (name, slot) = (nf.name.clone(), nf.slot);
+        let Some(p) = nf.process() else { return };
+        let (generation, pid) = (p.generation, p.pid);
+        if !p.phase.alive() {
+            return;
+        }
+        tracing::warn!("killing NF {name} (pid {pid}): {why}");
+        p.phase = Phase::Down {
+            respawn_at_ns: u64::MAX,
+            hold_until_ns: u64::MAX,
+        };
+        if let Some(h) = &mut self.host {
+            h.kill(slot, generation);
         }
     }
 
     pub(super) fn maintain(&mut self, now: u64) {
-        self.poll_template(now);
+        if self.inputs_done(now) {
+            self.mail
+                .inputs_done
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        self.poll_host(now);
         self.tick_inline(now);
-        for i in 0..self.nfs.len() {
-            let control = self.nfs[i].control;
+        for k in 0..self.derived.process_ids.len() {
+            let i = self.derived.process_ids[k];
+            let Some(nf) = self.nfs[i as usize].as_mut() else {
+                continue;
+            };
+            if let Some(us) = advance(nf, now) {
+                nf.startup_us.push(us);
+            }
             let mut respawn = false;
-            let mut started = None;
-            if let Some(p) = self.nfs[i].process() {
-                match p.phase {
-                    Phase::Starting if control.state.load(Ordering::Acquire) == state::RUNNING => {
-                        p.phase = Phase::Running;
-                        started = Some((now - p.spawn_requested_ns) as f64 / 1e3);
+            let mut expired = false;
+            if let Some(p) = nf.process() {
+                if let Phase::Down {
+                    respawn_at_ns,
+                    hold_until_ns,
+                } = p.phase
+                {
+                    respawn = now >= respawn_at_ns;
+                    expired = hold_until_ns != 0 && now >= hold_until_ns;
+                    if expired {
+                        p.phase = Phase::Down {
+                            respawn_at_ns,
+                            hold_until_ns: 0,
+                        };
                     }
-                    Phase::Down { respawn_at_ns } if now >= respawn_at_ns => respawn = true,
-                    _ => {}
                 }
                 while let Some(&ev) = p.pending_events.front() {
                     match p.link.send_event(ev) {
@@ -300,12 +389,22 @@ impl<'a> Worker<'a> {
                     }
                 }
             }
-            if let Some(us) = started {
-                self.nfs[i].startup_us.push(us);
+            if expired {
+                self.drop_queue(i);
             }
-            if respawn && self.spawn(i, now).is_err() {
-                if let Some(p) = self.nfs[i].process() {
-                    p.phase = Phase::Failed;
+            if respawn {
+                self.gates[i as usize] = Default::default();
+                let nf = self.nfs[i as usize].as_mut().expect("live above");
+                if let Err(e) = spawn(&mut self.host, nf, now) {
+                    tracing::error!("cannot restart NF {}: {e}", nf.name);
+                    self.drop_queue(i);
+                }
+            }
+        }
+        if let Some(staged) = self.cmd.staged_mut() {
+            for nf in staged {
+                if let Some(us) = advance(nf, now) {
+                    nf.startup_us.push(us);
                 }
             }
         }
@@ -313,7 +412,7 @@ impl<'a> Worker<'a> {
         let mut ended = std::mem::take(&mut self.ended);
         self.flows.expire(now, budget, &mut ended);
         for id in ended.drain(..) {
-            self.advance_marker(id, 0, now);
+            self.start_marker(id, now);
         }
         self.ended = ended;
     }

@@ -30,10 +30,18 @@ pub mod exit_code {
     pub const BUILD_FAILED: i32 = 3;
     /// The platform's side of the rings was inconsistent.
     pub const RING_CORRUPT: i32 = 4;
+    /// The NF panicked (the code a panicking Rust program exits with).
+    pub const PANICKED: i32 = 101;
+    /// The host could not create the process (reported by the host, not
+    /// by an NF).
+    pub const SPAWN_FAILED: i32 = 127;
 }
 
+/// Most `stop` calls for one NF at shutdown (each may emit a batch).
+pub const STOP_CALLS_MAX: usize = 4096;
+
 /// How an NF process shares its core.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LoopConfig {
     /// Packets per batch.
     pub batch: usize,
@@ -132,6 +140,8 @@ pub fn run_nf_loop(
     let mut idle_since = 0u64;
     let mut blocked = 0u32;
     let mut stalls = StallMeter::default();
+    ctl.running_since_ns
+        .store(sluice_sys::monotonic_ns(), Ordering::Relaxed);
     ctl.state.store(state::RUNNING, Ordering::Release);
     loop {
         let stopping = ctl.stop.load(Ordering::Acquire) != 0;
@@ -243,7 +253,7 @@ pub fn run_nf_loop(
     loop {
         run_stop(nf, io.services(arena, sluice_sys::monotonic_ns()));
         calls += 1;
-        let more = io.out.len() == MAX_BATCH && calls < crate::worker::STOP_CALLS_MAX;
+        let more = io.out.len() == MAX_BATCH && calls < STOP_CALLS_MAX;
         while !io.out.is_empty() && sluice_sys::monotonic_ns() < give_up {
             if io.send_emitted(&mut ep).is_err() {
                 return exit_code::RING_CORRUPT;

@@ -1,0 +1,330 @@
+//! Spec → [`Plan`]: the only code that reads a [`Spec`].
+//!
+//! Compiling validates the whole spec (syntax was checked when it was
+//! loaded; here every NF is built once, so a bad config fails before
+//! anything changes), gives ports, NFs and chains ids that are stable
+//! against the previous plan (same name, same id), reuses the previous
+//! plan's NFs whose type, isolation and config are unchanged and whose
+//! recorded name lookups still hold (a router with a million routes is
+//! not rebuilt because a chain elsewhere changed), and gives every chain
+//! whose path changed a new route while keeping the old one, retired, for
+//! packets already on it.
+
+use std::collections::HashMap;
+
+use sluice_mem::MAX_BATCH;
+use sluice_nf::NfType;
+use sluice_spec::{Location, Spec, SpecError};
+
+use crate::plan::{ChainPlan, Hop, NfPlan, Plan, PortPlan, Route, MAX_CHAIN_NFS, MAX_ROUTES};
+use crate::recipe::{Names, NfRecipe};
+
+/// What compilation needs besides the spec: facts about the platform
+/// that runs the plan.
+#[derive(Debug, Clone, Copy)]
+pub struct Target {
+    /// Instances of every NF side by side (one per worker).
+    pub replicas: u32,
+    /// Flow-table capacity.
+    pub flow_capacity: u32,
+    /// Most ports, NFs and chains the platform holds.
+    pub max_ports: usize,
+    /// Most NFs.
+    pub max_nfs: usize,
+    /// Most chains.
+    pub max_chains: usize,
+}
+
+impl Target {
+    /// The target a spec describes on its own (`sluice run`, `sluice
+    /// validate`): its own settings, room for exactly its objects.
+    pub fn of_spec(spec: &Spec) -> Target {
+        Target {
+            replicas: u32::from(spec.settings.workers.max(1)),
+            flow_capacity: spec.settings.flow_table.capacity,
+            max_ports: spec.ports.len(),
+            max_nfs: spec.nfs.len(),
+            max_chains: spec.chains.len(),
+        }
+    }
+}
+
+/// Ids by name, keeping the previous plan's and filling holes otherwise.
+struct IdMap {
+    ids: HashMap<String, u16>,
+}
+
+impl IdMap {
+    fn assign<'a>(
+        names: impl Iterator<Item = &'a str> + Clone,
+        prev: impl Iterator<Item = (u16, &'a str)>,
+    ) -> IdMap {
+        let wanted: std::collections::HashSet<&str> = names.clone().collect();
+        let mut ids = HashMap::new();
+        let mut taken = std::collections::HashSet::new();
+        for (id, name) in prev {
+            if wanted.contains(name) {
+                ids.insert(name.to_string(), id);
+                taken.insert(id);
+            }
+        }
+        let mut next = 0u16;
+        for name in names {
+            if ids.contains_key(name) {
+                continue;
+            }
+            while taken.contains(&next) {
+                next += 1;
+            }
+            ids.insert(name.to_string(), next);
+            taken.insert(next);
+        }
+        IdMap { ids }
+    }
+
+    fn get(&self, name: &str) -> Option<u16> {
+        self.ids.get(name).copied()
+    }
+
+    fn table_len(&self) -> usize {
+        self.ids
+            .values()
+            .map(|&i| i as usize + 1)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+struct SpecNames<'a> {
+    spec: &'a Spec,
+    nfs: &'a IdMap,
+    ports: &'a IdMap,
+}
+
+impl Names for SpecNames<'_> {
+    fn nf(&self, name: &str) -> Option<u16> {
+        self.nfs.get(name)
+    }
+    fn output_port(&self, name: &str) -> Option<u16> {
+        let p = self.spec.port(name)?;
+        p.kind.is_output().then(|| self.ports.get(name))?
+    }
+}
+
+fn err(
+    spec: &Spec,
+    location: Location,
+    path: impl Into<String>,
+    msg: impl Into<String>,
+) -> SpecError {
+    SpecError::new(spec.source.as_str(), location, path, msg)
+}
+
+/// Compiles `spec` for `target`, keeping ids and unchanged NFs of `prev`.
+pub fn compile(
+    spec: &Spec,
+    registry: &'static [NfType],
+    target: &Target,
+    prev: Option<&Plan>,
+) -> Result<Plan, SpecError> {
+    let type_names: Vec<&str> = registry.iter().map(|t| t.name).collect();
+    spec.validate(&type_names)?;
+    for p in &spec.ports {
+        sluice_nic::check_options(&p.kind)?;
+    }
+    for (what, n, max) in [
+        ("ports", spec.ports.len(), target.max_ports),
+        ("nfs", spec.nfs.len(), target.max_nfs),
+        ("chains", spec.chains.len(), target.max_chains),
+    ] {
+        if n > max {
+            return Err(err(
+                spec,
+                Location::GENERATED,
+                what,
+                format!("{n} {what} exceed the platform's capacity of {max} (set when it started)"),
+            ));
+        }
+    }
+    let empty = Plan::default();
+    let prev = prev.unwrap_or(&empty);
+    let ports = IdMap::assign(
+        spec.ports.iter().map(|p| p.name.as_str()),
+        prev.ports_in_order().map(|(i, p)| (i, p.name.as_str())),
+    );
+    let nf_ids = IdMap::assign(
+        spec.nfs.iter().map(|n| n.name.as_str()),
+        prev.nfs_in_order().map(|(i, n)| (i, n.name.as_str())),
+    );
+    let chain_ids = IdMap::assign(
+        spec.chains.iter().map(|c| c.name.as_str()),
+        prev.chains_in_order().map(|(i, c)| (i, c.name.as_str())),
+    );
+    let names = SpecNames {
+        spec,
+        nfs: &nf_ids,
+        ports: &ports,
+    };
+    let mut plan = Plan {
+        ports: vec![None; ports.table_len()],
+        nfs: vec![None; nf_ids.table_len()],
+        chains: vec![None; chain_ids.table_len()],
+        routes: prev.routes.clone(),
+        ingress: vec![Vec::new(); ports.table_len()],
+        flow_capacity: target.flow_capacity,
+        generation: prev.generation + 1,
+        ..Plan::default()
+    };
+    for p in &spec.ports {
+        let id = ports.get(&p.name).expect("assigned above");
+        plan.ports[id as usize] = Some(PortPlan {
+            name: p.name.clone(),
+            kind: p.kind.clone(),
+        });
+        plan.port_order.push(id);
+    }
+    for n in &spec.nfs {
+        let id = nf_ids.get(&n.name).expect("assigned above");
+        let nf_type = registry
+            .iter()
+            .find(|t| t.name == n.nf_type)
+            .expect("validate() checked NF types");
+        let kept = prev.nf(id).filter(|p| {
+            std::ptr::eq(p.nf_type, nf_type)
+                && p.isolation == n.isolation
+                && p.recipe.config == n.config
+                && p.recipe.replicas == target.replicas
+                && p.recipe.flow_capacity == target.flow_capacity
+                && p.recipe.answers_hold(&names)
+        });
+        let nf = match kept {
+            Some(p) => p.clone(),
+            None => build_nf(nf_type, n, &names, target)?,
+        };
+        plan.nfs[id as usize] = Some(nf);
+        plan.nf_order.push(id);
+    }
+    // Routes: a chain whose path is unchanged keeps its route.
+    for c in &spec.chains {
+        let id = chain_ids.get(&c.name).expect("assigned above");
+        let resolved = spec.resolve_chain(&c.name).ok_or_else(|| {
+            err(
+                spec,
+                c.location,
+                format!("chains.{}", c.name),
+                "chain cannot be resolved",
+            )
+        })?;
+        if resolved.nfs.len() > MAX_CHAIN_NFS {
+            return Err(err(
+                spec,
+                c.location,
+                format!("chains.{}", c.name),
+                format!(
+                    "the chain passes {} NFs (following its `to` links); at most {MAX_CHAIN_NFS} are supported",
+                    resolved.nfs.len()
+                ),
+            ));
+        }
+        let mut path: Vec<Hop> = resolved
+            .nfs
+            .iter()
+            .map(|n| Hop::Nf(nf_ids.get(n).expect("validated NF name")))
+            .collect();
+        path.push(Hop::Port(
+            ports.get(resolved.output).expect("validated port name"),
+        ));
+        let from = ports.get(&c.from).expect("validated port name");
+        let old = prev.chain(id).map(|pc| pc.route).filter(|&r| {
+            prev.route(r)
+                .is_some_and(|r| r.path == path && r.chain == id)
+        });
+        let route = match old {
+            Some(r) => r,
+            None => {
+                let r = allocate_route(&mut plan.routes).ok_or_else(|| {
+                    err(
+                        spec,
+                        c.location,
+                        format!("chains.{}", c.name),
+                        "no route id is free",
+                    )
+                })?;
+                plan.routes[r as usize] = Some(Route::new(id, path));
+                r
+            }
+        };
+        plan.chains[id as usize] = Some(ChainPlan {
+            name: c.name.clone(),
+            from,
+            matcher: c.matcher.clone(),
+            route,
+        });
+        plan.chain_order.push(id);
+        plan.ingress[from as usize].push(id);
+    }
+    // Every route no chain uses now is retired (kept for packets inside).
+    let current: std::collections::HashSet<u16> =
+        plan.chains.iter().flatten().map(|c| c.route).collect();
+    for (i, r) in plan.routes.iter_mut().enumerate() {
+        if let Some(r) = r {
+            if r.retired.is_none() && !current.contains(&(i as u16)) {
+                r.retired = Some(plan.generation);
+            }
+        }
+    }
+    Ok(plan)
+}
+
+/// A route id: a never-used one while any is left, else the one retired
+/// longest ago.
+fn allocate_route(routes: &mut Vec<Option<Route>>) -> Option<u16> {
+    if routes.len() < MAX_ROUTES {
+        routes.push(None);
+        return Some((routes.len() - 1) as u16);
+    }
+    let (i, _) = routes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| Some((i, r.as_ref()?.retired?)))
+        .min_by_key(|&(_, gen)| gen)?;
+    routes[i] = None;
+    Some(i as u16)
+}
+
+fn build_nf(
+    nf_type: &'static NfType,
+    n: &sluice_spec::NfSpec,
+    names: &SpecNames<'_>,
+    target: &Target,
+) -> Result<NfPlan, SpecError> {
+    // Building must not touch files (this is all `sluice validate` does):
+    // NFs open them when they first run. The built instance also names its
+    // drop reasons and counters when they depend on its config.
+    let (recipe, nf) = NfRecipe::first_build(
+        nf_type,
+        &n.name,
+        &n.config,
+        names,
+        target.replicas,
+        target.flow_capacity,
+    )?;
+    Ok(NfPlan {
+        name: n.name.clone(),
+        nf_type,
+        isolation: n.isolation,
+        recipe,
+        drop_reasons: nf
+            .drop_reason_names()
+            .unwrap_or_else(|| nf_type.drop_reasons.iter().map(|r| r.to_string()).collect()),
+        counters: nf.counter_names().unwrap_or_else(|| {
+            nf_type
+                .counters
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (i, c.to_string()))
+                .collect()
+        }),
+        alloc_reserve: nf.alloc_reserve().min(MAX_BATCH as u32),
+    })
+}

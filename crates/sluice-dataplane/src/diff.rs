@@ -1,0 +1,162 @@
+//! What changes between two plans: the part of an apply that decides what
+//! to start, stop and reroute.
+
+use serde::Serialize;
+
+use crate::plan::{Hop, Plan};
+
+/// Names added, changed and removed, for one kind of object.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Changes {
+    /// New names.
+    pub added: Vec<String>,
+    /// Names whose definition changed.
+    pub changed: Vec<String>,
+    /// Names gone.
+    pub removed: Vec<String>,
+}
+
+impl Changes {
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.changed.is_empty() && self.removed.is_empty()
+    }
+}
+
+/// The difference between the running plan and a new one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Diff {
+    /// Ports.
+    pub ports: Changes,
+    /// NFs.
+    pub nfs: Changes,
+    /// Chains.
+    pub chains: Changes,
+    /// NF ids that need a new instance (added, or changed).
+    #[serde(skip)]
+    pub new_nfs: Vec<u16>,
+    /// NF ids removed.
+    #[serde(skip)]
+    pub gone_nfs: Vec<u16>,
+    /// Port ids that need opening (added, or changed).
+    #[serde(skip)]
+    pub new_ports: Vec<u16>,
+    /// Port ids removed.
+    #[serde(skip)]
+    pub gone_ports: Vec<u16>,
+    /// Whether workers must drain before the swap: something packets may
+    /// be inside goes away, or a route changes other than by gaining NFs.
+    #[serde(skip)]
+    pub quiesce: bool,
+}
+
+impl Diff {
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.ports.is_empty() && self.nfs.is_empty() && self.chains.is_empty()
+    }
+
+    /// The difference from `old` to `new` (plans whose ids agree, as
+    /// [`crate::compile::compile`] makes them).
+    pub fn between(old: &Plan, new: &Plan) -> Diff {
+        let mut d = Diff::default();
+        for (id, n) in new.nfs_in_order() {
+            match old.nf(id) {
+                None => {
+                    d.nfs.added.push(n.name.clone());
+                    d.new_nfs.push(id);
+                }
+                Some(o) if !o.same_build(n) => {
+                    d.nfs.changed.push(n.name.clone());
+                    d.new_nfs.push(id);
+                    d.quiesce = true;
+                }
+                Some(_) => {}
+            }
+        }
+        for (id, o) in old.nfs_in_order() {
+            if new.nf(id).is_none() {
+                d.nfs.removed.push(o.name.clone());
+                d.gone_nfs.push(id);
+                d.quiesce = true;
+            }
+        }
+        for (id, p) in new.ports_in_order() {
+            match old.port(id) {
+                None => {
+                    d.ports.added.push(p.name.clone());
+                    d.new_ports.push(id);
+                }
+                Some(o) if o != p => {
+                    d.ports.changed.push(p.name.clone());
+                    d.new_ports.push(id);
+                    d.quiesce = true;
+                }
+                Some(_) => {}
+            }
+        }
+        for (id, o) in old.ports_in_order() {
+            if new.port(id).is_none() {
+                d.ports.removed.push(o.name.clone());
+                d.gone_ports.push(id);
+                d.quiesce = true;
+            }
+        }
+        for (id, c) in new.chains_in_order() {
+            match old.chain(id) {
+                None => d.chains.added.push(c.name.clone()),
+                Some(o) => {
+                    let (op, np) = (old.chain_path(id), new.chain_path(id));
+                    let path_changed = op != np;
+                    if path_changed || o.from != c.from || o.matcher != c.matcher {
+                        d.chains.changed.push(c.name.clone());
+                    }
+                    if path_changed && !only_gains_nfs(op.unwrap_or(&[]), np.unwrap_or(&[])) {
+                        d.quiesce = true;
+                    }
+                }
+            }
+        }
+        for (id, o) in old.chains_in_order() {
+            if new.chain(id).is_none() {
+                d.chains.removed.push(o.name.clone());
+            }
+        }
+        d
+    }
+}
+
+/// Whether `new` is `old` with NFs inserted (same output port, the old
+/// NFs in the same order). Packets already on the old route then reach
+/// every later hop ahead of packets on the new one, so no flow can be
+/// reordered and no drain is needed: a packet behind another at hop `k`
+/// of the old route is still behind it at every shared hop after `k`.
+fn only_gains_nfs(old: &[Hop], new: &[Hop]) -> bool {
+    if old.last() != new.last() {
+        return false;
+    }
+    let mut it = new.iter();
+    old.iter().all(|h| it.any(|n| n == h))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inserting_nfs_needs_no_drain_but_removing_or_reordering_does() {
+        let p = |v: &[u16]| -> Vec<Hop> {
+            v.iter()
+                .map(|&i| Hop::Nf(i))
+                .chain([Hop::Port(9)])
+                .collect()
+        };
+        assert!(only_gains_nfs(&p(&[1, 2]), &p(&[1, 5, 2])));
+        assert!(only_gains_nfs(&p(&[1, 2]), &p(&[0, 1, 2, 3])));
+        assert!(!only_gains_nfs(&p(&[1, 2]), &p(&[1])));
+        assert!(!only_gains_nfs(&p(&[1, 2]), &p(&[2, 1])));
+        let mut other_port = p(&[1, 2]);
+        *other_port.last_mut().unwrap() = Hop::Port(8);
+        assert!(!only_gains_nfs(&p(&[1, 2]), &other_port));
+    }
+}

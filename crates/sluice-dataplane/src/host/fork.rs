@@ -1,0 +1,395 @@
+//! [`ForkHost`]: NF processes forked by a template process.
+//!
+//! The template is this program exec'd again with [`super::TEMPLATE_ARG`]
+//! (the embedding binary calls [`super::template_main_if_invoked`] first
+//! thing in `main`). It gets the arena's memfd over its control socket and
+//! maps it, so it holds nothing of the platform but the packet memory: an
+//! NF forked from it starts with a small, clean address space, and the
+//! template can be started again at any time, from a platform that already
+//! runs threads (a fork without exec could not).
+//!
+//! If the template dies, every NF it forked dies too (they have
+//! `PR_SET_PDEATHSIG`). The host notices at once (its socket closes),
+//! makes sure each of those NFs is gone (SIGKILL, then waits until the
+//! process no longer runs), reports them `Exited { host_lost }` so the
+//! worker reclaims their buffers and restarts them per the restart policy,
+//! and starts a new template.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use sluice_sys::ExitStatus;
+
+use super::channel::Channel;
+use super::proto::{ArenaLayout, FromTemplate, Hello, SpawnRequest, ToTemplate};
+use super::{HostError, HostEvent, NfHost, TEMPLATE_ARG};
+
+/// How long a template may take to start and map the arena.
+const START_TIMEOUT_MS: u64 = 10_000;
+
+/// How long to wait for NFs of a dead template to be gone.
+const GONE_TIMEOUT_MS: u64 = 5_000;
+
+/// Where the template comes from.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    /// Program to exec as the template; it must call
+    /// [`super::template_main_if_invoked`] at the start of `main`.
+    /// Default: the running executable.
+    pub program: PathBuf,
+    /// The worker this host serves.
+    pub worker: u32,
+}
+
+impl HostConfig {
+    /// The running executable as the template, for worker `worker`.
+    pub fn current_exe(worker: u32) -> io::Result<HostConfig> {
+        Ok(HostConfig {
+            program: std::env::current_exe()?,
+            worker,
+        })
+    }
+}
+
+type Chan = Channel<ToTemplate, FromTemplate>;
+
+struct Running {
+    child: Child,
+    chan: Chan,
+}
+
+/// An instance this host started and has not yet reported gone.
+#[derive(Debug, Clone, Copy)]
+struct Instance {
+    generation: u32,
+    /// 0 until the template reports it forked.
+    pid: i32,
+    /// Kill it as soon as its pid is known.
+    doomed: bool,
+}
+
+/// NF processes forked from a template process (see the module docs).
+pub struct ForkHost {
+    cfg: HostConfig,
+    hello: Hello,
+    arena_fd: OwnedFd,
+    tpl: Option<Running>,
+    live: HashMap<u32, Instance>,
+    restarts: u32,
+    inbox: Vec<FromTemplate>,
+}
+
+impl ForkHost {
+    /// Starts the template for `cfg.worker` over `arena`. Call it from a
+    /// thread that lives as long as the host: the template's parent-death
+    /// signal follows the thread that started it.
+    pub fn start(cfg: HostConfig, arena: &sluice_mem::Arena) -> io::Result<ForkHost> {
+        let hello = Hello {
+            platform_pid: sluice_sys::getpid().as_raw_nonzero().get(),
+            arena: ArenaLayout::of(arena),
+            cycles_q32: sluice_sys::cycles_calibration(),
+            worker: cfg.worker,
+        };
+        let mut host = ForkHost {
+            arena_fd: arena.fd().try_clone_to_owned()?,
+            cfg,
+            hello,
+            tpl: None,
+            live: HashMap::new(),
+            restarts: 0,
+            inbox: Vec::new(),
+        };
+        host.tpl = Some(host.launch()?);
+        Ok(host)
+    }
+
+    fn launch(&self) -> io::Result<Running> {
+        let (ours, theirs) = UnixStream::pair()?;
+        let mut child = Command::new(&self.cfg.program)
+            .arg(TEMPLATE_ARG)
+            .stdin(Stdio::from(OwnedFd::from(theirs)))
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot start {}: {e}", self.cfg.program.display()),
+                )
+            })?;
+        let mut chan = Chan::new(ours)?;
+        let setup = chan
+            .send_fd(self.arena_fd.as_fd())
+            .and_then(|()| chan.send(&ToTemplate::Hello(self.hello.clone())));
+        let deadline = sluice_sys::monotonic_ns() + START_TIMEOUT_MS * 1_000_000;
+        let mut msgs = Vec::new();
+        let ready = setup.and_then(|()| loop {
+            chan.flush();
+            let _ = sluice_sys::wait_readable(chan.as_fd(), 20);
+            chan.recv(&mut msgs);
+            if msgs.iter().any(|m| matches!(m, FromTemplate::Ready { .. })) {
+                return Ok(());
+            }
+            if chan.is_closed() {
+                let why = match child.wait() {
+                    Ok(s) => format!("it exited ({s})"),
+                    Err(e) => e.to_string(),
+                };
+                return Err(io::Error::other(format!(
+                    "the NF template ({}) stopped before it was ready: {why}; was it built with \
+                     `template_main_if_invoked` in main?",
+                    self.cfg.program.display()
+                )));
+            }
+            if sluice_sys::monotonic_ns() > deadline {
+                return Err(io::Error::other(format!(
+                    "the NF template did not start within {START_TIMEOUT_MS} ms"
+                )));
+            }
+        });
+        if let Err(e) = ready {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e);
+        }
+        Ok(Running { child, chan })
+    }
+
+    /// The template's socket closed: it died (or broke the protocol).
+    /// Everything it forked dies with it; make sure of that, report each,
+    /// and start a new template.
+    fn lost(&mut self, events: &mut Vec<HostEvent>) {
+        let Some(mut t) = self.tpl.take() else { return };
+        let _ = t.child.kill();
+        let status = t
+            .child
+            .wait()
+            .map_or_else(|e| e.to_string(), |s| s.to_string());
+        self.bury_all(true, events);
+        let why = format!(
+            "the NF template of worker {} died ({status})",
+            self.cfg.worker
+        );
+        match self.launch() {
+            Ok(r) => {
+                self.tpl = Some(r);
+                self.restarts += 1;
+                events.push(HostEvent::HostRestarted {
+                    why: format!("{why}; started a new one"),
+                });
+            }
+            Err(e) => events.push(HostEvent::HostFailed {
+                why: format!("{why}; cannot start a new one: {e}"),
+            }),
+        }
+    }
+
+    /// Kills every live instance, waits until each is gone, and reports
+    /// them exited.
+    fn bury_all(&mut self, host_lost: bool, events: &mut Vec<HostEvent>) {
+        let pids: Vec<sluice_sys::Pid> = self
+            .live
+            .values()
+            .filter_map(|i| sluice_sys::Pid::from_raw(i.pid))
+            .collect();
+        for &p in &pids {
+            let _ = sluice_sys::kill(p);
+        }
+        let deadline = sluice_sys::monotonic_ns() + GONE_TIMEOUT_MS * 1_000_000;
+        while pids.iter().any(|&p| !sluice_sys::process_gone(p))
+            && sluice_sys::monotonic_ns() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_micros(500));
+        }
+        let mut slots: Vec<(u32, Instance)> = self.live.drain().collect();
+        slots.sort_by_key(|(s, _)| *s);
+        for (slot, i) in slots {
+            events.push(HostEvent::Exited {
+                slot,
+                generation: i.generation,
+                pid: i.pid,
+                status: ExitStatus::Signal(9),
+                host_lost,
+            });
+        }
+    }
+
+    fn take_messages(&mut self, events: &mut Vec<HostEvent>) {
+        let Some(t) = &mut self.tpl else { return };
+        t.chan.flush();
+        t.chan.recv(&mut self.inbox);
+        for m in self.inbox.drain(..) {
+            match m {
+                FromTemplate::Ready { .. } => {}
+                FromTemplate::Spawned {
+                    slot,
+                    generation,
+                    pid,
+                } => {
+                    if let Some(i) = self.live.get_mut(&slot) {
+                        if i.generation == generation {
+                            i.pid = pid;
+                            if i.doomed {
+                                if let Some(p) = sluice_sys::Pid::from_raw(pid) {
+                                    let _ = sluice_sys::kill(p);
+                                }
+                            }
+                        }
+                    }
+                    events.push(HostEvent::Spawned {
+                        slot,
+                        generation,
+                        pid,
+                    });
+                }
+                FromTemplate::SpawnFailed {
+                    slot,
+                    generation,
+                    error,
+                } => {
+                    if self
+                        .live
+                        .get(&slot)
+                        .is_some_and(|i| i.generation == generation)
+                    {
+                        self.live.remove(&slot);
+                    }
+                    events.push(HostEvent::Log {
+                        slot,
+                        generation,
+                        line: format!("cannot start: {error}"),
+                    });
+                    events.push(HostEvent::Exited {
+                        slot,
+                        generation,
+                        pid: 0,
+                        status: ExitStatus::Code(crate::nf_loop::exit_code::SPAWN_FAILED),
+                        host_lost: false,
+                    });
+                }
+                FromTemplate::Exited {
+                    slot,
+                    generation,
+                    pid,
+                    status,
+                } => {
+                    if self
+                        .live
+                        .get(&slot)
+                        .is_some_and(|i| i.generation == generation)
+                    {
+                        self.live.remove(&slot);
+                    }
+                    events.push(HostEvent::Exited {
+                        slot,
+                        generation,
+                        pid,
+                        status: status.into(),
+                        host_lost: false,
+                    });
+                }
+                FromTemplate::Log {
+                    slot,
+                    generation,
+                    line,
+                } => events.push(HostEvent::Log {
+                    slot,
+                    generation,
+                    line,
+                }),
+            }
+        }
+    }
+}
+
+impl NfHost for ForkHost {
+    fn spawn(&mut self, req: SpawnRequest) -> Result<(), HostError> {
+        let Some(t) = &mut self.tpl else {
+            return Err(HostError(format!(
+                "the NF template of worker {} is down",
+                self.cfg.worker
+            )));
+        };
+        let (slot, generation) = (req.slot, req.generation);
+        t.chan
+            .send(&ToTemplate::Spawn(req))
+            .map_err(|e| HostError(format!("cannot reach the NF template: {e}")))?;
+        self.live.insert(
+            slot,
+            Instance {
+                generation,
+                pid: 0,
+                doomed: false,
+            },
+        );
+        Ok(())
+    }
+
+    fn kill(&mut self, slot: u32, generation: u32) {
+        if let Some(i) = self.live.get_mut(&slot) {
+            if i.generation != generation {
+                return;
+            }
+            match sluice_sys::Pid::from_raw(i.pid) {
+                Some(p) => {
+                    let _ = sluice_sys::kill(p);
+                }
+                None => i.doomed = true,
+            }
+        }
+    }
+
+    fn poll(&mut self, events: &mut Vec<HostEvent>) {
+        self.take_messages(events);
+        if self.tpl.as_ref().is_some_and(|t| t.chan.is_closed()) {
+            self.lost(events);
+        }
+    }
+
+    fn wait(&mut self, timeout_ms: i32) {
+        if let Some(t) = &mut self.tpl {
+            t.chan.flush();
+            let _ = sluice_sys::wait_readable(t.chan.as_fd(), timeout_ms);
+        } else {
+            std::thread::sleep(std::time::Duration::from_millis(timeout_ms.max(0) as u64));
+        }
+    }
+
+    fn shutdown(&mut self, events: &mut Vec<HostEvent>) {
+        if let Some(t) = &mut self.tpl {
+            let _ = t.chan.send(&ToTemplate::Quit);
+            let deadline = sluice_sys::monotonic_ns() + 3_000_000_000;
+            while !self.tpl.as_ref().is_some_and(|t| t.chan.is_closed())
+                && sluice_sys::monotonic_ns() < deadline
+            {
+                self.wait(20);
+                self.take_messages(events);
+            }
+        }
+        if let Some(mut t) = self.tpl.take() {
+            if !t.chan.is_closed() {
+                let _ = t.child.kill();
+            }
+            let _ = t.child.wait();
+        }
+        // Anything the template did not report (it was killed): make sure.
+        self.bury_all(false, events);
+    }
+
+    fn restarts(&self) -> u32 {
+        self.restarts
+    }
+}
+
+impl Drop for ForkHost {
+    fn drop(&mut self) {
+        if self.tpl.is_some() {
+            let mut ignored = Vec::new();
+            self.shutdown(&mut ignored);
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! The typed protocol between a platform worker's [`super::ForkHost`] and
+//! its NF template process.
+//!
+//! ```text
+//! platform → template   (the arena's memfd first, as SCM_RIGHTS)
+//!   Hello { arena layout, calibration, worker }     once, first
+//!   Spawn(SpawnRequest)                             fork an NF into a slot
+//!   Quit                                            kill every NF, reap, exit
+//! template → platform
+//!   Ready { pid }                                   after Hello
+//!   Spawned { slot, generation, pid }
+//!   SpawnFailed { slot, generation, error }         fork failed; nothing left behind
+//!   Exited { slot, generation, pid, status }        reaped
+//!   Log { slot, generation, line }                  a line the NF wrote to stdout/stderr
+//! ```
+//!
+//! Both ends use a [`super::channel::Channel`]: queued, never blocking.
+
+use serde::{Deserialize, Serialize};
+use sluice_mem::ArenaConfig;
+use sluice_sys::ExitStatus;
+
+use crate::nf_loop::LoopConfig;
+use crate::recipe::NfRecipe;
+
+/// The arena layout, so the template maps the received memfd alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArenaLayout {
+    /// Packet buffers.
+    pub buffers: u32,
+    /// Slots per ring.
+    pub ring_size: u32,
+    /// NF slots.
+    pub nf_slots: u32,
+    /// Worker wake words.
+    pub workers: u32,
+    /// Backed by huge pages.
+    pub hugepages: bool,
+    /// Mapped length in bytes.
+    pub len: usize,
+}
+
+impl ArenaLayout {
+    /// The layout of `arena`.
+    pub fn of(arena: &sluice_mem::Arena) -> ArenaLayout {
+        let c = arena.config();
+        ArenaLayout {
+            buffers: c.buffers,
+            ring_size: c.ring_size,
+            nf_slots: c.nf_slots,
+            workers: c.workers,
+            hugepages: matches!(arena.backing(), sluice_mem::Backing::HugePages),
+            len: arena.size(),
+        }
+    }
+
+    /// The arena config it was made from.
+    pub fn config(&self) -> ArenaConfig {
+        ArenaConfig {
+            buffers: self.buffers,
+            ring_size: self.ring_size,
+            nf_slots: self.nf_slots,
+            workers: self.workers,
+            hugepages: self.hugepages,
+        }
+    }
+}
+
+/// The first message to a template.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Hello {
+    /// The platform's pid (the template dies with it).
+    pub platform_pid: i32,
+    /// How to map the arena.
+    pub arena: ArenaLayout,
+    /// The platform's cycle-counter calibration
+    /// ([`sluice_sys::cycles_calibration`]).
+    pub cycles_q32: u64,
+    /// The worker this template serves (its NFs wake that worker).
+    pub worker: u32,
+}
+
+/// Start an NF instance in an arena slot.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SpawnRequest {
+    /// Arena slot (control block and rings).
+    pub slot: u32,
+    /// Start number of this slot, echoed in every event about it.
+    pub generation: u32,
+    /// CPU to pin the NF to.
+    pub cpu: u32,
+    /// How the NF loop shares its core.
+    pub loop_cfg: LoopConfig,
+    /// How to build the NF.
+    pub recipe: NfRecipe,
+    /// Instances of this NF that ran before in this slot's history.
+    pub restarts: u32,
+}
+
+/// Platform → template.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[allow(clippy::large_enum_variant)] // one message at a time, never stored in bulk
+pub enum ToTemplate {
+    /// First message.
+    Hello(Hello),
+    /// Fork an NF.
+    Spawn(SpawnRequest),
+    /// Kill every NF, reap them, report their exits and exit.
+    Quit,
+}
+
+/// How an NF process ended, as the template saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WireStatus {
+    /// Exit code.
+    Code(i32),
+    /// Terminating signal.
+    Signal(i32),
+}
+
+impl From<&ExitStatus> for WireStatus {
+    fn from(s: &ExitStatus) -> Self {
+        match *s {
+            ExitStatus::Code(c) => WireStatus::Code(c),
+            ExitStatus::Signal(n) => WireStatus::Signal(n),
+        }
+    }
+}
+
+impl From<WireStatus> for ExitStatus {
+    fn from(s: WireStatus) -> Self {
+        match s {
+            WireStatus::Code(c) => ExitStatus::Code(c),
+            WireStatus::Signal(n) => ExitStatus::Signal(n),
+        }
+    }
+}
+
+/// Template → platform.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FromTemplate {
+    /// Hello received, arena mapped.
+    Ready {
+        /// The template's pid.
+        pid: i32,
+    },
+    /// An NF process was forked.
+    Spawned {
+        /// Its slot.
+        slot: u32,
+        /// Its generation.
+        generation: u32,
+        /// Its pid.
+        pid: i32,
+    },
+    /// The fork failed; nothing was created.
+    SpawnFailed {
+        /// The slot.
+        slot: u32,
+        /// The generation asked for.
+        generation: u32,
+        /// Why.
+        error: String,
+    },
+    /// An NF process was reaped.
+    Exited {
+        /// Its slot.
+        slot: u32,
+        /// Its generation.
+        generation: u32,
+        /// Its pid.
+        pid: i32,
+        /// How it ended.
+        status: WireStatus,
+    },
+    /// A line the NF wrote on its stdout or stderr.
+    Log {
+        /// Its slot.
+        slot: u32,
+        /// Its generation.
+        generation: u32,
+        /// The line, without its newline (cut at 4 KiB).
+        line: String,
+    },
+}

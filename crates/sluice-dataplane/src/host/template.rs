@@ -1,0 +1,401 @@
+//! The NF template process ("zygote"), the other end of [`super::ForkHost`].
+//!
+//! Started as this program with [`TEMPLATE_ARG`], with its control socket
+//! on standard input. It receives the arena's memfd and a
+//! [`Hello`](super::proto::Hello), maps the arena, and then forks one
+//! process per [`SpawnRequest`]: the child isolates its descriptors (its
+//! own stdout/stderr pipe, nothing of the template's), pins itself,
+//! builds its NF from the request's recipe and runs the NF loop. The
+//! template stays single-threaded, so forking it is safe, and sleeps in
+//! `epoll` on its socket, a SIGCHLD signalfd and its NFs' output pipes:
+//! it wakes only for a request, an exit or a log line (it shares the
+//! data-plane cores, so a timer would preempt whichever NF runs there).
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+
+use rustix::event::epoll;
+use sluice_mem::Arena;
+use sluice_nf::NfType;
+use sluice_sys::{ChildExits, Forked, Pid};
+
+use super::channel::Channel;
+use super::proto::{FromTemplate, Hello, SpawnRequest, ToTemplate, WireStatus};
+use crate::nf_loop::{exit_code, run_nf_loop};
+
+/// The argument that makes the program a template.
+pub const TEMPLATE_ARG: &str = "__sluice-nf-template";
+
+/// `slot` of log lines from the template itself.
+pub const TEMPLATE_SLOT: u32 = u32::MAX;
+
+/// Longest line relayed from an NF's output (longer ones are cut).
+const LINE_MAX: usize = 4096;
+
+/// Log bytes read from one NF per wake-up (a chatty NF cannot starve the
+/// others or the control socket).
+const READ_BUDGET: usize = 64 * 1024;
+
+/// Queued output above which log lines are dropped (and counted) rather
+/// than buffered: the platform reads every millisecond, so this is only
+/// reached by an NF that floods its output.
+const LOG_BACKLOG_MAX: usize = 8 << 20;
+
+/// Runs the template if this process was started as one; returns its
+/// exit code then. Call it first thing in `main`, with the NF types the
+/// platform knows.
+pub fn template_main_if_invoked(registry: &'static [NfType]) -> Option<ExitCode> {
+    let mut args = std::env::args_os();
+    args.next();
+    if args.next()? != TEMPLATE_ARG {
+        return None;
+    }
+    Some(ExitCode::from(template_main(registry) as u8))
+}
+
+type Chan = Channel<FromTemplate, ToTemplate>;
+
+/// An NF process the template forked.
+struct Child {
+    slot: u32,
+    generation: u32,
+    out: OwnedFd,
+    partial: Vec<u8>,
+}
+
+const KEY_CHAN: u64 = u64::MAX;
+const KEY_EXITS: u64 = u64::MAX - 1;
+
+struct Template<'a> {
+    chan: Chan,
+    epoll: OwnedFd,
+    exits: ChildExits,
+    arena: Arena,
+    hello: Hello,
+    registry: &'a [NfType],
+    children: HashMap<i32, Child>,
+    quitting: bool,
+    dropped_lines: u64,
+}
+
+fn template_main(registry: &'static [NfType]) -> i32 {
+    sluice_sys::ignore_terminal_signals();
+    sluice_sys::set_thread_name("sluice-template");
+    sluice_sys::raise_nofile_limit();
+    let Ok(sock) = std::io::stdin().as_fd().try_clone_to_owned() else {
+        return 2;
+    };
+    let Ok(mut chan) = Chan::new(UnixStream::from(sock)) else {
+        return 2;
+    };
+    let Ok(fd) = chan.recv_fd(10_000) else {
+        return 2;
+    };
+    let hello = loop {
+        let mut msgs = Vec::new();
+        let _ = sluice_sys::wait_readable(chan.as_fd(), 1000);
+        chan.recv(&mut msgs);
+        if let Some(ToTemplate::Hello(h)) = msgs.into_iter().next() {
+            break h;
+        }
+        if chan.is_closed() {
+            return 2;
+        }
+    };
+    if let Some(p) = Pid::from_raw(hello.platform_pid) {
+        let _ = sluice_sys::die_with_parent(p);
+    }
+    sluice_sys::set_cycles_calibration(hello.cycles_q32);
+    let l = hello.arena;
+    let arena = match Arena::attach(fd, l.config(), l.len, l.hugepages) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("sluice-template: cannot map the arena: {e}");
+            return 2;
+        }
+    };
+    let setup = (|| -> std::io::Result<(OwnedFd, ChildExits)> {
+        let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        let exits = ChildExits::new()?;
+        epoll::add(
+            &ep,
+            &chan,
+            epoll::EventData::new_u64(KEY_CHAN),
+            epoll::EventFlags::IN,
+        )?;
+        epoll::add(
+            &ep,
+            &exits,
+            epoll::EventData::new_u64(KEY_EXITS),
+            epoll::EventFlags::IN,
+        )?;
+        Ok((ep, exits))
+    })();
+    let Ok((epoll, exits)) = setup else {
+        return 2;
+    };
+    let mut t = Template {
+        chan,
+        epoll,
+        exits,
+        arena,
+        hello,
+        registry,
+        children: HashMap::new(),
+        quitting: false,
+        dropped_lines: 0,
+    };
+    let _ = t.chan.send(&FromTemplate::Ready {
+        pid: sluice_sys::getpid().as_raw_nonzero().get(),
+    });
+    t.run()
+}
+
+impl Template<'_> {
+    fn run(&mut self) -> i32 {
+        let mut ready: Vec<epoll::Event> = Vec::with_capacity(256);
+        loop {
+            let flags = if self.chan.wants_write() {
+                epoll::EventFlags::IN | epoll::EventFlags::OUT
+            } else {
+                epoll::EventFlags::IN
+            };
+            let _ = epoll::modify(
+                &self.epoll,
+                &self.chan,
+                epoll::EventData::new_u64(KEY_CHAN),
+                flags,
+            );
+            // Quitting: poll every millisecond until every NF is reaped.
+            let tick = rustix::time::Timespec {
+                tv_sec: 0,
+                tv_nsec: 1_000_000,
+            };
+            let timeout = if self.quitting { Some(&tick) } else { None };
+            ready.clear();
+            let _ = epoll::wait(
+                &self.epoll,
+                rustix::buffer::spare_capacity(&mut ready),
+                timeout,
+            );
+            let mut readable_pids = Vec::new();
+            for ev in &ready {
+                let data = ev.data;
+                match data.u64() {
+                    KEY_CHAN | KEY_EXITS => {}
+                    pid => readable_pids.push(pid as i32),
+                }
+            }
+            for pid in readable_pids {
+                self.read_output(pid, false);
+            }
+            self.chan.flush();
+            if !self.quitting {
+                let mut msgs = Vec::new();
+                self.chan.recv(&mut msgs);
+                for m in msgs {
+                    match m {
+                        ToTemplate::Spawn(req) => {
+                            if let Some(code) = self.spawn(req) {
+                                // This process is the NF child now; it never
+                                // comes back here.
+                                return code;
+                            }
+                        }
+                        ToTemplate::Quit => self.quitting = true,
+                        ToTemplate::Hello(_) => {}
+                    }
+                }
+                if self.chan.is_closed() {
+                    self.quitting = true;
+                }
+                if self.quitting {
+                    for &pid in self.children.keys() {
+                        if let Some(p) = Pid::from_raw(pid) {
+                            let _ = sluice_sys::kill(p);
+                        }
+                    }
+                }
+            }
+            self.exits.drain();
+            self.reap();
+            if self.quitting && self.children.is_empty() {
+                self.chan.flush();
+                return 0;
+            }
+        }
+    }
+
+    /// Forks an NF; returns `Some(exit code)` in the child (after its NF
+    /// loop ended), `None` in the template.
+    fn spawn(&mut self, req: SpawnRequest) -> Option<i32> {
+        let (slot, generation) = (req.slot, req.generation);
+        let fail = |chan: &mut Chan, error: String| {
+            let _ = chan.send(&FromTemplate::SpawnFailed {
+                slot,
+                generation,
+                error,
+            });
+        };
+        if slot >= self.arena.config().nf_slots {
+            fail(&mut self.chan, format!("slot {slot} is outside the arena"));
+            return None;
+        }
+        let (r, w) = match sluice_sys::output_pipe() {
+            Ok(p) => p,
+            Err(e) => {
+                fail(
+                    &mut self.chan,
+                    format!("cannot create its output pipe: {e}"),
+                );
+                return None;
+            }
+        };
+        let me = sluice_sys::getpid();
+        match sluice_sys::fork_single_threaded() {
+            Ok(Forked::Child) => {
+                drop(r);
+                ChildExits::unblock_in_child();
+                let _ = sluice_sys::die_with_parent(me);
+                if sluice_sys::isolate_child_stdio(w).is_err() {
+                    std::process::exit(exit_code::SPAWN_FAILED);
+                }
+                // The template's descriptors are closed in this process, so
+                // its objects must never be dropped here: a panic must not
+                // unwind into the template's frames (dropping an already
+                // closed descriptor aborts). The hook has printed the panic;
+                // exit as a panicking Rust program does.
+                let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    nf_main(&self.arena, self.hello.worker, &req, self.registry)
+                }))
+                .unwrap_or(exit_code::PANICKED);
+                std::process::exit(code);
+            }
+            Ok(Forked::Parent(pid)) => {
+                drop(w);
+                let raw = pid.as_raw_nonzero().get();
+                let _ = epoll::add(
+                    &self.epoll,
+                    &r,
+                    epoll::EventData::new_u64(raw as u64),
+                    epoll::EventFlags::IN,
+                );
+                self.children.insert(
+                    raw,
+                    Child {
+                        slot,
+                        generation,
+                        out: r,
+                        partial: Vec::new(),
+                    },
+                );
+                let _ = self.chan.send(&FromTemplate::Spawned {
+                    slot,
+                    generation,
+                    pid: raw,
+                });
+            }
+            Err(e) => fail(&mut self.chan, format!("fork failed: {e}")),
+        }
+        None
+    }
+
+    /// Relays the complete lines an NF wrote; with `flush` (it exited),
+    /// also a last partial one.
+    fn read_output(&mut self, pid: i32, flush: bool) {
+        let Some(c) = self.children.get_mut(&pid) else {
+            return;
+        };
+        let mut buf = [0u8; 8192];
+        let mut read = 0;
+        while read < READ_BUDGET {
+            match rustix::io::read(&c.out, &mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    c.partial.extend_from_slice(&buf[..n]);
+                    read += n;
+                }
+            }
+        }
+        let mut lines = Vec::new();
+        while let Some(i) = c.partial.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = c.partial.drain(..=i).collect();
+            lines.push(line[..i.min(LINE_MAX)].to_vec());
+        }
+        if c.partial.len() >= LINE_MAX || (flush && !c.partial.is_empty()) {
+            lines.push(c.partial[..c.partial.len().min(LINE_MAX)].to_vec());
+            c.partial.clear();
+        }
+        let (slot, generation) = (c.slot, c.generation);
+        for line in lines {
+            self.send_log(
+                slot,
+                generation,
+                String::from_utf8_lossy(&line).into_owned(),
+            );
+        }
+    }
+
+    fn send_log(&mut self, slot: u32, generation: u32, line: String) {
+        if self.chan.queued() > LOG_BACKLOG_MAX {
+            self.dropped_lines += 1;
+            return;
+        }
+        if self.dropped_lines > 0 {
+            let n = std::mem::take(&mut self.dropped_lines);
+            let _ = self.chan.send(&FromTemplate::Log {
+                slot: TEMPLATE_SLOT,
+                generation: 0,
+                line: format!("{n} NF output lines dropped (output flood)"),
+            });
+        }
+        let _ = self.chan.send(&FromTemplate::Log {
+            slot,
+            generation,
+            line,
+        });
+    }
+
+    fn reap(&mut self) {
+        while let Ok(Some((pid, status))) = sluice_sys::reap_any() {
+            let raw = pid.as_raw_nonzero().get();
+            self.read_output(raw, true);
+            if let Some(c) = self.children.remove(&raw) {
+                let _ = epoll::delete(&self.epoll, &c.out);
+                let _ = self.chan.send(&FromTemplate::Exited {
+                    slot: c.slot,
+                    generation: c.generation,
+                    pid: raw,
+                    status: WireStatus::from(&status),
+                });
+            }
+        }
+    }
+}
+
+/// Runs the NF of `req` as this process (a fresh fork of the template).
+fn nf_main(arena: &Arena, worker: u32, req: &SpawnRequest, registry: &[NfType]) -> i32 {
+    let name = &req.recipe.name;
+    sluice_sys::set_thread_name(&format!("nf:{name}"));
+    if let Err(e) = sluice_sys::pin_to_cpu(req.cpu as usize) {
+        eprintln!("sluice: NF {name} cannot be pinned to CPU {}: {e}", req.cpu);
+    }
+    let ctl = arena.nf_control(req.slot);
+    ctl.pid.store(
+        sluice_sys::getpid().as_raw_nonzero().get() as u32,
+        Ordering::Relaxed,
+    );
+    let mut nf = match req.recipe.build(registry, req.restarts) {
+        Ok(nf) => nf,
+        Err(e) => {
+            eprintln!("sluice: NF {name} failed to build: {e}");
+            ctl.state
+                .store(sluice_mem::control::state::FAILED, Ordering::Release);
+            return exit_code::BUILD_FAILED;
+        }
+    };
+    run_nf_loop(arena, req.slot, worker, req.loop_cfg, nf.as_mut())
+}

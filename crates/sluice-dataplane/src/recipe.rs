@@ -1,0 +1,185 @@
+//! How to build one NF instance, anywhere: on the control thread (inline
+//! NFs), or in an NF process after its template forked it.
+//!
+//! A recipe is what the compiler learnt while it built the NF once to
+//! validate it: its type and config, and every name the NF looked up with
+//! the answer it got (`firewall` asks for its reject port, `classifier`
+//! for the NFs it sends to, ...). A later build asks the same questions
+//! (builds are deterministic) and gets the same answers from the record,
+//! so an NF process needs no copy of the spec or of the name tables, and
+//! the compiler can tell which NFs must be rebuilt when names change: only
+//! those whose recorded answers differ.
+
+use std::cell::RefCell;
+
+use serde::{Deserialize, Serialize};
+use sluice_nf::{BuildContext, NetworkFunction, NfId, NfType, PortId, Resolver};
+use sluice_spec::{ConfigNode, SpecError};
+
+/// A name an NF looked up while it was built, and the answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Answer {
+    /// `Resolver::nf(name)`.
+    Nf(String, Option<u16>),
+    /// `Resolver::port(name)` (output-capable ports).
+    Port(String, Option<u16>),
+}
+
+/// What names resolve to when an NF is built: the compiler's view of the
+/// ports and NFs of the spec being compiled.
+pub trait Names {
+    /// The NF called `name`.
+    fn nf(&self, name: &str) -> Option<u16>;
+    /// The output-capable port called `name`.
+    fn output_port(&self, name: &str) -> Option<u16>;
+}
+
+/// Everything needed to build an instance of one NF.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NfRecipe {
+    /// Instance name.
+    pub name: String,
+    /// Type name (looked up in the registry of whoever builds).
+    pub type_name: String,
+    /// Its `config`.
+    pub config: ConfigNode,
+    /// The names it looked up when it was built, with their answers.
+    pub answers: Vec<Answer>,
+    /// Instances of it running side by side (one per worker).
+    pub replicas: u32,
+    /// Flow ids are below this.
+    pub flow_capacity: u32,
+}
+
+/// Answers from a fixed record; a question the record lacks gets `None`
+/// (an NF that asks something new was built from another config).
+struct Recorded<'a> {
+    answers: &'a [Answer],
+    replicas: u32,
+    restarts: u32,
+}
+
+impl Resolver for Recorded<'_> {
+    fn nf(&self, name: &str) -> Option<NfId> {
+        self.answers.iter().find_map(|a| match a {
+            Answer::Nf(n, id) if n == name => Some(id.map(NfId)),
+            _ => None,
+        })?
+    }
+    fn port(&self, name: &str) -> Option<PortId> {
+        self.answers.iter().find_map(|a| match a {
+            Answer::Port(n, id) if n == name => Some(id.map(PortId)),
+            _ => None,
+        })?
+    }
+    fn replicas(&self) -> u32 {
+        self.replicas
+    }
+    fn restarts(&self) -> u32 {
+        self.restarts
+    }
+}
+
+/// Answers from live name tables, writing down every question.
+struct Recording<'a> {
+    names: &'a dyn Names,
+    replicas: u32,
+    log: RefCell<Vec<Answer>>,
+}
+
+impl Recording<'_> {
+    fn note(&self, a: Answer) {
+        let mut log = self.log.borrow_mut();
+        if !log.contains(&a) {
+            log.push(a);
+        }
+    }
+}
+
+impl Resolver for Recording<'_> {
+    fn nf(&self, name: &str) -> Option<NfId> {
+        let id = self.names.nf(name);
+        self.note(Answer::Nf(name.to_string(), id));
+        id.map(NfId)
+    }
+    fn port(&self, name: &str) -> Option<PortId> {
+        let id = self.names.output_port(name);
+        self.note(Answer::Port(name.to_string(), id));
+        id.map(PortId)
+    }
+    fn replicas(&self) -> u32 {
+        self.replicas
+    }
+}
+
+impl NfRecipe {
+    /// Builds the NF for the first time against `names`, recording its
+    /// questions into the returned recipe.
+    #[allow(clippy::too_many_arguments)] // the recipe's fields, in order
+    pub fn first_build(
+        nf_type: &NfType,
+        name: &str,
+        config: &ConfigNode,
+        names: &dyn Names,
+        replicas: u32,
+        flow_capacity: u32,
+    ) -> Result<(NfRecipe, Box<dyn NetworkFunction>), SpecError> {
+        let rec = Recording {
+            names,
+            replicas,
+            log: RefCell::new(Vec::new()),
+        };
+        let nf = (nf_type.build)(&BuildContext {
+            name,
+            config,
+            resolver: &rec,
+            flow_capacity,
+        })?;
+        Ok((
+            NfRecipe {
+                name: name.to_string(),
+                type_name: nf_type.name.to_string(),
+                config: config.clone(),
+                answers: rec.log.into_inner(),
+                replicas,
+                flow_capacity,
+            },
+            nf,
+        ))
+    }
+
+    /// Whether `names` still gives every recorded answer (if not, the NF
+    /// must be rebuilt: something it refers to changed).
+    pub fn answers_hold(&self, names: &dyn Names) -> bool {
+        self.answers.iter().all(|a| match a {
+            Answer::Nf(n, id) => names.nf(n) == *id,
+            Answer::Port(n, id) => names.output_port(n) == *id,
+        })
+    }
+
+    /// Builds an instance; `restarts` instances of it ran before this one
+    /// ([`Resolver::restarts`]).
+    pub fn build(
+        &self,
+        registry: &[NfType],
+        restarts: u32,
+    ) -> Result<Box<dyn NetworkFunction>, SpecError> {
+        let nf_type = registry
+            .iter()
+            .find(|t| t.name == self.type_name)
+            .ok_or_else(|| {
+                self.config
+                    .error(format!("unknown NF type `{}`", self.type_name))
+            })?;
+        (nf_type.build)(&BuildContext {
+            name: &self.name,
+            config: &self.config,
+            resolver: &Recorded {
+                answers: &self.answers,
+                replicas: self.replicas,
+                restarts,
+            },
+            flow_capacity: self.flow_capacity,
+        })
+    }
+}

@@ -1,0 +1,571 @@
+//! The long-lived data plane: start it with platform settings, then
+//! [`Runtime::apply`] specs any number of times, read
+//! [`Runtime::report`] at any time, and [`Runtime::stop`] it.
+//!
+//! The runtime owns the arena, the buffer pool and one worker thread per
+//! core share (each with its own NF host, ports, flow table and NF
+//! instances). `apply` compiles the whole desired spec (an invalid spec
+//! changes nothing), diffs it against the running plan, opens new ports
+//! and starts new NF instances on every worker (all or nothing: if one
+//! cannot start, every new instance is stopped and nothing else moved),
+//! then commits the new plan on every worker between two passes (see
+//! [`crate::worker::command`]). `sluice run` is this with one apply and a
+//! stop; `sluice daemon` keeps it and applies what its API receives.
+
+mod settings;
+mod slots;
+
+pub use settings::PlatformSettings;
+
+use std::sync::mpsc::sync_channel;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_mem::{Arena, ArenaConfig, Backing, BufferPool};
+use sluice_nf::NfType;
+use sluice_ports::Shard;
+use sluice_spec::{Isolation, Spec, SpecError};
+
+use crate::compile::{compile, Target};
+use crate::diff::Diff;
+use crate::flow_table::FlowTable;
+use crate::host::{ForkHost, HostConfig, NfHost, SpawnRequest};
+use crate::nf_loop::LoopConfig;
+use crate::plan::Plan;
+use crate::ports::PortRt;
+use crate::report::RunReport;
+use crate::report_merge::ShardResult;
+use crate::wakeup::WakePolicy;
+use crate::worker::command::{Committed, Reply};
+use crate::worker::{Change, Command, Mailbox, NewExec, NewNf, Worker, WorkerConfig};
+use slots::Slots;
+
+/// How long a flow lingers after FIN/RST before its slot is recycled.
+pub const TCP_CLOSE_TIMEOUT_NS: u64 = 1_000_000_000;
+
+/// Why something did not start or apply.
+#[derive(Debug)]
+pub enum RunError {
+    /// The spec is invalid (file, line, field): nothing changed.
+    Spec(SpecError),
+    /// A resource could not be set up: nothing changed.
+    Setup(String),
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::Spec(e) => write!(f, "{e}"),
+            RunError::Setup(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
+impl From<SpecError> for RunError {
+    fn from(e: SpecError) -> Self {
+        RunError::Spec(e)
+    }
+}
+
+/// What an apply did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Applied {
+    /// What changed.
+    pub diff: Diff,
+    /// Longest drain of ingress on any worker, µs (0 when none was needed).
+    pub quiesce_us: u64,
+    /// A drain timed out (see `nf_removed` drops).
+    pub quiesce_timed_out: bool,
+    /// Time from the call to the commit on every worker, µs.
+    pub took_us: u64,
+}
+
+struct WorkerHandle {
+    mail: Arc<Mailbox>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The running data plane.
+pub struct Runtime {
+    settings: PlatformSettings,
+    registry: &'static [NfType],
+    arena: Arc<Arena>,
+    pool: Arc<BufferPool>,
+    workers: Vec<WorkerHandle>,
+    plan: Arc<Plan>,
+    /// Per NF id: its slot on each worker.
+    nf_slots: Vec<Option<Vec<u32>>>,
+    slots: Vec<Slots>,
+    placement: sluice_sys::Placement,
+    source: String,
+}
+
+impl Runtime {
+    /// Maps the arena and starts the workers (no ports, no NFs yet).
+    pub fn start(
+        settings: PlatformSettings,
+        registry: &'static [NfType],
+    ) -> Result<Runtime, RunError> {
+        settings.check().map_err(RunError::Setup)?;
+        // Before anything else: NF templates get this calibration.
+        sluice_sys::calibrate_cycles();
+        let workers = u32::from(settings.workers.max(1));
+        let arena = Arena::create(ArenaConfig {
+            buffers: settings.buffers,
+            ring_size: settings.ring_size,
+            nf_slots: settings.max_nfs.max(1) * workers,
+            workers,
+            hugepages: settings.hugepages,
+        })
+        .map_err(|e| RunError::Setup(e.to_string()))?;
+        if let Backing::NormalPagesFallback(why) = arena.backing() {
+            tracing::warn!("{why}");
+        }
+        let arena = Arc::new(arena);
+        let pool = Arc::new(BufferPool::new(arena.buffers()));
+        let placement = sluice_sys::Placement::current();
+        let mut rt = Runtime {
+            slots: (0..workers)
+                .map(|w| Slots::new(w * settings.max_nfs, settings.max_nfs))
+                .collect(),
+            settings,
+            registry,
+            arena,
+            pool,
+            workers: Vec::new(),
+            plan: Arc::new(Plan::default()),
+            nf_slots: Vec::new(),
+            placement,
+            source: String::new(),
+        };
+        for w in 0..workers {
+            match rt.start_worker(w) {
+                Ok(h) => rt.workers.push(h),
+                Err(e) => {
+                    rt.stop_workers();
+                    return Err(RunError::Setup(e));
+                }
+            }
+        }
+        Ok(rt)
+    }
+
+    fn start_worker(&self, w: u32) -> Result<WorkerHandle, String> {
+        let mail = Arc::new(Mailbox::default());
+        let (arena, pool, s) = (self.arena.clone(), self.pool.clone(), self.settings.clone());
+        let cpu = if s.workers > 1 {
+            self.placement.shard_cpu(w as usize)
+        } else {
+            self.placement.worker_cpu()
+        };
+        let (ready_tx, ready_rx) = sync_channel::<Result<(), String>>(1);
+        let thread_mail = mail.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("sluice-worker-{w}"))
+            .spawn(move || {
+                if let Err(e) = sluice_sys::pin_to_cpu(cpu) {
+                    tracing::warn!("cannot pin worker {w} to CPU {cpu}: {e}");
+                }
+                // The template's parent-death signal follows this thread,
+                // which lives as long as the worker: start it here.
+                let host: Option<Box<dyn NfHost>> = if s.start_host {
+                    let cfg = HostConfig {
+                        program: s.template_program.clone(),
+                        worker: w,
+                    };
+                    match ForkHost::start(cfg, &arena) {
+                        Ok(h) => Some(Box::new(h)),
+                        Err(e) => {
+                            let _ = ready_tx
+                                .send(Err(format!("cannot start the NF template process: {e}")));
+                            return;
+                        }
+                    }
+                } else {
+                    None
+                };
+                let flows = FlowTable::new(
+                    s.flow_capacity,
+                    s.idle_timeout_ms.saturating_mul(1_000_000),
+                    TCP_CLOSE_TIMEOUT_NS,
+                );
+                let cfg = WorkerConfig {
+                    index: w,
+                    nfs_share_core: s.workers > 1,
+                    batch: usize::from(s.batch),
+                    restart: s.restart.clone(),
+                    drain_timeout_ns: 2_000_000_000,
+                    wakeup: WakePolicy::from_settings(&s.wakeup),
+                };
+                let mut worker = Worker::new(&arena, &pool, flows, host, thread_mail, cfg);
+                let _ = ready_tx.send(Ok(()));
+                worker.serve();
+            })
+            .map_err(|e| format!("cannot start worker {w}: {e}"))?;
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(WorkerHandle {
+                mail,
+                thread: Some(thread),
+            }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => {
+                let _ = thread.join();
+                Err(format!("worker {w} stopped while starting"))
+            }
+        }
+    }
+
+    /// The platform settings it runs with.
+    pub fn settings(&self) -> &PlatformSettings {
+        &self.settings
+    }
+
+    /// The running plan.
+    pub fn plan(&self) -> &Arc<Plan> {
+        &self.plan
+    }
+
+    /// The shared arena.
+    pub fn arena(&self) -> &Arena {
+        &self.arena
+    }
+
+    fn target(&self) -> Target {
+        Target {
+            replicas: u32::from(self.settings.workers.max(1)),
+            flow_capacity: self.settings.flow_capacity,
+            max_ports: self.settings.max_ports as usize,
+            max_nfs: self.settings.max_nfs as usize,
+            max_chains: self.settings.max_chains as usize,
+        }
+    }
+
+    /// Compiles `spec` against the running plan and says what applying it
+    /// would change, changing nothing.
+    pub fn dry_run(&self, spec: &Spec) -> Result<Diff, RunError> {
+        self.settings.accepts(spec).map_err(RunError::Spec)?;
+        let plan = compile(spec, self.registry, &self.target(), Some(&self.plan))?;
+        Ok(Diff::between(&self.plan, &plan))
+    }
+
+    /// Makes `spec` the running configuration, changing only what differs
+    /// (see the module docs). On error nothing changed.
+    pub fn apply(&mut self, spec: &Spec) -> Result<Applied, RunError> {
+        let t0 = sluice_sys::monotonic_ns();
+        self.settings.accepts(spec).map_err(RunError::Spec)?;
+        let plan = compile(spec, self.registry, &self.target(), Some(&self.plan))?;
+        let diff = Diff::between(&self.plan, &plan);
+        let restart = spec.settings.restart.clone();
+        let wakeup = WakePolicy::from_settings(&spec.settings.wakeup);
+        let live_settings_same =
+            restart == self.settings.restart && spec.settings.wakeup == self.settings.wakeup;
+        if diff.is_empty() && live_settings_same {
+            self.plan = Arc::new(Plan {
+                generation: self.plan.generation,
+                ..plan
+            });
+            return Ok(Applied {
+                diff,
+                ..Applied::default()
+            });
+        }
+        for (w, h) in self.workers.iter().enumerate() {
+            for slot in h.mail.take_freed() {
+                self.slots[w].free(slot);
+            }
+        }
+        let plan = Arc::new(plan);
+        let mut changes = self.changes_for(&plan, &diff, &restart, wakeup)?;
+        // Prepare everywhere; all must succeed.
+        let mut replies = Vec::new();
+        for (w, change) in changes.drain(..).enumerate() {
+            let (tx, rx) = sync_channel(1);
+            self.post(w, Command::Prepare(Box::new(change.0), tx));
+            replies.push((rx, change.1));
+        }
+        let timeout = self.settings.start_timeout;
+        let mut failure = None;
+        for (w, (rx, _)) in replies.iter().enumerate() {
+            match rx.recv_timeout(timeout) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    failure.get_or_insert(e);
+                }
+                Err(_) => {
+                    failure.get_or_insert(format!(
+                        "worker {w}: new NFs did not start within {} ms",
+                        timeout.as_millis()
+                    ));
+                }
+            }
+        }
+        if let Some(e) = failure {
+            for w in 0..self.workers.len() {
+                let (tx, rx) = sync_channel(1);
+                self.post(w, Command::Abort(tx));
+                let _ = rx.recv_timeout(Duration::from_secs(10));
+            }
+            // Aborted instances free their slots once they are gone.
+            return Err(RunError::Setup(e));
+        }
+        // Commit everywhere.
+        let mut commits: Vec<std::sync::mpsc::Receiver<Committed>> = Vec::new();
+        for w in 0..self.workers.len() {
+            let (tx, rx): (Reply<Committed>, _) = sync_channel(1);
+            self.post(w, Command::Commit(tx));
+            commits.push(rx);
+        }
+        let mut applied = Applied {
+            diff,
+            ..Applied::default()
+        };
+        for rx in commits {
+            if let Ok(c) = rx.recv_timeout(Duration::from_secs(30)) {
+                applied.quiesce_us = applied.quiesce_us.max(c.quiesce_us);
+                applied.quiesce_timed_out |= c.quiesce_timed_out;
+            }
+        }
+        let workers = self.workers.len();
+        for (w, (_, slots)) in replies.into_iter().enumerate() {
+            for (id, slot) in slots {
+                let per = self.nf_slots_mut(id);
+                per.resize(workers, u32::MAX);
+                per[w] = slot;
+            }
+        }
+        for &id in &applied.diff.gone_nfs {
+            if let Some(s) = self.nf_slots.get_mut(id as usize) {
+                *s = None;
+            }
+        }
+        self.settings.restart = restart;
+        self.settings.wakeup = spec.settings.wakeup.clone();
+        self.plan = plan;
+        self.source = spec.source.as_str().to_string();
+        applied.took_us = (sluice_sys::monotonic_ns() - t0) / 1000;
+        Ok(applied)
+    }
+
+    fn nf_slots_mut(&mut self, id: u16) -> &mut Vec<u32> {
+        if self.nf_slots.len() <= id as usize {
+            self.nf_slots.resize(id as usize + 1, None);
+        }
+        self.nf_slots[id as usize].get_or_insert_with(Vec::new)
+    }
+
+    /// Per worker: its part of the change, and the slots it allocated
+    /// (NF id, slot).
+    #[allow(clippy::type_complexity)]
+    fn changes_for(
+        &mut self,
+        plan: &Arc<Plan>,
+        diff: &Diff,
+        restart: &sluice_spec::RestartPolicy,
+        wakeup: WakePolicy,
+    ) -> Result<Vec<(Change, Vec<(u16, u32)>)>, RunError> {
+        let workers = self.workers.len();
+        // Open ports first, worker by worker and in id order: af_packet
+        // fanout members join in that order, so member w is worker w.
+        let mut ports: Vec<Vec<(u16, PortRt)>> = (0..workers).map(|_| Vec::new()).collect();
+        for (w, list) in ports.iter_mut().enumerate() {
+            for &id in &diff.new_ports {
+                let p = plan.port(id).expect("diff names plan ports");
+                let shard = Shard {
+                    index: w as u32,
+                    count: workers as u32,
+                };
+                let opened = PortRt::open(
+                    &p.name,
+                    &p.kind,
+                    self.settings.generator_duration_ns,
+                    plan.flow_capacity as usize,
+                    shard,
+                )
+                .map_err(|e| RunError::Setup(e.to_string()))?;
+                list.push((id, opened));
+            }
+        }
+        let process: Vec<u16> = plan
+            .nfs_in_order()
+            .filter(|(_, n)| n.isolation == Isolation::Process)
+            .map(|(i, _)| i)
+            .collect();
+        let mut out = Vec::new();
+        let mut taken: Vec<Vec<u32>> = vec![Vec::new(); workers];
+        for (w, ports) in ports.into_iter().enumerate() {
+            let mut add = Vec::new();
+            let mut slots = Vec::new();
+            for &id in &diff.new_nfs {
+                let n = plan.nf(id).expect("diff names plan NFs");
+                let Some(slot) = self.slots[w].take() else {
+                    for (w, t) in taken.iter().enumerate() {
+                        for &s in t {
+                            self.slots[w].free(s);
+                        }
+                    }
+                    return Err(RunError::Setup(format!(
+                        "no free NF slot on worker {w} (the platform holds {} NFs; replaced NFs \
+                         need a second slot until their old instance has stopped)",
+                        self.settings.max_nfs
+                    )));
+                };
+                taken[w].push(slot);
+                slots.push((id, slot));
+                let exec = match n.isolation {
+                    Isolation::Inline => {
+                        NewExec::Inline(n.recipe.build(self.registry, 0).map_err(RunError::Spec)?)
+                    }
+                    Isolation::Process => NewExec::Process(Box::new(SpawnRequest {
+                        slot,
+                        generation: 0,
+                        cpu: 0,
+                        loop_cfg: LoopConfig::for_sharing(1, 1, None),
+                        recipe: n.recipe.clone(),
+                        restarts: 0,
+                    })),
+                };
+                add.push(NewNf {
+                    id,
+                    slot,
+                    name: n.name.clone(),
+                    type_name: n.nf_type.name,
+                    isolation: n.isolation,
+                    drop_names: n.drop_reasons.clone(),
+                    alloc_reserve: n.alloc_reserve,
+                    exec,
+                });
+            }
+            for nf in &mut add {
+                if let NewExec::Process(req) = &mut nf.exec {
+                    let (cpu, cfg) = self.place(w as u32, nf.id, &process);
+                    req.cpu = cpu as u32;
+                    req.loop_cfg = cfg;
+                }
+            }
+            out.push((
+                Change {
+                    plan: plan.clone(),
+                    add_nfs: add,
+                    remove_nfs: diff.gone_nfs.clone(),
+                    add_ports: ports,
+                    remove_ports: diff.gone_ports.clone(),
+                    quiesce: diff.quiesce,
+                    restart: restart.clone(),
+                    wakeup,
+                },
+                slots,
+            ));
+        }
+        Ok(out)
+    }
+
+    /// Where a process NF runs and how it shares its core. One worker: the
+    /// NFs take the other cores round-robin (in id order). Several: each
+    /// worker's NFs share its core (every core already runs a worker),
+    /// which also keeps the packets they touch in that core's caches.
+    fn place(&self, w: u32, id: u16, process: &[u16]) -> (usize, LoopConfig) {
+        let s = &self.settings;
+        let batch = usize::from(s.batch);
+        let busy = s.wakeup.busy_poll_us;
+        if s.workers > 1 {
+            return (
+                self.placement.shard_cpu(w as usize),
+                LoopConfig::beside_worker(batch, busy),
+            );
+        }
+        let k = process.iter().position(|&i| i == id).unwrap_or(0);
+        let cpu = self.placement.nf_cpu(k);
+        let sharing = (0..process.len())
+            .filter(|&j| self.placement.nf_cpu(j) == cpu)
+            .count();
+        (cpu, LoopConfig::for_sharing(batch, sharing, busy))
+    }
+
+    fn post(&self, w: usize, c: Command) {
+        self.workers[w].mail.post(c);
+        self.arena.worker_wake(w as u32).wake();
+    }
+
+    fn collect(&self, stop: bool) -> Vec<ShardResult> {
+        let mut rxs = Vec::new();
+        for w in 0..self.workers.len() {
+            let (tx, rx) = sync_channel(1);
+            self.post(
+                w,
+                if stop {
+                    Command::Stop(tx)
+                } else {
+                    Command::Report(tx)
+                },
+            );
+            rxs.push(rx);
+        }
+        let wait = if stop {
+            Duration::from_secs(60)
+        } else {
+            Duration::from_secs(5)
+        };
+        rxs.into_iter()
+            .filter_map(|rx| rx.recv_timeout(wait).ok())
+            .collect()
+    }
+
+    /// Everything counted so far, with the same keys as the final report.
+    /// While the platform runs, `unaccounted` is the packets inside it at
+    /// that moment and `leaked_buffers` is 0 (only a stopped platform can
+    /// have leaked).
+    pub fn report(&self) -> RunReport {
+        let parts = self.collect(false);
+        let mut r = self.merge(parts);
+        r.leaked_buffers = 0;
+        r
+    }
+
+    fn merge(&self, parts: Vec<ShardResult>) -> RunReport {
+        let mut r = RunReport::merge_shards(parts, self.pool.audit(), &self.arena)
+            .unwrap_or_else(|| RunReport::empty(&self.arena));
+        r.spec = self.source.clone();
+        r
+    }
+
+    /// Whether every worker's input ports are exhausted.
+    pub fn inputs_done(&self) -> bool {
+        self.workers.iter().all(|w| {
+            w.mail
+                .inputs_done
+                .load(std::sync::atomic::Ordering::Relaxed)
+        })
+    }
+
+    /// Drains, stops every NF and worker, audits the buffers and returns
+    /// the final report.
+    pub fn stop(mut self) -> RunReport {
+        let parts = self.collect(true);
+        self.stop_workers();
+        self.merge(parts)
+    }
+
+    fn stop_workers(&mut self) {
+        for (w, h) in self.workers.iter_mut().enumerate() {
+            if let Some(t) = h.thread.take() {
+                if !t.is_finished() {
+                    let (tx, _rx) = sync_channel(1);
+                    h.mail.post(Command::Stop(tx));
+                    self.arena.worker_wake(w as u32).wake();
+                }
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.stop_workers();
+    }
+}

@@ -1,0 +1,153 @@
+//! Platform settings: what is fixed when the data plane starts (sizes,
+//! capacities, workers) and what a spec may change while it runs (the
+//! restart and wake-up policies).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use sluice_spec::{Location, RestartPolicy, Spec, SpecError, WakeupSettings};
+
+/// Settings of a running data plane.
+#[derive(Debug, Clone)]
+pub struct PlatformSettings {
+    /// Worker threads (one per core share of the flows).
+    pub workers: u16,
+    /// Packet buffers in the arena.
+    pub buffers: u32,
+    /// Slots per NF ring.
+    pub ring_size: u32,
+    /// Packets per batch.
+    pub batch: u16,
+    /// Ask for 2 MiB huge pages.
+    pub hugepages: bool,
+    /// Flow-table entries per worker.
+    pub flow_capacity: u32,
+    /// Idle time after which a flow ends, ms.
+    pub idle_timeout_ms: u64,
+    /// Restart policy of process NFs (a spec may change it).
+    pub restart: RestartPolicy,
+    /// Wake-up policy of process NFs (a spec may change it).
+    pub wakeup: WakeupSettings,
+    /// Most NFs at once (arena slots per worker; a replaced NF holds two
+    /// until its old instance has stopped).
+    pub max_nfs: u32,
+    /// Most ports.
+    pub max_ports: u32,
+    /// Most chains.
+    pub max_chains: u32,
+    /// The NF template program (see [`crate::host::ForkHost`]).
+    pub template_program: PathBuf,
+    /// Start each worker's NF template with the worker, not only when the
+    /// first process NF comes (a daemon does; `sluice run` without process
+    /// NFs does not).
+    pub start_host: bool,
+    /// How long new process NFs may take to start.
+    pub start_timeout: Duration,
+    /// Generators opened by this platform stop after this long (a
+    /// foreground run's `--duration`).
+    pub generator_duration_ns: Option<u64>,
+}
+
+impl PlatformSettings {
+    /// A platform sized for exactly `spec` (`sluice run`).
+    pub fn for_spec(spec: &Spec) -> PlatformSettings {
+        let s = &spec.settings;
+        PlatformSettings {
+            workers: s.workers.max(1),
+            buffers: s.buffers,
+            ring_size: s.ring_size,
+            batch: s.batch,
+            hugepages: s.hugepages,
+            flow_capacity: s.flow_table.capacity,
+            idle_timeout_ms: s.flow_table.idle_timeout_ms,
+            restart: s.restart.clone(),
+            wakeup: s.wakeup.clone(),
+            max_nfs: spec.nfs.len().max(1) as u32,
+            max_ports: spec.ports.len().max(1) as u32,
+            max_chains: spec.chains.len().max(1) as u32,
+            template_program: std::env::current_exe().unwrap_or_default(),
+            start_host: spec
+                .nfs
+                .iter()
+                .any(|n| n.isolation == sluice_spec::Isolation::Process),
+            start_timeout: Duration::from_secs(10),
+            generator_duration_ns: None,
+        }
+    }
+
+    /// The settings of a spec with no `settings:` section, with room for
+    /// `max_nfs` NFs (a daemon's defaults).
+    pub fn defaults(max_nfs: u32) -> PlatformSettings {
+        let mut s = Self::for_spec(&Spec::default());
+        s.max_nfs = max_nfs;
+        s.max_ports = 256;
+        s.max_chains = 4096;
+        s.start_host = true;
+        s
+    }
+
+    /// Whether these settings can run at all (clear message if not).
+    pub fn check(&self) -> Result<(), String> {
+        if self.workers == 0 || self.max_nfs == 0 {
+            return Err("workers and max_nfs must be at least 1".into());
+        }
+        let slots = u64::from(self.max_nfs) * u64::from(self.workers);
+        if slots > 1 << 20 {
+            return Err(format!(
+                "{} NFs × {} workers is more arena slots than the platform supports (1,048,576)",
+                self.max_nfs, self.workers
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether a spec fits this running platform: the settings fixed at
+    /// start must be the spec's too (the restart and wake-up policies may
+    /// differ: applying the spec changes them).
+    pub fn accepts(&self, spec: &Spec) -> Result<(), SpecError> {
+        let s = &spec.settings;
+        let fixed: [(&str, u64, u64); 7] = [
+            (
+                "workers",
+                u64::from(s.workers.max(1)),
+                u64::from(self.workers),
+            ),
+            ("buffers", u64::from(s.buffers), u64::from(self.buffers)),
+            (
+                "ring_size",
+                u64::from(s.ring_size),
+                u64::from(self.ring_size),
+            ),
+            ("batch", u64::from(s.batch), u64::from(self.batch)),
+            (
+                "hugepages",
+                u64::from(s.hugepages),
+                u64::from(self.hugepages),
+            ),
+            (
+                "flow_table.capacity",
+                u64::from(s.flow_table.capacity),
+                u64::from(self.flow_capacity),
+            ),
+            (
+                "flow_table.idle_timeout_ms",
+                s.flow_table.idle_timeout_ms,
+                self.idle_timeout_ms,
+            ),
+        ];
+        for (name, want, have) in fixed {
+            if want != have {
+                return Err(SpecError::new(
+                    spec.source.as_str(),
+                    Location::GENERATED,
+                    format!("settings.{name}"),
+                    format!(
+                        "is {want} in the spec but {have} on the running platform, and it cannot \
+                         change while the platform runs (start the platform with the spec's settings)"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,58 @@
+//! Arena NF slots of one worker, handed out and taken back at run time
+//! from the range fixed when the platform started.
+
+/// A worker's slots: `base..base + count`.
+#[derive(Debug)]
+pub struct Slots {
+    free: Vec<u32>,
+    is_free: Vec<bool>,
+    base: u32,
+}
+
+impl Slots {
+    /// All of `base..base + count` free.
+    pub fn new(base: u32, count: u32) -> Slots {
+        // Lowest first: a fresh platform fills slots in order.
+        Slots {
+            free: (base..base + count).rev().collect(),
+            is_free: vec![true; count as usize],
+            base,
+        }
+    }
+
+    /// A free slot, if any.
+    pub fn take(&mut self) -> Option<u32> {
+        let s = self.free.pop()?;
+        self.is_free[(s - self.base) as usize] = false;
+        Some(s)
+    }
+
+    /// Gives `slot` back (ignores slots outside the range and doubles).
+    pub fn free(&mut self, slot: u32) {
+        let Some(i) = slot.checked_sub(self.base) else {
+            return;
+        };
+        if let Some(f) = self.is_free.get_mut(i as usize) {
+            if !*f {
+                *f = true;
+                self.free.push(slot);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_come_out_lowest_first_and_go_back_once() {
+        let mut s = Slots::new(10, 3);
+        assert_eq!([s.take(), s.take()], [Some(10), Some(11)]);
+        s.free(10);
+        s.free(10);
+        s.free(99);
+        assert_eq!(s.free.len(), 2);
+        assert_eq!([s.take(), s.take(), s.take()], [Some(10), Some(12), None]);
+    }
+}

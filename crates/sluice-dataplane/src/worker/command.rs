@@ -1,0 +1,592 @@
+//! Commands from the control thread, and how a change is applied.
+//!
+//! A change reaches every worker in two steps, so that an apply is all or
+//! nothing across workers:
+//!
+//! 1. **Prepare**: the worker takes the change's new ports and NF
+//!    instances, and starts its new process NFs. They run but get no
+//!    packets. When all run it says so; if one cannot start it says why,
+//!    and the control thread aborts the change everywhere (the new
+//!    instances are killed and their slots freed; nothing else moved).
+//! 2. **Commit**: between two passes the worker swaps in the new plan.
+//!    When the change removes or replaces something packets may still be
+//!    inside (an NF, an output port, a route whose path changed), it
+//!    first stops ingress and lets the NFs drain, so no packet meets a
+//!    missing NF and no flow is reordered by taking a shorter path past
+//!    its own earlier packets; the drain is bounded (then it proceeds and
+//!    counts what removed NFs still held as `nf_removed`). Packets on a
+//!    retired route finish on it: routes stay in the plan after their
+//!    chain moves on.
+//!
+//! Removed inline NFs are stopped at once (their `stop` hook emits what
+//! they hold, steered on their old routes); removed process NFs are asked
+//! to stop and their slots are freed when they have exited.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
+
+use sluice_mem::control::state;
+use sluice_nf::runtime::run_stop;
+use sluice_nf::{DropReason, NetworkFunction};
+use sluice_spec::{Isolation, RestartPolicy};
+
+use super::{Worker, MS};
+use crate::host::SpawnRequest;
+use crate::nf_loop::STOP_CALLS_MAX;
+use crate::nf_rt::{Exec, NfRt, Phase, ProcessNf};
+use crate::plan::Plan;
+use crate::ports::{PortRt, PortStats};
+use crate::report_merge::ShardResult;
+use crate::wakeup::WakePolicy;
+
+/// How long a commit waits for NFs to drain before it proceeds anyway.
+pub const QUIESCE_TIMEOUT_NS: u64 = 200 * MS;
+
+/// A reply channel.
+pub type Reply<T> = SyncSender<T>;
+
+/// A new NF instance for a worker, built by the control thread.
+pub struct NewNf {
+    /// Its NF id (a replaced NF keeps its id).
+    pub id: u16,
+    /// Its arena slot on this worker.
+    pub slot: u32,
+    /// Name.
+    pub name: String,
+    /// Type name.
+    pub type_name: &'static str,
+    /// Inline or process.
+    pub isolation: Isolation,
+    /// Names of its drop reasons.
+    pub drop_names: Vec<String>,
+    /// Spares it keeps for allocation (process NFs).
+    pub alloc_reserve: u32,
+    /// How it runs.
+    pub exec: NewExec,
+}
+
+/// How a new instance runs.
+pub enum NewExec {
+    /// Built already; runs in the worker.
+    Inline(Box<dyn NetworkFunction>),
+    /// Started by the worker's host.
+    Process(Box<SpawnRequest>),
+}
+
+/// One apply, as one worker sees it.
+pub struct Change {
+    /// The plan to run from the commit on.
+    pub plan: Arc<Plan>,
+    /// New instances (added NFs, and replacements under the same id).
+    pub add_nfs: Vec<NewNf>,
+    /// NFs removed without replacement.
+    pub remove_nfs: Vec<u16>,
+    /// New ports (added, or replacing the port of the same id).
+    pub add_ports: Vec<(u16, PortRt)>,
+    /// Ports removed without replacement.
+    pub remove_ports: Vec<u16>,
+    /// Drain before the swap (something packets may be inside goes away).
+    pub quiesce: bool,
+    /// Restart policy from now on.
+    pub restart: RestartPolicy,
+    /// Wake-up policy from now on.
+    pub wakeup: WakePolicy,
+}
+
+/// What a commit did.
+#[derive(Debug, Clone, Default)]
+pub struct Committed {
+    /// How long ingress was off for the drain, µs (0 without a drain).
+    pub quiesce_us: u64,
+    /// The drain timed out (removed NFs' leftovers were counted).
+    pub quiesce_timed_out: bool,
+}
+
+/// A command.
+pub enum Command {
+    /// Take a change and start its new process NFs.
+    Prepare(Box<Change>, Reply<Result<(), String>>),
+    /// Install the prepared change.
+    Commit(Reply<Committed>),
+    /// Drop the prepared change.
+    Abort(Reply<()>),
+    /// Everything counted so far.
+    Report(Reply<ShardResult>),
+    /// Drain, stop every NF, and return the final report.
+    Stop(Reply<ShardResult>),
+}
+
+/// The control thread's way in: a queue, a flag the worker checks each
+/// pass (one relaxed load), and its wake word's worker index.
+pub struct Mailbox {
+    tx: Mutex<std::sync::mpsc::Sender<Command>>,
+    rx: Mutex<Receiver<Command>>,
+    flag: AtomicBool,
+    /// Slots of instances that have exited after removal, for the control
+    /// thread to reuse.
+    freed: Mutex<Vec<u32>>,
+    /// Every input port of this worker is exhausted.
+    pub inputs_done: AtomicBool,
+}
+
+impl Default for Mailbox {
+    fn default() -> Self {
+        let (tx, rx) = std::sync::mpsc::channel();
+        Mailbox {
+            tx: Mutex::new(tx),
+            rx: Mutex::new(rx),
+            flag: AtomicBool::new(false),
+            freed: Mutex::new(Vec::new()),
+            inputs_done: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Mailbox {
+    /// Posts a command (the caller then wakes the worker).
+    pub fn post(&self, c: Command) {
+        if let Ok(tx) = self.tx.lock() {
+            let _ = tx.send(c);
+        }
+        self.flag.store(true, Ordering::Release);
+    }
+
+    /// Whether a command waits.
+    #[inline]
+    pub fn has_mail(&self) -> bool {
+        self.flag.load(Ordering::Relaxed)
+    }
+
+    fn take(&self) -> Vec<Command> {
+        self.flag.store(false, Ordering::Relaxed);
+        let Ok(rx) = self.rx.lock() else {
+            return Vec::new();
+        };
+        std::iter::from_fn(|| rx.try_recv().ok()).collect()
+    }
+
+    /// Slots freed since the last call.
+    pub fn take_freed(&self) -> Vec<u32> {
+        self.freed
+            .lock()
+            .map(|mut f| std::mem::take(&mut *f))
+            .unwrap_or_default()
+    }
+
+    fn free_slot(&self, slot: u32) {
+        if let Ok(mut f) = self.freed.lock() {
+            f.push(slot);
+        }
+    }
+}
+
+/// What removed NFs and ports counted; the run's accounting spans them.
+#[derive(Debug, Clone, Default)]
+pub struct Retired {
+    /// Drops under removed NFs' own reasons, by `<nf>:<reason>`.
+    pub nf_drops: BTreeMap<String, u64>,
+    /// Packets removed NFs created.
+    pub originated: u64,
+    /// Counters of removed ports.
+    pub ports: PortStats,
+    /// Ring entries removed NFs returned that they did not own.
+    pub invalid_handles: u64,
+}
+
+/// A prepared change waiting for its commit.
+struct Staged<'a> {
+    change: Box<Change>,
+    nfs: Vec<NfRt<'a>>,
+    reply: Option<Reply<Result<(), String>>>,
+}
+
+/// The worker's command state.
+#[derive(Default)]
+pub struct State<'a> {
+    staged: Option<Staged<'a>>,
+    /// A commit waiting for the drain: its reply, and since when.
+    draining: Option<(Reply<Committed>, u64)>,
+    /// Process NFs removed or replaced, asked to stop, not yet exited.
+    pub(crate) retiring: Vec<NfRt<'a>>,
+    /// A stop waiting for the drain.
+    stopping: Option<(Reply<ShardResult>, u64)>,
+}
+
+impl<'a> State<'a> {
+    /// Whether a step is in progress (the loop must keep calling).
+    pub fn busy(&self) -> bool {
+        self.draining.is_some()
+            || self.stopping.is_some()
+            || self.staged.as_ref().is_some_and(|s| s.reply.is_some())
+            || !self.retiring.is_empty()
+    }
+
+    /// Packets retiring NFs still hold.
+    pub fn retiring_in_flight(&self) -> u32 {
+        self.retiring
+            .iter()
+            .filter_map(|n| n.process_ref())
+            .map(|p| p.link.in_flight())
+            .sum()
+    }
+
+    /// The staged instance in `slot`, if any.
+    pub(crate) fn staged_by_slot(&mut self, slot: u32) -> Option<&mut NfRt<'a>> {
+        self.staged
+            .as_mut()?
+            .nfs
+            .iter_mut()
+            .find(|n| n.slot == slot)
+    }
+
+    /// The staged instances, if a change is prepared.
+    pub(crate) fn staged_mut(&mut self) -> Option<&mut Vec<NfRt<'a>>> {
+        self.staged.as_mut().map(|s| &mut s.nfs)
+    }
+
+    /// The retiring instance in `slot`, if any.
+    pub(crate) fn retiring_by_slot(&mut self, slot: u32) -> Option<&mut NfRt<'a>> {
+        self.retiring.iter_mut().find(|n| n.slot == slot)
+    }
+}
+
+impl<'a> Worker<'a> {
+    /// Handles posted commands and advances steps in progress; true once
+    /// the worker has stopped.
+    pub(super) fn handle_commands(&mut self, now: u64) -> bool {
+        for c in self.mail.take() {
+            match c {
+                Command::Prepare(change, reply) => self.prepare(change, reply, now),
+                Command::Commit(reply) => {
+                    let quiesce = self.cmd.staged.as_ref().is_some_and(|s| s.change.quiesce);
+                    if quiesce {
+                        self.ingress_off = true;
+                        self.cmd.draining = Some((reply, now));
+                    } else {
+                        self.install(now);
+                        let _ = reply.send(Committed::default());
+                    }
+                }
+                Command::Abort(reply) => {
+                    self.abort();
+                    let _ = reply.send(());
+                }
+                Command::Report(reply) => {
+                    let _ = reply.send(self.shard_result());
+                }
+                Command::Stop(reply) => {
+                    self.ingress_off = true;
+                    self.stopped_ns = now;
+                    self.cmd.stopping = Some((reply, now));
+                }
+            }
+        }
+        self.check_prepared();
+        if let Some((_, since)) = &self.cmd.draining {
+            let timed_out = now.saturating_sub(*since) > QUIESCE_TIMEOUT_NS;
+            if self.in_flight() == 0 || timed_out {
+                let (reply, since) = self.cmd.draining.take().expect("checked above");
+                self.install(now);
+                if self.cmd.stopping.is_none() {
+                    self.ingress_off = false;
+                }
+                let _ = reply.send(Committed {
+                    quiesce_us: now.saturating_sub(since) / 1000,
+                    quiesce_timed_out: timed_out,
+                });
+            }
+        }
+        self.reap_retiring();
+        if let Some((_, since)) = &self.cmd.stopping {
+            if self.in_flight() == 0 || now.saturating_sub(*since) > self.cfg.drain_timeout_ns {
+                let (reply, _) = self.cmd.stopping.take().expect("checked above");
+                self.abort();
+                self.finish();
+                let _ = reply.send(self.shard_result());
+                return true;
+            }
+        }
+        false
+    }
+
+    fn prepare(&mut self, change: Box<Change>, reply: Reply<Result<(), String>>, now: u64) {
+        self.abort();
+        let mut nfs = Vec::with_capacity(change.add_nfs.len());
+        let mut change = change;
+        let mut failure = None;
+        for n in std::mem::take(&mut change.add_nfs) {
+            let rt = self.instantiate(n, now);
+            nfs.push(rt);
+        }
+        for nf in &mut nfs {
+            if let Err(e) = super::supervise::spawn(&mut self.host, nf, now) {
+                failure.get_or_insert(e);
+            }
+        }
+        self.cmd.staged = Some(Staged {
+            change,
+            nfs,
+            reply: Some(reply),
+        });
+        if let Some(e) = failure {
+            if let Some(r) = self.cmd.staged.as_mut().and_then(|s| s.reply.take()) {
+                let _ = r.send(Err(e));
+            }
+        }
+    }
+
+    /// Answers a prepare once every new process NF runs or one failed.
+    fn check_prepared(&mut self) {
+        let Some(s) = &mut self.cmd.staged else {
+            return;
+        };
+        if s.reply.is_none() {
+            return;
+        }
+        let mut failed = None;
+        let mut waiting = false;
+        for nf in &s.nfs {
+            let Some(p) = nf.process_ref() else { continue };
+            match p.phase {
+                Phase::Running => {}
+                Phase::Starting => waiting = true,
+                _ => {
+                    failed = Some(format!(
+                        "NF {} failed to start: {}",
+                        nf.name,
+                        nf.last_exit
+                            .clone()
+                            .unwrap_or_else(|| "unknown reason".into())
+                    ))
+                }
+            }
+        }
+        if failed.is_some() || !waiting {
+            if let Some(r) = s.reply.take() {
+                let _ = r.send(failed.map_or(Ok(()), Err));
+            }
+        }
+    }
+
+    fn instantiate(&mut self, n: NewNf, now: u64) -> NfRt<'a> {
+        let control = self.arena.nf_control(n.slot);
+        control.reset();
+        let exec = match n.exec {
+            NewExec::Inline(f) => Exec::Inline(f),
+            NewExec::Process(spawn) => Exec::Process(ProcessNf {
+                link: sluice_mem::NfLink::new(self.arena, n.slot),
+                phase: Phase::Stopped,
+                generation: 0,
+                pid: 0,
+                spawn_requested_ns: 0,
+                pending_events: Default::default(),
+                spawn: *spawn,
+                alloc_reserve: n.alloc_reserve,
+            }),
+        };
+        let tick = match &exec {
+            Exec::Inline(f) => f
+                .tick_interval_ns()
+                .map(|every| (every.max(1), now + every)),
+            Exec::Process(_) => None,
+        };
+        NfRt {
+            id: n.id,
+            slot: n.slot,
+            name: n.name,
+            type_name: n.type_name,
+            isolation: n.isolation,
+            control,
+            exec,
+            local_drops: vec![0; n.drop_names.len()],
+            drop_names: n.drop_names,
+            restarts: 0,
+            last_exit: None,
+            startup_us: Vec::new(),
+            wakeups: 0,
+            wakeups_by_timeout: 0,
+            invalid_handles: 0,
+            retired: Default::default(),
+            originated: 0,
+            tick,
+        }
+    }
+
+    /// Drops a prepared change: its new instances are killed and their
+    /// slots freed once they are gone.
+    fn abort(&mut self) {
+        let Some(s) = self.cmd.staged.take() else {
+            return;
+        };
+        if let Some(r) = s.reply {
+            let _ = r.send(Err("aborted".into()));
+        }
+        for mut nf in s.nfs {
+            if nf.process_ref().is_some() {
+                self.retire(&mut nf);
+                self.cmd.retiring.push(nf);
+            } else {
+                // Never served: nothing to stop or count.
+                self.mail.free_slot(nf.slot);
+            }
+        }
+        for (_, mut p) in s.change.add_ports {
+            let _ = p.flush();
+        }
+    }
+
+    /// Swaps in the prepared change (between two passes).
+    fn install(&mut self, now: u64) {
+        let Some(s) = self.cmd.staged.take() else {
+            return;
+        };
+        let Staged { change, nfs, .. } = s;
+        let change = *change;
+        self.cfg.restart = change.restart;
+        self.cfg.wakeup = change.wakeup;
+        let plan = Rc::new(Arc::unwrap_or_clone(change.plan));
+        let table = plan.nfs.len().max(self.nfs.len());
+        self.nfs.resize_with(table, || None);
+        for id in change.remove_nfs {
+            if let Some(old) = self.nfs.get_mut(id as usize).and_then(Option::take) {
+                self.remove_nf(old, now);
+            }
+        }
+        for nf in nfs {
+            let id = nf.id as usize;
+            if let Some(old) = self.nfs[id].replace(nf) {
+                self.remove_nf(old, now);
+            }
+            self.gates.resize(self.nfs.len(), Default::default());
+            self.gates[id] = Default::default();
+        }
+        let ports = plan.ports.len().max(self.ports.len());
+        self.ports.resize_with(ports, || None);
+        for id in change.remove_ports {
+            if let Some(p) = self.ports.get_mut(id as usize).and_then(Option::take) {
+                self.remove_port(p);
+            }
+        }
+        for (id, p) in change.add_ports {
+            if let Some(old) = self.ports[id as usize].replace(p) {
+                self.remove_port(old);
+            }
+        }
+        self.plan = plan;
+        self.holding.retain(|&i| {
+            self.nfs
+                .get(i as usize)
+                .is_some_and(|n| n.as_ref().is_some_and(|n| n.process_ref().is_some()))
+        });
+        self.derive();
+        self.mail.inputs_done.store(false, Ordering::Relaxed);
+    }
+
+    /// Takes an NF out of service: inline NFs release what they hold now
+    /// (steered on their old routes); process NFs are asked to stop.
+    fn remove_nf(&mut self, mut nf: NfRt<'a>, now: u64) {
+        if let Exec::Inline(_) = nf.exec {
+            // Put it back briefly so its emitted packets are steered as
+            // its own (routing reads the NF's id from its table slot).
+            let id = nf.id as usize;
+            let displaced = self.nfs[id].replace(nf);
+            for _ in 0..STOP_CALLS_MAX {
+                let emitted = self.with_inline_io(id as u16, now, run_stop);
+                self.dispatch(now);
+                if emitted < sluice_mem::MAX_BATCH {
+                    break;
+                }
+            }
+            let nf = std::mem::replace(&mut self.nfs[id], displaced).expect("put back above");
+            self.fold_away(&nf);
+            self.mail.free_slot(nf.slot);
+            return;
+        }
+        self.retire(&mut nf);
+        self.cmd.retiring.push(nf);
+    }
+
+    /// Asks a process NF to stop (it exits, then `reap_retiring` frees it).
+    fn retire(&mut self, nf: &mut NfRt<'a>) {
+        let control = nf.control;
+        if let Some(p) = nf.process() {
+            match p.phase {
+                Phase::Starting | Phase::Running => {
+                    control.stop.store(1, Ordering::Release);
+                    p.phase = Phase::Stopping;
+                    p.link.wake();
+                }
+                Phase::Stopping => {}
+                _ => p.phase = Phase::Stopped,
+            }
+        }
+    }
+
+    /// Takes back what a retiring NF hands back after its drain timed out:
+    /// its packets are counted as `nf_removed` (their routes may be gone).
+    fn salvage_retiring(&mut self, k: usize) {
+        let pool = self.pool;
+        let mut b = self.take_batch();
+        if let Some(p) = self.cmd.retiring[k].process() {
+            let _ = p.link.recv(pool, &mut b, sluice_mem::MAX_BATCH);
+            let mut events = Vec::new();
+            p.link.take_events(&mut events);
+        }
+        self.drops.add(DropReason::NF_REMOVED, b.len() as u64);
+        b.drain(|h| self.cache.free(h));
+        self.put_batch(b);
+    }
+
+    /// Frees retiring NFs that have exited (or that never started).
+    pub(super) fn reap_retiring(&mut self) {
+        let mut k = 0;
+        while k < self.cmd.retiring.len() {
+            let nf = &mut self.cmd.retiring[k];
+            let done = nf.process_ref().is_none_or(|p| {
+                matches!(p.phase, Phase::Stopped | Phase::Failed | Phase::Down { .. })
+            });
+            if !done {
+                // Keep draining what it hands back while it stops.
+                if nf.process_ref().is_some_and(|p| p.link.in_flight() > 0) {
+                    self.salvage_retiring(k);
+                }
+                k += 1;
+                continue;
+            }
+            let mut nf = self.cmd.retiring.swap_remove(k);
+            if let Some(p) = nf.process() {
+                let lost = p.link.reclaim(&mut self.cache).packets as u64;
+                self.drops.add(DropReason::NF_REMOVED, lost);
+            }
+            nf.retire_instance();
+            nf.control.state.store(state::EMPTY, Ordering::Relaxed);
+            self.fold_away(&nf);
+            self.mail.free_slot(nf.slot);
+        }
+    }
+
+    /// Adds a removed NF's counters to the totals of things gone.
+    fn fold_away(&mut self, nf: &NfRt<'a>) {
+        for (name, &n) in nf.drop_names.iter().zip(&nf.local_drops) {
+            if n > 0 {
+                *self
+                    .gone
+                    .nf_drops
+                    .entry(format!("{}:{name}", nf.name))
+                    .or_default() += n;
+            }
+        }
+        self.gone.originated += nf.originated;
+        self.gone.invalid_handles += nf.invalid_handles;
+    }
+
+    fn remove_port(&mut self, mut p: PortRt) {
+        if let Err(e) = p.flush() {
+            tracing::warn!("port {}: {e}", p.name);
+        }
+        self.gone.ports += &p.stats;
+    }
+}
