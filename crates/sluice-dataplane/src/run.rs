@@ -46,7 +46,13 @@ pub fn run(
     // Compile first, so a bad spec is reported before anything starts.
     crate::compile::compile(spec, registry, &crate::compile::Target::of_spec(spec), None)?;
     let mut settings = PlatformSettings::for_spec(spec);
-    settings.start_timeout = opts.start_timeout;
+    // Many process NFs start one fork after another: give each its time.
+    let process = spec
+        .nfs
+        .iter()
+        .filter(|n| n.isolation == sluice_spec::Isolation::Process)
+        .count() as u32;
+    settings.start_timeout = opts.start_timeout.max(Duration::from_millis(20) * process);
     settings.generator_duration_ns = opts.duration.map(|d| d.as_nanos() as u64);
     let mut rt = Runtime::start(settings, registry)?;
     if let Err(e) = rt.apply(spec) {
