@@ -11,6 +11,9 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+    /// How to reach a daemon.
+    #[command(flatten)]
+    pub conn: crate::ctl_args::ConnArgs,
 }
 
 /// Subcommands.
@@ -28,6 +31,25 @@ pub enum Command {
     },
     /// List the NF types specs can use.
     NfTypes,
+    /// Run the platform as a service: a REST API on a UNIX socket (and
+    /// optionally TCP), Prometheus metrics, a web dashboard; specs arrive
+    /// with `sluice apply`.
+    Daemon(crate::ctl_args::DaemonArgs),
+    /// Make a spec the running daemon's desired state, changing only what
+    /// differs (prints what was added, changed, removed).
+    Apply(crate::ctl_args::ApplyArgs),
+    /// List a daemon's ports, NFs or chains.
+    Get(crate::ctl_args::GetArgs),
+    /// Remove a port, NF or chain from a daemon's desired state.
+    Delete(crate::ctl_args::DeleteArgs),
+    /// A daemon's NF instances: pid, CPU, state, rate, restarts.
+    Ps(crate::ctl_args::ListArgs),
+    /// A daemon's counters (the keys of `sluice run --json`).
+    Stats(crate::ctl_args::ListArgs),
+    /// What an NF wrote (and what the platform said about it).
+    Logs(crate::ctl_args::LogsArgs),
+    /// A live view of a daemon, refreshed every second (`q` quits).
+    Top,
 }
 
 /// `sluice run`.

@@ -5,8 +5,14 @@ mod bench_jitter;
 mod bench_nfs;
 mod bench_wire;
 mod cli;
+mod client;
+mod ctl;
+mod ctl_args;
+mod daemon_cmd;
 mod logfmt;
+mod top;
 mod wire_env;
+mod yaml_out;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -68,6 +74,14 @@ fn main() -> ExitCode {
                 ExitCode::from(EXIT_SPEC)
             }
         },
+        Command::Daemon(a) => daemon_cmd::run(&cli.conn, a),
+        Command::Apply(a) => ctl::apply(&cli.conn, a),
+        Command::Get(a) => ctl::get(&cli.conn, a),
+        Command::Delete(a) => ctl::delete(&cli.conn, a),
+        Command::Ps(a) => ctl::ps(&cli.conn, a),
+        Command::Stats(a) => ctl::stats(&cli.conn, a),
+        Command::Logs(a) => ctl::logs(&cli.conn, a),
+        Command::Top => top::run(&cli.conn),
         Command::NfTypes => {
             for t in REGISTRY {
                 println!("{:<10} {}", t.name, t.summary);

@@ -6,7 +6,7 @@ use serde::Serialize;
 use crate::plan::{Hop, Plan};
 
 /// Names added, changed and removed, for one kind of object.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Changes {
     /// New names.
     pub added: Vec<String>,
@@ -24,7 +24,7 @@ impl Changes {
 }
 
 /// The difference between the running plan and a new one.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Diff {
     /// Ports.
     pub ports: Changes,

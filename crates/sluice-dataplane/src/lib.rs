@@ -14,6 +14,8 @@ pub mod diff;
 pub mod drops;
 pub mod flow_table;
 pub mod host;
+pub mod latency;
+pub mod logbook;
 pub mod nf_io;
 pub mod nf_loop;
 pub mod nf_rt;

@@ -13,7 +13,7 @@ use sluice_ports::{Generator, PcapWriter, Shard, Sink, SinkConfig, SinkReport};
 use sluice_spec::{GeneratorSpec, PortKind};
 
 /// Counters of one port.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct PortStats {
     /// Packets received (input ports).
     pub rx_packets: u64,

@@ -9,12 +9,13 @@ use sluice_mem::Backing;
 use sluice_ports::Sink;
 use sluice_spec::Isolation;
 
+use crate::latency::Histogram;
 use crate::nf_rt::NfRt;
 use crate::ports::PortStats;
 use crate::worker::Worker;
 
 /// Latency percentiles in nanoseconds (from the sinks' HDR histograms).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct Latency {
     /// Samples.
     pub count: u64,
@@ -33,7 +34,7 @@ pub struct Latency {
 }
 
 /// One NF's summary.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct NfReport {
     /// Instance name.
     pub name: String,
@@ -62,7 +63,7 @@ pub struct NfReport {
     /// those in `counters_by_worker`.
     pub counters: BTreeMap<String, u64>,
     /// With several workers: each worker's instance's counters.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub counters_by_worker: Vec<BTreeMap<String, u64>>,
     /// Times the NF slept for lack of work.
     pub sleeps: u64,
@@ -84,12 +85,58 @@ pub struct NfReport {
     /// Packets the NF created (reject replies, flood copies, …).
     pub originated: u64,
     /// Extended counters (e.g. hits per rule), up to the last non-zero one.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub ext_counters: Vec<u64>,
 }
 
+/// One chain's latency (ingress to egress through any port).
+#[derive(Debug, Clone, Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct ChainReport {
+    /// Chain name.
+    pub name: String,
+    /// Packets that left through a port.
+    pub packets: u64,
+    /// Mean time inside, ns.
+    pub mean_ns: f64,
+    /// Median, ns (the upper bound of its power-of-two bucket).
+    pub p50_ns: u64,
+    /// 99th percentile, ns (bucket upper bound).
+    pub p99_ns: u64,
+    /// The histogram.
+    pub histogram: Histogram,
+}
+
+impl ChainReport {
+    /// A chain's report from its histogram.
+    pub fn from_histogram(name: String, h: Histogram) -> ChainReport {
+        let q = |p: f64| {
+            let want = (h.count as f64 * p).ceil() as u64;
+            let mut seen = 0;
+            for (i, &n) in h.buckets.iter().enumerate() {
+                seen += n;
+                if seen >= want.max(1) {
+                    return Histogram::upper_ns(i);
+                }
+            }
+            0
+        };
+        ChainReport {
+            packets: h.count,
+            mean_ns: if h.count > 0 {
+                h.sum_ns as f64 / h.count as f64
+            } else {
+                0.0
+            },
+            p50_ns: if h.count > 0 { q(0.5) } else { 0 },
+            p99_ns: if h.count > 0 { q(0.99) } else { 0 },
+            name,
+            histogram: h,
+        }
+    }
+}
+
 /// One port's summary.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct PortReport {
     /// Port name.
     pub name: String,
@@ -107,7 +154,7 @@ pub struct PortReport {
 }
 
 /// Flow-table summary.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct FlowReport {
     /// Flows created.
     pub created: u64,
@@ -120,7 +167,7 @@ pub struct FlowReport {
 }
 
 /// Buffer accounting at the end of the run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct BufferReport {
     /// Buffers in the arena.
     pub capacity: u32,
@@ -133,7 +180,7 @@ pub struct BufferReport {
 }
 
 /// NF protocol violations the platform rejected.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct NfFaults {
     /// Ring entries that were not buffers the NF owned.
     pub invalid_handles: u64,
@@ -142,7 +189,7 @@ pub struct NfFaults {
 }
 
 /// The summary of a run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct RunReport {
     /// Spec file.
     pub spec: String,
@@ -182,6 +229,8 @@ pub struct RunReport {
     pub nfs: Vec<NfReport>,
     /// Per-port summaries.
     pub ports: Vec<PortReport>,
+    /// Per-chain latency, ingress to egress.
+    pub chains: Vec<ChainReport>,
     /// Flow table.
     pub flows: FlowReport,
     /// Buffer accounting.
@@ -256,6 +305,30 @@ fn nf_report(nf: &NfRt<'_>, counter_names: &[(usize, String)]) -> NfReport {
             ext[..used].to_vec()
         },
     }
+}
+
+/// Latency per chain: the histograms of its routes (current and retired)
+/// added up.
+fn chain_reports(w: &Worker<'_>) -> Vec<ChainReport> {
+    let mut by_chain: Vec<Option<Histogram>> = vec![None; w.plan.chains.len()];
+    for (route, h) in w.route_latency.iter().enumerate() {
+        if h.count == 0 {
+            continue;
+        }
+        let Some(r) = w.plan.route(route as u16) else {
+            continue;
+        };
+        if let Some(slot) = by_chain.get_mut(r.chain as usize) {
+            slot.get_or_insert_with(Histogram::new).merge(h);
+        }
+    }
+    w.plan
+        .chains_in_order()
+        .map(|(id, c)| {
+            let h = by_chain[id as usize].take().unwrap_or_default();
+            ChainReport::from_histogram(c.name.clone(), h)
+        })
+        .collect()
 }
 
 /// All of a worker's sinks merged into one (None without sinks).
@@ -372,6 +445,7 @@ impl RunReport {
                     }
                 })
                 .collect(),
+            chains: chain_reports(w),
             flows: FlowReport {
                 created: fs.created,
                 ended: fs.ended,
@@ -420,6 +494,7 @@ impl RunReport {
             template_restarts: 0,
             nfs: Vec::new(),
             ports: Vec::new(),
+            chains: Vec::new(),
             flows: FlowReport {
                 created: 0,
                 ended: 0,

@@ -120,6 +120,16 @@ impl RunReport {
                 add(&mut a.reordered, b.reordered);
                 add(&mut a.duplicates, b.duplicates);
             }
+            for b in &o.chains {
+                match r.chains.iter_mut().find(|a| a.name == b.name) {
+                    Some(a) => {
+                        let mut h = a.histogram.clone();
+                        h.merge(&b.histogram);
+                        *a = crate::report::ChainReport::from_histogram(a.name.clone(), h);
+                    }
+                    None => r.chains.push(b.clone()),
+                }
+            }
             r.flows.created += o.flows.created;
             r.flows.ended += o.flows.ended;
             r.flows.live += o.flows.live;

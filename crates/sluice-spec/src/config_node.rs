@@ -148,6 +148,12 @@ impl ConfigNode {
         from_json_at(value, String::new(), &SourceName::generated())
     }
 
+    /// Reads a YAML document (the spec's own YAML reader: YAML 1.2 core
+    /// schema, located errors), e.g. a config kept in its own file.
+    pub fn from_yaml_str(text: &str) -> Result<ConfigNode, SpecError> {
+        crate::yaml::parse(text, &SourceName::generated())
+    }
+
     /// Converts back to a JSON value. Locations are dropped; integers beyond
     /// the 64-bit range and non-finite floats become JSON floats or `null`.
     pub fn to_json(&self) -> serde_json::Value {

@@ -45,6 +45,7 @@ mod config_node;
 mod decode;
 mod decode_chains;
 mod decode_ports;
+mod emit;
 mod error;
 mod fields;
 mod limits;

@@ -30,14 +30,15 @@ use crate::compile::{compile, Target};
 use crate::diff::Diff;
 use crate::flow_table::FlowTable;
 use crate::host::{ForkHost, HostConfig, NfHost, SpawnRequest};
+use crate::logbook::{LogBook, LogLine};
 use crate::nf_loop::LoopConfig;
 use crate::plan::Plan;
 use crate::ports::PortRt;
 use crate::report::RunReport;
 use crate::report_merge::ShardResult;
 use crate::wakeup::WakePolicy;
-use crate::worker::command::{Committed, Reply};
-use crate::worker::{Change, Command, Mailbox, NewExec, NewNf, Worker, WorkerConfig};
+use crate::worker::mailbox::{Committed, Reply};
+use crate::worker::{Change, Command, Instance, Mailbox, NewExec, NewNf, Worker, WorkerConfig};
 use slots::Slots;
 
 /// How long a flow lingers after FIN/RST before its slot is recycled.
@@ -70,7 +71,7 @@ impl From<SpecError> for RunError {
 }
 
 /// What an apply did.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, utoipa::ToSchema)]
 pub struct Applied {
     /// What changed.
     pub diff: Diff,
@@ -100,6 +101,7 @@ pub struct Runtime {
     slots: Vec<Slots>,
     placement: sluice_sys::Placement,
     source: String,
+    logbook: Arc<LogBook>,
 }
 
 impl Runtime {
@@ -139,6 +141,7 @@ impl Runtime {
             nf_slots: Vec::new(),
             placement,
             source: String::new(),
+            logbook: Arc::new(LogBook::default()),
         };
         for w in 0..workers {
             match rt.start_worker(w) {
@@ -162,6 +165,7 @@ impl Runtime {
         };
         let (ready_tx, ready_rx) = sync_channel::<Result<(), String>>(1);
         let thread_mail = mail.clone();
+        let logbook = self.logbook.clone();
         let thread = std::thread::Builder::new()
             .name(format!("sluice-worker-{w}"))
             .spawn(move || {
@@ -199,7 +203,7 @@ impl Runtime {
                     drain_timeout_ns: 2_000_000_000,
                     wakeup: WakePolicy::from_settings(&s.wakeup),
                 };
-                let mut worker = Worker::new(&arena, &pool, flows, host, thread_mail, cfg);
+                let mut worker = Worker::new(&arena, &pool, flows, host, thread_mail, logbook, cfg);
                 let _ = ready_tx.send(Ok(()));
                 worker.serve();
             })
@@ -251,6 +255,20 @@ impl Runtime {
         self.settings.accepts(spec).map_err(RunError::Spec)?;
         let plan = compile(spec, self.registry, &self.target(), Some(&self.plan))?;
         Ok(Diff::between(&self.plan, &plan))
+    }
+
+    /// What applying `spec` to an empty platform with the spec's own
+    /// settings would change (everything), changing nothing: the check a
+    /// daemon with nothing running makes, as it restarts its data plane
+    /// with a spec's settings.
+    pub fn dry_run_from_empty(&self, spec: &Spec) -> Result<Diff, RunError> {
+        let target = Target {
+            replicas: u32::from(spec.settings.workers.max(1)),
+            flow_capacity: spec.settings.flow_table.capacity,
+            ..self.target()
+        };
+        let plan = compile(spec, self.registry, &target, None)?;
+        Ok(Diff::between(&Plan::default(), &plan))
     }
 
     /// Makes `spec` the running configuration, changing only what differs
@@ -531,6 +549,25 @@ impl Runtime {
             .unwrap_or_else(|| RunReport::empty(&self.arena));
         r.spec = self.source.clone();
         r
+    }
+
+    /// Every NF instance on every worker (`sluice ps`).
+    pub fn instances(&self) -> Vec<Instance> {
+        let mut rxs = Vec::new();
+        for w in 0..self.workers.len() {
+            let (tx, rx) = sync_channel(1);
+            self.post(w, Command::Instances(tx));
+            rxs.push(rx);
+        }
+        rxs.into_iter()
+            .filter_map(|rx| rx.recv_timeout(Duration::from_secs(5)).ok())
+            .flatten()
+            .collect()
+    }
+
+    /// NF `nf`'s log lines after sequence number `after` (0: all kept).
+    pub fn logs(&self, nf: &str, after: u64) -> Vec<LogLine> {
+        self.logbook.since(nf, after)
     }
 
     /// Whether every worker's input ports are exhausted.

@@ -45,6 +45,8 @@ use sluice_spec::RestartPolicy;
 use crate::drops::Drops;
 use crate::flow_table::FlowTable;
 use crate::host::NfHost;
+use crate::latency::Histogram;
+use crate::logbook::LogBook;
 use crate::nf_rt::{Exec, NfRt};
 use crate::plan::{Hop, Plan};
 use crate::ports::PortRt;
@@ -55,11 +57,12 @@ use crate::wakeup::{WakeGate, WakePolicy};
 mod classify;
 pub mod command;
 mod finish;
+pub mod mailbox;
 mod markers;
 mod steering;
 mod supervise;
 
-pub use command::{Change, Command, Mailbox, NewExec, NewNf, Retired as RetiredTotals};
+pub use mailbox::{Change, Command, Instance, Mailbox, NewExec, NewNf, Retired as RetiredTotals};
 
 const MS: u64 = 1_000_000;
 
@@ -129,6 +132,8 @@ pub struct Worker<'a> {
     pub(crate) gone: RetiredTotals,
     /// Changes, reports and stop requests from the control thread.
     pub(crate) mail: Arc<Mailbox>,
+    /// What NFs wrote and what happened to them, by NF name.
+    pub(crate) logbook: Arc<LogBook>,
     pub(crate) cmd: command::State<'a>,
     // Boxed on purpose: a HandleBatch is 1 KiB, and groups move between
     // the spare list and the work stack by pointer, not by memcpy.
@@ -141,6 +146,8 @@ pub struct Worker<'a> {
     /// Scratch for [`steering`]'s classification passes (one batch).
     keyed: Vec<classify::Keyed>,
     idle: u32,
+    /// Per route id: ingress-to-egress latency of its packets.
+    pub(crate) route_latency: Vec<Histogram>,
     /// Per NF id: its adaptive wake-up state.
     gates: Vec<WakeGate>,
     /// NFs whose gate holds packets back (their timers run in the loop).
@@ -172,6 +179,7 @@ impl<'a> Worker<'a> {
         flows: FlowTable,
         host: Option<Box<dyn NfHost + 'a>>,
         mail: Arc<Mailbox>,
+        logbook: Arc<LogBook>,
         cfg: WorkerConfig,
     ) -> Self {
         let refill = (cfg.batch * 2).max(64);
@@ -189,6 +197,7 @@ impl<'a> Worker<'a> {
             derived: Derived::default(),
             gone: RetiredTotals::default(),
             mail,
+            logbook,
             cmd: command::State::default(),
             spare: (0..64).map(|_| Box::new(HandleBatch::new())).collect(),
             work: Vec::with_capacity(64),
@@ -197,6 +206,7 @@ impl<'a> Worker<'a> {
             ended: Vec::with_capacity(1024),
             keyed: Vec::with_capacity(sluice_mem::MAX_BATCH),
             idle: 0,
+            route_latency: Vec::new(),
             gates: Vec::new(),
             holding: Vec::new(),
             yield_due: false,
@@ -275,6 +285,8 @@ impl<'a> Worker<'a> {
             && d.nic_fds.len() == d.input_ports.len()
             && d.process_ids.is_empty();
         self.gates.resize(self.nfs.len(), WakeGate::default());
+        self.route_latency
+            .resize_with(self.plan.routes.len(), Histogram::new);
         self.derived = d;
     }
 

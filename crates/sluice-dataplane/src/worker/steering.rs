@@ -173,6 +173,16 @@ impl<'a> Worker<'a> {
                 Dest::Nf(i) => self.deliver_nf(i, &mut b, now),
                 Dest::Port(p) => match self.ports.get_mut(p as usize).and_then(Option::as_mut) {
                     Some(port) => {
+                        // Each packet's time inside, by its route (one
+                        // compare, a count of leading zeros and an add).
+                        let arena = self.arena;
+                        for h in b.iter_mut() {
+                            let pkt = arena.pkt(h);
+                            let (route, ts) = (pkt.chain(), pkt.timestamp_ns());
+                            if let Some(hist) = self.route_latency.get_mut(route as usize) {
+                                hist.record(now.saturating_sub(ts));
+                            }
+                        }
                         let lost = port.tx(self.arena, &mut b, &mut self.cache, now);
                         self.drops.add(DropReason::PORT_TX_ERROR, lost);
                     }

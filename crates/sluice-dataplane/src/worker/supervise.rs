@@ -131,6 +131,7 @@ impl<'a> Worker<'a> {
                 };
                 let name = name.unwrap_or_else(|| "template".into());
                 tracing::info!(target: "sluice::nf", nf = %name, "{line}");
+                self.logbook.push(&name, self.cfg.index, "nf", line);
             }
             HostEvent::HostRestarted { why } => {
                 tracing::error!("{why}; its NFs are restarted per the restart policy");
@@ -236,7 +237,7 @@ impl<'a> Worker<'a> {
                 Phase::Failed
             };
         }
-        tracing::warn!(
+        let what = format!(
             "NF {name} (pid {pid}) {why}; reclaimed {lost} buffers; {}",
             if allowed {
                 format!(
@@ -247,6 +248,8 @@ impl<'a> Worker<'a> {
                 "not restarting (restart policy)".to_string()
             }
         );
+        tracing::warn!("{what}");
+        self.logbook.push(&name, self.cfg.index, "platform", what);
         if !allowed {
             self.drop_queue(i);
         }
@@ -362,7 +365,14 @@ impl<'a> Worker<'a> {
             };
             if let Some(us) = advance(nf, now) {
                 nf.startup_us.push(us);
+                let pid = nf.process_ref().map_or(0, |p| p.pid);
+                let line = format!("running (pid {pid}, started in {us:.0} µs)");
+                self.logbook
+                    .push(&nf.name, self.cfg.index, "platform", line);
             }
+            let Some(nf) = self.nfs[i as usize].as_mut() else {
+                continue;
+            };
             let mut respawn = false;
             let mut expired = false;
             if let Some(p) = nf.process() {
@@ -401,12 +411,19 @@ impl<'a> Worker<'a> {
                 }
             }
         }
+        let mut started = Vec::new();
         if let Some(staged) = self.cmd.staged_mut() {
             for nf in staged {
                 if let Some(us) = advance(nf, now) {
                     nf.startup_us.push(us);
+                    let pid = nf.process_ref().map_or(0, |p| p.pid);
+                    started.push((nf.name.clone(), pid, us));
                 }
             }
+        }
+        for (name, pid, us) in started {
+            let line = format!("running (pid {pid}, started in {us:.0} µs)");
+            self.logbook.push(&name, self.cfg.index, "platform", line);
         }
         let budget = (self.flows.capacity() as usize / 256).max(64);
         let mut ended = std::mem::take(&mut self.ended);

@@ -1,0 +1,401 @@
+//! The `/v1` REST API: routes and handlers. Every handler parses its
+//! input strictly (unknown fields, wrong types and oversized bodies are a
+//! `4xx` naming the field), then runs on the control thread.
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, RawQuery, State};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use sluice_dataplane::report::RunReport;
+use sluice_dataplane::worker::Instance;
+use utoipa::OpenApi;
+
+use crate::control::{Control, State as Ctl};
+use crate::error::{ApiError, ErrorBody};
+use crate::types::*;
+
+/// Largest request body (a spec is at most 16 MiB as a file; its JSON
+/// string escaping may grow it).
+pub const BODY_LIMIT: usize = 32 << 20;
+
+/// What every handler reaches.
+#[derive(Clone)]
+pub struct AppState {
+    /// The control thread.
+    pub control: Control,
+}
+
+/// Parses a JSON body; errors name the field (`spec`, `dry_run`, ...).
+pub fn parse_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
+    let body = body.map_err(|e| match e {
+        BytesRejection::FailedToBufferBody(_) => ApiError::too_large(BODY_LIMIT),
+        other => ApiError::bad_request(other.body_text(), None),
+    })?;
+    if body.len() > BODY_LIMIT {
+        return Err(ApiError::too_large(BODY_LIMIT));
+    }
+    let de = &mut serde_json::Deserializer::from_slice(&body);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let field = e.path().to_string();
+        ApiError::bad_request(format!("invalid request body: {}", e.inner()), Some(field))
+    })
+}
+
+/// Parses a query string strictly.
+pub fn parse_query<T: DeserializeOwned>(q: Option<String>) -> Result<T, ApiError> {
+    serde_urlencoded::from_str(q.as_deref().unwrap_or(""))
+        .map_err(|e| ApiError::bad_request(format!("invalid query: {e}"), None))
+}
+
+/// The API routes (no authentication: the caller adds it per listener).
+pub fn routes(state: AppState) -> Router {
+    Router::new()
+        .route("/v1/version", get(version))
+        .route("/v1/spec", get(get_spec).put(put_spec))
+        .route("/v1/ports", get(list_ports))
+        .route("/v1/ports/{name}", get(get_port).delete(delete_port))
+        .route("/v1/nfs", get(list_nfs))
+        .route("/v1/nfs/{name}", get(get_nf).delete(delete_nf))
+        .route("/v1/nfs/{name}/logs", get(nf_logs))
+        .route("/v1/chains", get(list_chains))
+        .route("/v1/chains/{name}", get(get_chain).delete(delete_chain))
+        .route("/v1/instances", get(instances))
+        .route("/v1/stats", get(stats))
+        .route("/v1/openapi.json", get(openapi))
+        .with_state(state)
+}
+
+#[utoipa::path(get, path = "/v1/version", tag = "daemon",
+    responses((status = 200, description = "Versions", body = VersionInfo)))]
+async fn version() -> Json<VersionInfo> {
+    Json(VersionInfo {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        api: "v1".to_string(),
+    })
+}
+
+#[utoipa::path(get, path = "/v1/spec", tag = "spec",
+    responses((status = 200, description = "The desired state", body = SpecDocument)))]
+async fn get_spec(State(app): State<AppState>) -> Result<Json<SpecDocument>, ApiError> {
+    app.control
+        .call(|s| SpecDocument {
+            resource_version: s.version,
+            spec: s.desired.as_ref().map_or(Value::Null, |d| d.to_json()),
+        })
+        .await
+        .map(Json)
+}
+
+#[utoipa::path(put, path = "/v1/spec", tag = "spec", request_body = ApplyRequest,
+    responses(
+        (status = 200, description = "Applied (or, dry run, what would change)", body = ApplyResponse),
+        (status = 400, description = "Malformed request", body = ErrorBody),
+        (status = 409, description = "Another change came first", body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
+        (status = 422, description = "Invalid spec, or a part of it could not start (nothing changed)", body = ErrorBody)))]
+async fn put_spec(
+    State(app): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<ApplyResponse>, ApiError> {
+    let req: ApplyRequest = parse_body(body)?;
+    app.control
+        .call(move |s| {
+            let source = req.source.as_deref().unwrap_or("<api>");
+            let spec = s
+                .parse(&req.spec, source)
+                .map_err(|e| ApiError::invalid_spec(&e))?;
+            let c = s.change(spec, req.resource_version, req.dry_run)?;
+            Ok(ApplyResponse {
+                resource_version: c.version,
+                dry_run: req.dry_run,
+                diff: c.applied.diff,
+                quiesce_us: c.applied.quiesce_us,
+                took_us: c.applied.took_us,
+            })
+        })
+        .await?
+        .map(Json)
+}
+
+/// The entries of `key` (`ports`, `nfs`, `chains`) in the desired spec.
+fn entries(s: &Ctl, key: &str) -> Vec<Value> {
+    s.desired
+        .as_ref()
+        .and_then(|d| d.to_json().get(key).and_then(Value::as_array).cloned())
+        .unwrap_or_default()
+}
+
+fn named(entries: Vec<Value>, name: &str, what: &str) -> Result<Value, ApiError> {
+    entries
+        .into_iter()
+        .find(|e| e["name"] == name)
+        .ok_or_else(|| ApiError::not_found(format!("no {what} named {name}")))
+}
+
+fn port_views(s: &Ctl, report: &RunReport) -> Vec<PortView> {
+    entries(s, "ports")
+        .into_iter()
+        .map(|d| {
+            let name = d["name"].as_str().unwrap_or_default().to_string();
+            PortView {
+                kind: d["kind"].as_str().unwrap_or_default().to_string(),
+                stats: report
+                    .ports
+                    .iter()
+                    .find(|p| p.name == name)
+                    .map(|p| p.stats.clone()),
+                name,
+                definition: d,
+            }
+        })
+        .collect()
+}
+
+#[utoipa::path(get, path = "/v1/ports", tag = "ports",
+    responses((status = 200, description = "Ports", body = [PortView])))]
+async fn list_ports(State(app): State<AppState>) -> Result<Json<Vec<PortView>>, ApiError> {
+    app.control
+        .call(|s| port_views(s, &s.rt.report()))
+        .await
+        .map(Json)
+}
+
+#[utoipa::path(get, path = "/v1/ports/{name}", tag = "ports",
+    params(("name" = String, Path, description = "Port name")),
+    responses((status = 200, description = "The port", body = PortView),
+              (status = 404, description = "No such port", body = ErrorBody)))]
+async fn get_port(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<PortView>, ApiError> {
+    app.control
+        .call(move |s| {
+            port_views(s, &s.rt.report())
+                .into_iter()
+                .find(|p| p.name == name)
+                .ok_or_else(|| ApiError::not_found(format!("no port named {name}")))
+        })
+        .await?
+        .map(Json)
+}
+
+fn nf_views(s: &Ctl, report: &RunReport, instances: &[Instance]) -> Vec<NfView> {
+    entries(s, "nfs")
+        .into_iter()
+        .map(|d| {
+            let name = d["name"].as_str().unwrap_or_default().to_string();
+            let r = report.nfs.iter().find(|n| n.name == name);
+            NfView {
+                nf_type: d["type"].as_str().unwrap_or_default().to_string(),
+                isolation: d["isolation"].as_str().unwrap_or_default().to_string(),
+                packets: r.map_or(0, |r| r.packets),
+                cpu_ns: r.map_or(0, |r| r.cpu_ns),
+                restarts: r.map_or(0, |r| r.restarts),
+                drops: r.map(|r| r.drops.clone()).unwrap_or_default(),
+                instances: instances.iter().filter(|i| i.nf == name).cloned().collect(),
+                name,
+                definition: d,
+            }
+        })
+        .collect()
+}
+
+#[utoipa::path(get, path = "/v1/nfs", tag = "nfs",
+    responses((status = 200, description = "NFs", body = [NfView])))]
+async fn list_nfs(State(app): State<AppState>) -> Result<Json<Vec<NfView>>, ApiError> {
+    app.control
+        .call(|s| nf_views(s, &s.rt.report(), &s.rt.instances()))
+        .await
+        .map(Json)
+}
+
+#[utoipa::path(get, path = "/v1/nfs/{name}", tag = "nfs",
+    params(("name" = String, Path, description = "NF name")),
+    responses((status = 200, description = "The NF", body = NfView),
+              (status = 404, description = "No such NF", body = ErrorBody)))]
+async fn get_nf(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<NfView>, ApiError> {
+    app.control
+        .call(move |s| {
+            nf_views(s, &s.rt.report(), &s.rt.instances())
+                .into_iter()
+                .find(|n| n.name == name)
+                .ok_or_else(|| ApiError::not_found(format!("no NF named {name}")))
+        })
+        .await?
+        .map(Json)
+}
+
+#[utoipa::path(get, path = "/v1/nfs/{name}/logs", tag = "nfs",
+    params(("name" = String, Path, description = "NF name"), LogsQuery),
+    responses((status = 200, description = "Its log lines", body = LogsResponse),
+              (status = 400, description = "Bad query", body = ErrorBody),
+              (status = 404, description = "No such NF", body = ErrorBody)))]
+async fn nf_logs(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Result<Json<LogsResponse>, ApiError> {
+    let q: LogsQuery = parse_query(q)?;
+    app.control
+        .call(move |s| {
+            named(entries(s, "nfs"), &name, "NF")?;
+            let after = q.after.unwrap_or(0);
+            let lines = s.rt.logs(&name, after);
+            let next = lines.last().map_or(after, |l| l.seq);
+            Ok(LogsResponse { lines, next })
+        })
+        .await?
+        .map(Json)
+}
+
+fn chain_views(s: &Ctl) -> Vec<ChainView> {
+    let Some(spec) = &s.desired else {
+        return Vec::new();
+    };
+    entries(s, "chains")
+        .into_iter()
+        .map(|d| {
+            let name = d["name"].as_str().unwrap_or_default().to_string();
+            ChainView {
+                from: d["from"].as_str().unwrap_or_default().to_string(),
+                path: spec
+                    .resolve_chain_path(&name)
+                    .into_iter()
+                    .map(str::to_string)
+                    .collect(),
+                name,
+                definition: d,
+            }
+        })
+        .collect()
+}
+
+#[utoipa::path(get, path = "/v1/chains", tag = "chains",
+    responses((status = 200, description = "Chains", body = [ChainView])))]
+async fn list_chains(State(app): State<AppState>) -> Result<Json<Vec<ChainView>>, ApiError> {
+    app.control.call(|s| chain_views(s)).await.map(Json)
+}
+
+#[utoipa::path(get, path = "/v1/chains/{name}", tag = "chains",
+    params(("name" = String, Path, description = "Chain name")),
+    responses((status = 200, description = "The chain", body = ChainView),
+              (status = 404, description = "No such chain", body = ErrorBody)))]
+async fn get_chain(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<ChainView>, ApiError> {
+    app.control
+        .call(move |s| {
+            chain_views(s)
+                .into_iter()
+                .find(|c| c.name == name)
+                .ok_or_else(|| ApiError::not_found(format!("no chain named {name}")))
+        })
+        .await?
+        .map(Json)
+}
+
+async fn delete(
+    app: AppState,
+    kind: &'static str,
+    name: String,
+    q: Option<String>,
+) -> Result<Json<DeleteResponse>, ApiError> {
+    let q: DeleteQuery = parse_query(q)?;
+    app.control
+        .call(move |s| {
+            let spec = s.without(kind, &name)?;
+            let c = s.change(spec, q.resource_version, false)?;
+            Ok(DeleteResponse {
+                resource_version: c.version,
+                diff: c.applied.diff,
+            })
+        })
+        .await?
+        .map(Json)
+}
+
+#[utoipa::path(delete, path = "/v1/ports/{name}", tag = "ports",
+    params(("name" = String, Path, description = "Port name"), DeleteQuery),
+    responses((status = 200, description = "Deleted", body = DeleteResponse),
+              (status = 404, description = "No such port", body = ErrorBody),
+              (status = 409, description = "Another change came first", body = ErrorBody),
+              (status = 422, description = "Something still uses it (nothing changed)", body = ErrorBody)))]
+async fn delete_port(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Result<Json<DeleteResponse>, ApiError> {
+    delete(app, "port", name, q).await
+}
+
+#[utoipa::path(delete, path = "/v1/nfs/{name}", tag = "nfs",
+    params(("name" = String, Path, description = "NF name"), DeleteQuery),
+    responses((status = 200, description = "Deleted", body = DeleteResponse),
+              (status = 404, description = "No such NF", body = ErrorBody),
+              (status = 409, description = "Another change came first", body = ErrorBody),
+              (status = 422, description = "A chain still uses it (nothing changed)", body = ErrorBody)))]
+async fn delete_nf(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Result<Json<DeleteResponse>, ApiError> {
+    delete(app, "nf", name, q).await
+}
+
+#[utoipa::path(delete, path = "/v1/chains/{name}", tag = "chains",
+    params(("name" = String, Path, description = "Chain name"), DeleteQuery),
+    responses((status = 200, description = "Deleted", body = DeleteResponse),
+              (status = 404, description = "No such chain", body = ErrorBody),
+              (status = 409, description = "Another change came first", body = ErrorBody),
+              (status = 422, description = "Something still uses it (nothing changed)", body = ErrorBody)))]
+async fn delete_chain(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Result<Json<DeleteResponse>, ApiError> {
+    delete(app, "chain", name, q).await
+}
+
+#[utoipa::path(get, path = "/v1/instances", tag = "nfs",
+    responses((status = 200, description = "Every NF instance on every worker", body = [Instance])))]
+async fn instances(State(app): State<AppState>) -> Result<Json<Vec<Instance>>, ApiError> {
+    app.control.call(|s| s.rt.instances()).await.map(Json)
+}
+
+#[utoipa::path(get, path = "/v1/stats", tag = "stats",
+    responses((status = 200, description = "Counters since start (the keys of `sluice run --json`)", body = RunReport)))]
+async fn stats(State(app): State<AppState>) -> Result<Json<RunReport>, ApiError> {
+    app.control.call(|s| s.rt.report()).await.map(Json)
+}
+
+#[utoipa::path(get, path = "/v1/openapi.json", tag = "daemon",
+    responses((status = 200, description = "This API's OpenAPI 3 document")))]
+async fn openapi() -> Json<utoipa::openapi::OpenApi> {
+    Json(ApiDoc::openapi())
+}
+
+/// The OpenAPI document, generated from the handlers above.
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "sluice", description = "The sluice daemon's control API (v1)."),
+    paths(
+        version, get_spec, put_spec, list_ports, get_port, delete_port, list_nfs, get_nf,
+        delete_nf, nf_logs, list_chains, get_chain, delete_chain, instances, stats, openapi
+    ),
+    tags(
+        (name = "daemon", description = "The daemon itself"),
+        (name = "spec", description = "The desired state"),
+        (name = "ports", description = "Ports"),
+        (name = "nfs", description = "Network functions and their instances"),
+        (name = "chains", description = "Chains"),
+        (name = "stats", description = "Counters")
+    )
+)]
+pub struct ApiDoc;

@@ -1,0 +1,271 @@
+//! The control thread: it alone owns the [`Runtime`] and the desired
+//! state, and runs one request at a time, so an apply is never
+//! interleaved with another change (HTTP handlers, on the async runtime,
+//! send it closures and await the result; nothing async ever blocks on
+//! the data plane).
+//!
+//! The desired state is a spec and a resource version that grows by one
+//! per change. A change names the version it was computed from, and is
+//! refused (409) if another change came first: two concurrent applies,
+//! one wins. Each change is persisted in the state directory before it
+//! is acknowledged, and re-applied when the daemon starts.
+
+use std::path::PathBuf;
+use std::sync::mpsc;
+
+use sluice_dataplane::{Applied, PlatformSettings, RunError, Runtime};
+use sluice_nf::NfType;
+use sluice_spec::{Spec, SpecError};
+
+use crate::error::ApiError;
+use crate::state::StateDir;
+
+/// Everything the control thread holds.
+pub struct State {
+    /// The data plane.
+    pub rt: Runtime,
+    /// The spec it runs (`None` before the first apply).
+    pub desired: Option<Spec>,
+    /// Version of `desired`; 0 before the first apply.
+    pub version: u64,
+    /// Where `desired` is persisted.
+    pub dir: StateDir,
+    /// Capacities and sizes the daemon was started with.
+    pub platform: PlatformSettings,
+    /// NF types.
+    pub registry: &'static [NfType],
+}
+
+type Job = Box<dyn FnOnce(&mut State) + Send>;
+
+/// A handle on the control thread.
+#[derive(Clone)]
+pub struct Control {
+    tx: mpsc::Sender<Job>,
+}
+
+impl Control {
+    /// Starts the control thread with a fresh data plane, and re-applies
+    /// the persisted desired state if there is one.
+    pub fn start(
+        platform: PlatformSettings,
+        registry: &'static [NfType],
+        dir: StateDir,
+    ) -> Result<(Control, std::thread::JoinHandle<()>), String> {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), String>>(1);
+        let thread = std::thread::Builder::new()
+            .name("sluice-control".into())
+            .spawn(move || {
+                let rt = match Runtime::start(platform.clone(), registry) {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e.to_string()));
+                        return;
+                    }
+                };
+                let mut state = State {
+                    rt,
+                    desired: None,
+                    version: 0,
+                    dir,
+                    platform,
+                    registry,
+                };
+                state.restore();
+                let _ = ready_tx.send(Ok(()));
+                while let Ok(job) = rx.recv() {
+                    job(&mut state);
+                }
+                // Every handle is gone: the daemon is shutting down.
+                let State { rt, .. } = state;
+                let report = rt.stop();
+                tracing::info!(
+                    "stopped: {} packets in, {} out, {} dropped, {} leaked buffers",
+                    report.packets_in,
+                    report.packets_out,
+                    report.drops_total,
+                    report.leaked_buffers
+                );
+            })
+            .map_err(|e| format!("cannot start the control thread: {e}"))?;
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok((Control { tx }, thread)),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err("the control thread stopped while starting".into()),
+        }
+    }
+
+    /// Runs `f` on the control thread and returns its result.
+    pub async fn call<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut State) -> T + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move |s| {
+            let _ = tx.send(f(s));
+        });
+        self.tx
+            .send(job)
+            .map_err(|_| ApiError::unavailable("the control thread has stopped"))?;
+        rx.await
+            .map_err(|_| ApiError::unavailable("the control thread has stopped"))
+    }
+}
+
+/// What a successful change did.
+#[derive(Debug, Clone)]
+pub struct Changed {
+    /// The new version (the old one for a dry run or no change).
+    pub version: u64,
+    /// What changed and how long it took.
+    pub applied: Applied,
+}
+
+impl State {
+    /// Applies the persisted desired state, if any (a daemon restart).
+    fn restore(&mut self) {
+        let Some((version, text)) = self.dir.load() else {
+            return;
+        };
+        let spec = match self.parse(&text, "desired state") {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!("the persisted desired state does not load: {e}; starting empty");
+                return;
+            }
+        };
+        match self.apply_spec(&spec) {
+            Ok(_) => {
+                tracing::info!("re-applied the desired state (version {version})");
+                self.desired = Some(spec);
+                self.version = version;
+            }
+            Err(e) => tracing::error!(
+                "cannot re-apply the persisted desired state (version {version}): {e}; starting empty"
+            ),
+        }
+    }
+
+    /// Parses spec text; `source` names it in errors and is the base of
+    /// its relative paths when it is a file path.
+    pub fn parse(&self, text: &str, source: &str) -> Result<Spec, SpecError> {
+        let types: Vec<&str> = self.registry.iter().map(|t| t.name).collect();
+        sluice_spec::parse_str(text, source, &types)
+    }
+
+    /// Makes `spec` the desired state if the current version is `expect`
+    /// (any version when `None`); with `dry_run`, only says what would
+    /// change.
+    pub fn change(
+        &mut self,
+        spec: Spec,
+        expect: Option<u64>,
+        dry_run: bool,
+    ) -> Result<Changed, ApiError> {
+        if let Some(v) = expect {
+            if v != self.version {
+                return Err(ApiError::conflict(format!(
+                    "the desired state is at version {}, not {v}: another change came first; \
+                     read it again and retry",
+                    self.version
+                )));
+            }
+        }
+        if dry_run {
+            // A platform with nothing running takes the spec's settings on
+            // apply (see `apply_spec`): judge the spec on its own then.
+            let diff = if self.is_empty() {
+                self.rt.dry_run_from_empty(&spec)?
+            } else {
+                self.rt.dry_run(&spec)?
+            };
+            return Ok(Changed {
+                version: self.version,
+                applied: Applied {
+                    diff,
+                    ..Applied::default()
+                },
+            });
+        }
+        let applied = self.apply_spec(&spec)?;
+        if applied.diff.is_empty() && self.desired.as_ref() == Some(&spec) {
+            return Ok(Changed {
+                version: self.version,
+                applied,
+            });
+        }
+        let version = self.version + 1;
+        if let Err(e) = self.dir.save(version, &spec.to_json()) {
+            // The data plane runs the spec; say that it will not survive a
+            // restart rather than pretend.
+            tracing::error!("cannot persist the desired state: {e}");
+        }
+        self.desired = Some(spec);
+        self.version = version;
+        Ok(Changed { version, applied })
+    }
+
+    fn is_empty(&self) -> bool {
+        self.rt.plan().counts() == (0, 0, 0)
+    }
+
+    /// Applies a spec. A platform with nothing running takes the spec's
+    /// fixed settings (buffers, workers, ...) by starting afresh; one that
+    /// runs something refuses a spec whose fixed settings differ.
+    fn apply_spec(&mut self, spec: &Spec) -> Result<Applied, ApiError> {
+        if self.is_empty() && self.rt.settings().accepts(spec).is_err() {
+            let mut p = PlatformSettings::for_spec(spec);
+            p.max_nfs = self.platform.max_nfs;
+            p.max_ports = self.platform.max_ports;
+            p.max_chains = self.platform.max_chains;
+            p.template_program = self.platform.template_program.clone();
+            p.start_host = true;
+            p.start_timeout = self.platform.start_timeout;
+            let fresh = Runtime::start(p, self.registry).map_err(ApiError::from)?;
+            let old = std::mem::replace(&mut self.rt, fresh);
+            let _ = old.stop();
+        }
+        self.rt.apply(spec).map_err(ApiError::from)
+    }
+
+    /// The spec with one object removed (`kind` is `port`, `nf` or
+    /// `chain`), as a new desired state.
+    pub fn without(&self, kind: &str, name: &str) -> Result<Spec, ApiError> {
+        let Some(mut spec) = self.desired.clone() else {
+            return Err(ApiError::not_found(format!("no {kind} named {name}")));
+        };
+        let before = (spec.ports.len(), spec.nfs.len(), spec.chains.len());
+        match kind {
+            "port" => spec.ports.retain(|p| p.name != name),
+            "nf" => spec.nfs.retain(|n| n.name != name),
+            _ => spec.chains.retain(|c| c.name != name),
+        }
+        if (spec.ports.len(), spec.nfs.len(), spec.chains.len()) == before {
+            return Err(ApiError::not_found(format!("no {kind} named {name}")));
+        }
+        Ok(spec)
+    }
+}
+
+impl From<RunError> for ApiError {
+    fn from(e: RunError) -> Self {
+        match e {
+            RunError::Spec(e) => ApiError::invalid_spec(&e),
+            RunError::Setup(m) => ApiError::unprocessable("setup_failed", m),
+        }
+    }
+}
+
+/// The daemon's default state directory.
+pub fn default_state_dir() -> PathBuf {
+    if rustix::process::geteuid().is_root() {
+        PathBuf::from("/var/lib/sluice")
+    } else {
+        std::env::var_os("XDG_STATE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+            .unwrap_or_else(|| PathBuf::from("."))
+            .join("sluice")
+    }
+}

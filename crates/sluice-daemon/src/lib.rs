@@ -1,0 +1,148 @@
+//! `sluice daemon`: the data plane as a service, changed through a REST
+//! API (`/v1`), watched through Prometheus metrics (`/metrics`) and a web
+//! dashboard (`/`).
+//!
+//! The daemon listens on a UNIX socket (mode 0660; the file system is the
+//! access control) and, optionally, on TCP, where every request needs the
+//! bearer token. HTTP runs on a small tokio runtime; the data plane is
+//! owned by one control thread ([`control`]) that the handlers send work
+//! to, so nothing async ever runs on, or waits on, the packet path.
+
+pub mod api;
+mod auth;
+pub mod control;
+mod dashboard;
+pub mod error;
+mod metrics;
+pub mod socket;
+pub mod state;
+pub mod types;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use sluice_dataplane::PlatformSettings;
+use sluice_nf::NfType;
+
+pub use api::ApiDoc;
+pub use socket::{client_default_socket, default_socket, SOCKET_NAME};
+
+/// How to run a daemon.
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    /// UNIX socket to listen on ([`default_socket`] if `None`).
+    pub socket: Option<PathBuf>,
+    /// TCP address to listen on too (needs `token`).
+    pub listen: Option<SocketAddr>,
+    /// Bearer token every TCP request must carry.
+    pub token: Option<String>,
+    /// Where the desired state is kept.
+    pub state_dir: PathBuf,
+    /// The data plane's settings and capacities.
+    pub platform: PlatformSettings,
+}
+
+/// Runs a daemon until SIGINT or SIGTERM; then drains and stops the data
+/// plane. Errors are setup failures (socket, state directory, data plane).
+pub fn run(cfg: DaemonConfig, registry: &'static [NfType]) -> Result<(), String> {
+    if cfg.listen.is_some() && cfg.token.as_deref().is_none_or(str::is_empty) {
+        return Err("--listen needs --token-file: every TCP request must carry the token".into());
+    }
+    let dir = state::StateDir::open(&cfg.state_dir).map_err(|e| {
+        format!(
+            "cannot use the state directory {}: {e}",
+            cfg.state_dir.display()
+        )
+    })?;
+    let socket_path = cfg
+        .socket
+        .clone()
+        .unwrap_or_else(|| default_socket(&cfg.state_dir));
+    let (control, thread) = control::Control::start(cfg.platform.clone(), registry, dir)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("sluice-api")
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the API runtime: {e}"))?;
+    let served = rt.block_on(serve(control, &socket_path, cfg.listen, cfg.token));
+    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    let _ = std::fs::remove_file(&socket_path);
+    // The last handle on the control thread is gone: it stops the data
+    // plane and exits.
+    let _ = thread.join();
+    served
+}
+
+async fn serve(
+    control: control::Control,
+    socket_path: &std::path::Path,
+    listen: Option<SocketAddr>,
+    token: Option<String>,
+) -> Result<(), String> {
+    let state = api::AppState { control };
+    let app = |authed: Option<String>| {
+        let router = api::routes(state.clone())
+            .merge(metrics::routes(state.clone()))
+            .merge(dashboard::routes());
+        let router = match authed {
+            Some(t) => auth::require_token(router, t),
+            None => router,
+        };
+        router.layer(axum::extract::DefaultBodyLimit::max(api::BODY_LIMIT))
+    };
+    let unix = socket::bind(socket_path)
+        .map_err(|e| format!("cannot listen on {}: {e}", socket_path.display()))?;
+    tracing::info!("listening on {}", socket_path.display());
+    let shutdown = shutdown_signal();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut tasks = Vec::new();
+    {
+        let mut rx = stop_rx.clone();
+        let app = app(None);
+        tasks.push(tokio::spawn(async move {
+            axum::serve(unix, app)
+                .with_graceful_shutdown(async move {
+                    let _ = rx.changed().await;
+                })
+                .await
+        }));
+    }
+    if let Some(addr) = listen {
+        let tcp = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        tracing::info!("listening on {addr} (bearer token required)");
+        let mut rx = stop_rx.clone();
+        let app = app(token);
+        tasks.push(tokio::spawn(async move {
+            axum::serve(tcp, app)
+                .with_graceful_shutdown(async move {
+                    let _ = rx.changed().await;
+                })
+                .await
+        }));
+    }
+    shutdown.await;
+    tracing::info!("stopping: draining the data plane");
+    let _ = stop_tx.send(true);
+    for t in tasks {
+        let _ = t.await;
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+    }
+}

@@ -1,0 +1,289 @@
+//! `GET /metrics`: the platform's counters in the OpenMetrics text format
+//! (`prometheus-client`), built from one report and one instance list
+//! per scrape, so every value is read at the same moment. Names and
+//! labels are documented in `docs/metrics.md`.
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::{Registry, Unit};
+use sluice_dataplane::latency::Histogram;
+use sluice_dataplane::report::RunReport;
+use sluice_dataplane::worker::Instance;
+
+use crate::api::AppState;
+use crate::error::ApiError;
+
+/// The OpenMetrics content type.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+pub fn routes(state: AppState) -> Router {
+    Router::new()
+        .route("/metrics", get(scrape))
+        .with_state(state)
+}
+
+async fn scrape(State(app): State<AppState>) -> Result<impl IntoResponse, ApiError> {
+    let (report, instances) = app
+        .control
+        .call(|s| (s.rt.report(), s.rt.instances()))
+        .await?;
+    Ok((
+        [(header::CONTENT_TYPE, CONTENT_TYPE)],
+        render(&report, &instances),
+    ))
+}
+
+type Labels = Vec<(String, String)>;
+
+fn counter_family(
+    reg: &mut Registry,
+    name: &str,
+    help: &str,
+    unit: Option<Unit>,
+) -> Family<Labels, Counter<f64>> {
+    let f = Family::<Labels, Counter<f64>>::default();
+    match unit {
+        Some(u) => reg.register_with_unit(name, help, u, f.clone()),
+        None => reg.register(name, help, f.clone()),
+    }
+    f
+}
+
+fn gauge_family(reg: &mut Registry, name: &str, help: &str) -> Family<Labels, Gauge> {
+    let f = Family::<Labels, Gauge>::default();
+    reg.register(name, help, f.clone());
+    f
+}
+
+fn l(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The metrics text for one report and instance list.
+pub fn render(r: &RunReport, instances: &[Instance]) -> String {
+    let mut reg = Registry::with_prefix("sluice");
+    let port_rx = counter_family(
+        &mut reg,
+        "port_rx_packets",
+        "Packets received by a port",
+        None,
+    );
+    let port_rx_bytes = counter_family(
+        &mut reg,
+        "port_rx",
+        "Bytes received by a port",
+        Some(Unit::Bytes),
+    );
+    let port_tx = counter_family(
+        &mut reg,
+        "port_tx_packets",
+        "Packets transmitted by a port",
+        None,
+    );
+    let port_tx_bytes = counter_family(
+        &mut reg,
+        "port_tx",
+        "Bytes transmitted by a port",
+        Some(Unit::Bytes),
+    );
+    let port_drops = counter_family(
+        &mut reg,
+        "port_drops",
+        "Frames a port lost, by reason: rx_no_buffer (buffer pool empty), rx_oversize, rx_dropped (kernel or device ring full), tx_error",
+        None,
+    );
+    for p in &r.ports {
+        let n = p.name.as_str();
+        let lab = l(&[("port", n), ("kind", p.kind.as_str())]);
+        port_rx
+            .get_or_create(&lab)
+            .inc_by(p.stats.rx_packets as f64);
+        port_rx_bytes
+            .get_or_create(&lab)
+            .inc_by(p.stats.rx_bytes as f64);
+        port_tx
+            .get_or_create(&lab)
+            .inc_by(p.stats.tx_packets as f64);
+        port_tx_bytes
+            .get_or_create(&lab)
+            .inc_by(p.stats.tx_bytes as f64);
+        for (reason, v) in [
+            ("rx_no_buffer", p.stats.rx_no_buffer),
+            ("rx_oversize", p.stats.rx_oversize),
+            ("rx_dropped", p.stats.rx_dropped),
+            ("tx_error", p.stats.tx_errors),
+        ] {
+            port_drops
+                .get_or_create(&l(&[("port", n), ("reason", reason)]))
+                .inc_by(v as f64);
+        }
+    }
+    let nf_packets = counter_family(
+        &mut reg,
+        "nf_packets",
+        "Packets an NF processed (all its instances)",
+        None,
+    );
+    let nf_cpu = counter_family(
+        &mut reg,
+        "nf_cpu",
+        "CPU time an NF spent in its batch handler (all its instances)",
+        Some(Unit::Seconds),
+    );
+    let nf_drops = counter_family(
+        &mut reg,
+        "nf_drops",
+        "Packets an NF dropped, by its own reason",
+        None,
+    );
+    let nf_restarts = counter_family(
+        &mut reg,
+        "nf_restarts",
+        "Times an NF's process was restarted after it died",
+        None,
+    );
+    for nf in &r.nfs {
+        let lab = l(&[("nf", &nf.name), ("type", &nf.nf_type)]);
+        nf_packets.get_or_create(&lab).inc_by(nf.packets as f64);
+        nf_cpu.get_or_create(&lab).inc_by(nf.cpu_ns as f64 / 1e9);
+        nf_restarts
+            .get_or_create(&l(&[("nf", &nf.name)]))
+            .inc_by(f64::from(nf.restarts));
+        for (reason, &v) in &nf.drops {
+            nf_drops
+                .get_or_create(&l(&[("nf", &nf.name), ("reason", reason)]))
+                .inc_by(v as f64);
+        }
+    }
+    let ring = gauge_family(
+        &mut reg,
+        "nf_ring_occupancy",
+        "Entries waiting in an NF instance's receive ring",
+    );
+    let up = gauge_family(
+        &mut reg,
+        "nf_instance_up",
+        "1 while an NF instance runs, 0 otherwise",
+    );
+    for i in instances {
+        let w = i.worker.to_string();
+        let lab = l(&[("nf", &i.nf), ("worker", &w)]);
+        ring.get_or_create(&lab).set(i64::from(i.queued));
+        up.get_or_create(&lab).set(i64::from(i.state == "running"));
+    }
+    let drops = counter_family(
+        &mut reg,
+        "drops",
+        "Packets the platform dropped, by reason (NF-local reasons are in sluice_nf_drops)",
+        None,
+    );
+    for (reason, &v) in &r.drops {
+        if !reason.contains(':') {
+            drops
+                .get_or_create(&l(&[("reason", reason)]))
+                .inc_by(v as f64);
+        }
+    }
+    let buffers = gauge_family(
+        &mut reg,
+        "buffers",
+        "Packet buffers by holder: free, platform, nfs",
+    );
+    for (state, v) in [
+        ("free", r.buffers.free),
+        ("platform", r.buffers.held_by_platform),
+        ("nfs", r.buffers.held_by_nfs),
+    ] {
+        buffers
+            .get_or_create(&l(&[("state", state)]))
+            .set(i64::from(v));
+    }
+    let flows = gauge_family(&mut reg, "flows_live", "Flows in the flow tables");
+    flows
+        .get_or_create(&Vec::new())
+        .set(i64::from(r.flows.live));
+    let created = counter_family(&mut reg, "flows_created", "Flows created", None);
+    created
+        .get_or_create(&Vec::new())
+        .inc_by(r.flows.created as f64);
+    let restarts = counter_family(
+        &mut reg,
+        "template_restarts",
+        "Times an NF template process died and was started again",
+        None,
+    );
+    restarts
+        .get_or_create(&Vec::new())
+        .inc_by(f64::from(r.template_restarts));
+    let stalls = counter_family(
+        &mut reg,
+        "worker_stalled",
+        "Time workers were held off their CPU for more than 50 µs between two passes",
+        Some(Unit::Seconds),
+    );
+    stalls
+        .get_or_create(&Vec::new())
+        .inc_by(r.worker_stalled_us as f64 / 1e6);
+    let mut text = String::new();
+    if encode(&mut text, &reg).is_err() {
+        return String::from("# EOF\n");
+    }
+    // The chains' histograms are written by hand: prometheus-client
+    // histograms observe values one by one, ours arrive as buckets.
+    let body = text
+        .trim_end()
+        .strip_suffix("# EOF")
+        .unwrap_or(&text)
+        .to_string();
+    body + &chain_histograms(r) + "# EOF\n"
+}
+
+/// `sluice_chain_latency_seconds`: each chain's time from ingress to
+/// egress, cumulative buckets in seconds.
+fn chain_histograms(r: &RunReport) -> String {
+    let mut s = String::from(
+        "# HELP sluice_chain_latency_seconds Time from a packet's arrival to its departure through a port, by chain.\n\
+         # TYPE sluice_chain_latency_seconds histogram\n\
+         # UNIT sluice_chain_latency_seconds seconds\n",
+    );
+    for c in &r.chains {
+        let name = escape(&c.name);
+        let mut cum = 0;
+        for (i, n) in c.histogram.buckets.iter().enumerate() {
+            cum += n;
+            let le = Histogram::upper_ns(i) as f64 / 1e9;
+            s += &format!(
+                "sluice_chain_latency_seconds_bucket{{chain=\"{name}\",le=\"{le:e}\"}} {cum}\n"
+            );
+        }
+        s += &format!(
+            "sluice_chain_latency_seconds_bucket{{chain=\"{name}\",le=\"+Inf\"}} {}\n",
+            c.histogram.count
+        );
+        s += &format!(
+            "sluice_chain_latency_seconds_sum{{chain=\"{name}\"}} {:e}\n",
+            c.histogram.sum_ns as f64 / 1e9
+        );
+        s += &format!(
+            "sluice_chain_latency_seconds_count{{chain=\"{name}\"}} {}\n",
+            c.histogram.count
+        );
+    }
+    s
+}
+
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}

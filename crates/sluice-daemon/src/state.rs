@@ -1,0 +1,83 @@
+//! The state directory: the desired state, persisted so a restarted
+//! daemon runs what it ran before.
+//!
+//! `desired.json` holds `{"resource_version": N, "spec": {...}}`; it is
+//! written to a temporary file, synced and renamed over the old one, so a
+//! crash mid-write leaves the previous state, never half of one.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+/// A daemon's state directory.
+#[derive(Debug, Clone)]
+pub struct StateDir {
+    path: PathBuf,
+}
+
+const DESIRED: &str = "desired.json";
+
+impl StateDir {
+    /// Uses (and creates, mode 0700) `path`.
+    pub fn open(path: &Path) -> std::io::Result<StateDir> {
+        std::fs::create_dir_all(path)?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))?;
+        Ok(StateDir {
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The persisted desired state: its version and the spec as JSON text.
+    pub fn load(&self) -> Option<(u64, String)> {
+        let text = std::fs::read_to_string(self.path.join(DESIRED)).ok()?;
+        let v: Value = match serde_json::from_str(&text) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::error!("{}: {e}", self.path.join(DESIRED).display());
+                return None;
+            }
+        };
+        Some((v["resource_version"].as_u64()?, v["spec"].to_string()))
+    }
+
+    /// Persists version `version` of the desired state, atomically.
+    pub fn save(&self, version: u64, spec: &Value) -> std::io::Result<()> {
+        let tmp = self.path.join(format!("{DESIRED}.tmp"));
+        let body = json!({ "resource_version": version, "spec": spec });
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(serde_json::to_string_pretty(&body)?.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, self.path.join(DESIRED))?;
+        if let Ok(d) = std::fs::File::open(&self.path) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_saved_state_loads_back() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::open(d.path()).unwrap();
+        assert!(s.load().is_none());
+        s.save(3, &json!({"ports": []})).unwrap();
+        s.save(4, &json!({"ports": [1]})).unwrap();
+        let (v, text) = s.load().unwrap();
+        assert_eq!(v, 4);
+        assert_eq!(
+            serde_json::from_str::<Value>(&text).unwrap(),
+            json!({"ports": [1]})
+        );
+    }
+}

@@ -1,0 +1,206 @@
+//! What the control thread and a worker exchange: commands with their
+//! reply channels, the change an apply brings, and the mailbox the worker
+//! checks once per pass.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use sluice_nf::NetworkFunction;
+use sluice_spec::{Isolation, RestartPolicy};
+
+use super::MS;
+use crate::host::SpawnRequest;
+use crate::plan::Plan;
+use crate::ports::{PortRt, PortStats};
+use crate::report_merge::ShardResult;
+use crate::wakeup::WakePolicy;
+
+/// How long a commit waits for NFs to drain before it proceeds anyway.
+pub const QUIESCE_TIMEOUT_NS: u64 = 200 * MS;
+
+/// A reply channel.
+pub type Reply<T> = SyncSender<T>;
+
+/// A new NF instance for a worker, built by the control thread.
+pub struct NewNf {
+    /// Its NF id (a replaced NF keeps its id).
+    pub id: u16,
+    /// Its arena slot on this worker.
+    pub slot: u32,
+    /// Name.
+    pub name: String,
+    /// Type name.
+    pub type_name: &'static str,
+    /// Inline or process.
+    pub isolation: Isolation,
+    /// Names of its drop reasons.
+    pub drop_names: Vec<String>,
+    /// Spares it keeps for allocation (process NFs).
+    pub alloc_reserve: u32,
+    /// How it runs.
+    pub exec: NewExec,
+}
+
+/// How a new instance runs.
+pub enum NewExec {
+    /// Built already; runs in the worker.
+    Inline(Box<dyn NetworkFunction>),
+    /// Started by the worker's host.
+    Process(Box<SpawnRequest>),
+}
+
+/// One apply, as one worker sees it.
+pub struct Change {
+    /// The plan to run from the commit on.
+    pub plan: Arc<Plan>,
+    /// New instances (added NFs, and replacements under the same id).
+    pub add_nfs: Vec<NewNf>,
+    /// NFs removed without replacement.
+    pub remove_nfs: Vec<u16>,
+    /// New ports (added, or replacing the port of the same id).
+    pub add_ports: Vec<(u16, PortRt)>,
+    /// Ports removed without replacement.
+    pub remove_ports: Vec<u16>,
+    /// Drain before the swap (something packets may be inside goes away).
+    pub quiesce: bool,
+    /// Restart policy from now on.
+    pub restart: RestartPolicy,
+    /// Wake-up policy from now on.
+    pub wakeup: WakePolicy,
+}
+
+/// What a commit did.
+#[derive(Debug, Clone, Default)]
+pub struct Committed {
+    /// How long ingress was off for the drain, µs (0 without a drain).
+    pub quiesce_us: u64,
+    /// The drain timed out (removed NFs' leftovers were counted).
+    pub quiesce_timed_out: bool,
+}
+
+/// A command.
+pub enum Command {
+    /// Take a change and start its new process NFs.
+    Prepare(Box<Change>, Reply<Result<(), String>>),
+    /// Install the prepared change.
+    Commit(Reply<Committed>),
+    /// Drop the prepared change.
+    Abort(Reply<()>),
+    /// Everything counted so far.
+    Report(Reply<ShardResult>),
+    /// Drain, stop every NF, and return the final report.
+    Stop(Reply<ShardResult>),
+    /// The NF instances this worker runs.
+    Instances(Reply<Vec<Instance>>),
+}
+
+/// One NF instance, as `sluice ps` lists it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Instance {
+    /// NF name.
+    pub nf: String,
+    /// NF type.
+    #[serde(rename = "type")]
+    pub nf_type: String,
+    /// `inline` or `process`.
+    pub isolation: String,
+    /// The worker it belongs to.
+    pub worker: u32,
+    /// Its arena slot.
+    pub slot: u32,
+    /// Its process (0 for inline NFs, and while none runs).
+    pub pid: i32,
+    /// The CPU it is pinned to (process NFs).
+    pub cpu: Option<u32>,
+    /// `running`, `starting`, `down`, `stopping`, `stopped`, `failed`;
+    /// inline NFs are always `running`.
+    pub state: String,
+    /// Restarts after crashes.
+    pub restarts: u32,
+    /// Packets processed.
+    pub packets: u64,
+    /// CPU time in its batch handler, ns.
+    pub cpu_ns: u64,
+    /// Entries waiting in its receive ring (process NFs).
+    pub queued: u32,
+}
+
+/// The control thread's way in: a queue, a flag the worker checks each
+/// pass (one relaxed load), and its wake word's worker index.
+pub struct Mailbox {
+    tx: Mutex<std::sync::mpsc::Sender<Command>>,
+    rx: Mutex<Receiver<Command>>,
+    flag: AtomicBool,
+    /// Slots of instances that have exited after removal, for the control
+    /// thread to reuse.
+    freed: Mutex<Vec<u32>>,
+    /// Every input port of this worker is exhausted.
+    pub inputs_done: AtomicBool,
+}
+
+impl Default for Mailbox {
+    fn default() -> Self {
+        let (tx, rx) = std::sync::mpsc::channel();
+        Mailbox {
+            tx: Mutex::new(tx),
+            rx: Mutex::new(rx),
+            flag: AtomicBool::new(false),
+            freed: Mutex::new(Vec::new()),
+            inputs_done: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Mailbox {
+    /// Posts a command (the caller then wakes the worker).
+    pub fn post(&self, c: Command) {
+        if let Ok(tx) = self.tx.lock() {
+            let _ = tx.send(c);
+        }
+        self.flag.store(true, Ordering::Release);
+    }
+
+    /// Whether a command waits.
+    #[inline]
+    pub fn has_mail(&self) -> bool {
+        self.flag.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn take(&self) -> Vec<Command> {
+        self.flag.store(false, Ordering::Relaxed);
+        let Ok(rx) = self.rx.lock() else {
+            return Vec::new();
+        };
+        std::iter::from_fn(|| rx.try_recv().ok()).collect()
+    }
+
+    /// Slots freed since the last call.
+    pub fn take_freed(&self) -> Vec<u32> {
+        self.freed
+            .lock()
+            .map(|mut f| std::mem::take(&mut *f))
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn free_slot(&self, slot: u32) {
+        if let Ok(mut f) = self.freed.lock() {
+            f.push(slot);
+        }
+    }
+}
+
+/// What removed NFs and ports counted; the run's accounting spans them.
+#[derive(Debug, Clone, Default)]
+pub struct Retired {
+    /// Drops under removed NFs' own reasons, by `<nf>:<reason>`.
+    pub nf_drops: BTreeMap<String, u64>,
+    /// Packets removed NFs created.
+    pub originated: u64,
+    /// Counters of removed ports.
+    pub ports: PortStats,
+    /// Ring entries removed NFs returned that they did not own.
+    pub invalid_handles: u64,
+}

@@ -1,0 +1,174 @@
+//! A spec written back out: [`Spec::to_json`] gives the JSON document that
+//! loads (JSON is YAML) into an equal spec. A daemon keeps its desired
+//! state this way, and edits it (removing one NF) without the original
+//! text.
+//!
+//! Every field is written, defaults included, so the document says
+//! exactly what runs. Paths are the resolved ones; a bidirectional chain is
+//! written as the two chains it stands for.
+
+use serde_json::{json, Map, Value};
+
+use crate::model::{ChainSpec, MatchSpec, NfSpec, Spec};
+use crate::net::proto_name;
+use crate::ports::{IpVersionChoice, PortKind, PortSpec, Protocol, SizeSpec};
+use crate::settings::Settings;
+
+impl Spec {
+    /// The spec as a JSON document that [`crate::parse_str`] reads back
+    /// into an equal spec (locations aside).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "version": 1,
+            "settings": settings(&self.settings),
+            "ports": self.ports.iter().map(port).collect::<Vec<_>>(),
+            "nfs": self.nfs.iter().map(nf).collect::<Vec<_>>(),
+            "chains": self.chains.iter().map(chain).collect::<Vec<_>>(),
+        })
+    }
+}
+
+fn settings(s: &Settings) -> Value {
+    let mut wakeup = json!({
+        "max_batch": s.wakeup.max_batch,
+        "timeout_us": s.wakeup.timeout_us,
+    });
+    if let Some(b) = s.wakeup.busy_poll_us {
+        wakeup["busy_poll_us"] = json!(b);
+    }
+    json!({
+        "buffers": s.buffers,
+        "ring_size": s.ring_size,
+        "batch": s.batch,
+        "hugepages": s.hugepages,
+        "workers": s.workers,
+        "restart": {
+            "policy": s.restart.policy.name(),
+            "max_restarts": s.restart.max_restarts,
+            "backoff_ms": s.restart.backoff_ms,
+            "hold_ms": s.restart.hold_ms,
+        },
+        "flow_table": {
+            "capacity": s.flow_table.capacity,
+            "idle_timeout_ms": s.flow_table.idle_timeout_ms,
+        },
+        "wakeup": wakeup,
+    })
+}
+
+fn port(p: &PortSpec) -> Value {
+    let mut m = Map::new();
+    m.insert("name".into(), json!(p.name));
+    m.insert("kind".into(), json!(p.kind.kind_name()));
+    match &p.kind {
+        PortKind::Generator(g) => {
+            m.insert("flows".into(), json!(g.flows));
+            m.insert(
+                "protocol".into(),
+                json!(match g.protocol {
+                    Protocol::Udp => "udp",
+                    Protocol::Tcp => "tcp",
+                    Protocol::Mixed => "mixed",
+                }),
+            );
+            m.insert(
+                "ip_version".into(),
+                match g.ip_version {
+                    IpVersionChoice::V4 => json!(4),
+                    IpVersionChoice::V6 => json!(6),
+                    IpVersionChoice::Mixed => json!("mixed"),
+                },
+            );
+            m.insert(
+                "size".into(),
+                match g.size {
+                    SizeSpec::Fixed(n) => json!(n),
+                    SizeSpec::Imix => json!("imix"),
+                    SizeSpec::Datacenter => json!("datacenter"),
+                },
+            );
+            if let Some(r) = g.rate_pps {
+                m.insert("rate_pps".into(), json!(r));
+            }
+            if let Some(c) = g.count {
+                m.insert("count".into(), json!(c));
+            }
+            m.insert("packets_per_flow".into(), json!(g.packets_per_flow));
+            m.insert("src_prefix".into(), json!(g.src_prefix.to_string()));
+            m.insert("dst_prefix".into(), json!(g.dst_prefix.to_string()));
+            m.insert("src_ports".into(), json!(g.src_ports.to_string()));
+            m.insert("dst_ports".into(), json!(g.dst_ports.to_string()));
+        }
+        PortKind::Sink(s) => {
+            m.insert("check_order".into(), json!(s.check_order));
+        }
+        PortKind::PcapIn(p) => {
+            m.insert("path".into(), json!(p.path.to_string_lossy()));
+            m.insert(
+                "pace".into(),
+                match p.pace {
+                    Some(v) => json!(v),
+                    None => json!(false),
+                },
+            );
+            m.insert("loops".into(), json!(p.loops));
+        }
+        PortKind::PcapOut(p) => {
+            m.insert("path".into(), json!(p.path.to_string_lossy()));
+            m.insert("snaplen".into(), json!(p.snaplen));
+        }
+        PortKind::AfXdp(n) | PortKind::AfPacket(n) | PortKind::Tap(n) | PortKind::Dpdk(n) => {
+            m.insert("interface".into(), json!(n.interface));
+            if let Value::Object(opts) = n.options.to_json() {
+                m.extend(opts);
+            }
+        }
+    }
+    Value::Object(m)
+}
+
+fn nf(n: &NfSpec) -> Value {
+    json!({
+        "name": n.name,
+        "type": n.nf_type,
+        "isolation": n.isolation.name(),
+        "config": n.config.to_json(),
+    })
+}
+
+fn chain(c: &ChainSpec) -> Value {
+    let mut v = json!({
+        "name": c.name,
+        "from": c.from,
+        "nfs": c.nfs,
+        "to": c.to,
+    });
+    if let Some(m) = &c.matcher {
+        v["match"] = matcher(m);
+    }
+    v
+}
+
+fn matcher(m: &MatchSpec) -> Value {
+    let mut v = Map::new();
+    if let Some(p) = m.proto {
+        v.insert(
+            "proto".into(),
+            proto_name(p).map_or_else(|| json!(p), |n| json!(n)),
+        );
+    }
+    for (k, net) in [("src", &m.src), ("dst", &m.dst)] {
+        if let Some(n) = net {
+            v.insert(k.into(), json!(n.to_string()));
+        }
+    }
+    for (k, r) in [("src_port", &m.src_port), ("dst_port", &m.dst_port)] {
+        if let Some(r) = r {
+            v.insert(k.into(), json!(r.to_string()));
+        }
+    }
+    if let Some(ipv) = m.ip_version {
+        v.insert("ip_version".into(), json!(ipv));
+    }
+    Value::Object(v)
+}
