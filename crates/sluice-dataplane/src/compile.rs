@@ -326,5 +326,6 @@ fn build_nf(
                 .collect()
         }),
         alloc_reserve: nf.alloc_reserve().min(MAX_BATCH as u32),
+        live_reconfigure: nf.live_reconfigure(),
     })
 }

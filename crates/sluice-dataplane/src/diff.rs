@@ -38,6 +38,10 @@ pub struct Diff {
     /// NF ids removed.
     #[serde(skip)]
     pub gone_nfs: Vec<u16>,
+    /// NF ids whose running instances take their new config live
+    /// (keeping their state); also listed in `nfs.changed`.
+    #[serde(skip)]
+    pub reconfigure_nfs: Vec<u16>,
     /// Port ids that need opening (added, or changed).
     #[serde(skip)]
     pub new_ports: Vec<u16>,
@@ -68,8 +72,13 @@ impl Diff {
                 }
                 Some(o) if !o.same_build(n) => {
                     d.nfs.changed.push(n.name.clone());
-                    d.new_nfs.push(id);
-                    d.quiesce = true;
+                    if o.reconfigurable_to(n) {
+                        // In ring order with its packets: no drain needed.
+                        d.reconfigure_nfs.push(id);
+                    } else {
+                        d.new_nfs.push(id);
+                        d.quiesce = true;
+                    }
                 }
                 Some(_) => {}
             }

@@ -11,8 +11,8 @@
 use std::sync::atomic::Ordering;
 
 use sluice_mem::{
-    control::state, Arena, HandleBatch, NfControl, NfEndpoint, NfStats, PktHandle, RxEntry,
-    MAX_BATCH,
+    control::state, Arena, BlobReader, HandleBatch, NfControl, NfEndpoint, NfStats, PktHandle,
+    RxEntry, MAX_BATCH,
 };
 use sluice_nf::runtime::{run_batch, run_flow_end, run_stop, run_tick, Services};
 use sluice_nf::{NetworkFunction, PacketIo};
@@ -118,6 +118,11 @@ impl LoopConfig {
 /// has not drained it yet) on an NF alone on its core.
 const BLOCKED_SPINS: u32 = 256;
 
+/// Builds a fresh instance from a config message (the bytes of a recipe
+/// the platform sent on the ring); the NF then takes its config with
+/// `NetworkFunction::reconfigure`.
+pub type Rebuild<'r> = &'r dyn Fn(&[u8]) -> Result<Box<dyn NetworkFunction>, String>;
+
 /// Runs NF slot `slot` until asked to stop; returns the exit code.
 pub fn run_nf_loop(
     arena: &Arena,
@@ -125,6 +130,7 @@ pub fn run_nf_loop(
     worker: u32,
     cfg: LoopConfig,
     nf: &mut dyn NetworkFunction,
+    rebuild: Rebuild<'_>,
 ) -> i32 {
     let batch_size = cfg.batch;
     let ctl = arena.nf_control(slot);
@@ -140,6 +146,7 @@ pub fn run_nf_loop(
     let mut idle_since = 0u64;
     let mut blocked = 0u32;
     let mut stalls = StallMeter::default();
+    let mut messages = BlobReader::default();
     ctl.running_since_ns
         .store(sluice_sys::monotonic_ns(), Ordering::Relaxed);
     ctl.state.store(state::RUNNING, Ordering::Release);
@@ -234,6 +241,23 @@ pub fn run_nf_loop(
                     let _ = ep.send_event(flow);
                 }
                 Some(RxEntry::Spare(h)) => io.stash.push(h),
+                Some(RxEntry::Blob(h)) => {
+                    // A new config: the packets before it are judged by
+                    // the old one, those after it by the new.
+                    flush(nf, arena, &mut ep, &mut pkts, &mut io, now);
+                    if let Some((_, bytes)) = messages.push(arena, h) {
+                        let (done, text) = match rebuild(&bytes) {
+                            Ok(fresh) => match nf.reconfigure(fresh) {
+                                Ok(()) => (true, String::from("taken")),
+                                Err(_) => (false, String::from("not an instance of its type")),
+                            },
+                            Err(e) => (false, e),
+                        };
+                        if messages.answer(arena, &mut ep, done, &text).is_err() {
+                            return exit_code::RING_CORRUPT;
+                        }
+                    }
+                }
                 None => {}
             }
         }

@@ -72,9 +72,27 @@ pub struct NfPlan {
     /// Spare buffers a process instance keeps for allocation (capped at a
     /// batch), from the validation build.
     pub alloc_reserve: u32,
+    /// Its type takes a new config live, keeping state
+    /// (`NetworkFunction::live_reconfigure` of the validation build).
+    pub live_reconfigure: bool,
 }
 
 impl NfPlan {
+    /// Whether a running instance of `self` can become `next` by taking
+    /// its config live: same type and isolation, reconfigurable, and only
+    /// the config (or what its names resolve to) differs.
+    pub fn reconfigurable_to(&self, next: &NfPlan) -> bool {
+        std::ptr::eq(self.nf_type, next.nf_type)
+            && self.isolation == next.isolation
+            && self.live_reconfigure
+            && next.live_reconfigure
+            && self.recipe.replicas == next.recipe.replicas
+            && self.recipe.flow_capacity == next.recipe.flow_capacity
+            && (self.isolation == Isolation::Inline
+                || postcard::to_stdvec(&next.recipe)
+                    .is_ok_and(|b| b.len() <= sluice_mem::link_blob::MAX_BYTES))
+    }
+
     /// Whether `other` is the same NF, built the same way (so a running
     /// instance of one serves as the other).
     pub fn same_build(&self, other: &NfPlan) -> bool {

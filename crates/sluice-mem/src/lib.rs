@@ -17,6 +17,8 @@ pub mod buffer;
 pub mod control;
 #[cfg(not(loom))]
 pub mod link;
+#[cfg(not(loom))]
+pub mod link_blob;
 pub mod pool;
 pub mod ring;
 pub mod sync;
@@ -29,7 +31,11 @@ pub use buffer::{Pkt, PktHandle, BUF_STRIDE, DATA_ROOM, DATA_START, HEADROOM, ME
 #[cfg(not(loom))]
 pub use control::{ExtCounters, NfControl, NfStats, EXT_COUNTERS, NF_COUNTERS};
 #[cfg(not(loom))]
-pub use link::{NfEndpoint, NfLink, Reclaimed, RecvOutcome, RxEntry, EVENT_BIT, SPARE_BIT};
+pub use link::{
+    NfEndpoint, NfLink, Reclaimed, RecvOutcome, RxEntry, BLOB_BIT, EVENT_BIT, SPARE_BIT,
+};
+#[cfg(not(loom))]
+pub use link_blob::{BlobReader, NotSent};
 pub use pool::{Audit, BufferPool, Claim, PoolCache};
 pub use ring::{Consumer, Producer, RingCorrupt, RingRef, RingShared};
 pub use wake::WakeWord;

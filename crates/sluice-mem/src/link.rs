@@ -17,7 +17,7 @@ use crate::arena::Arena;
 use crate::batch::{HandleBatch, MAX_BATCH};
 use crate::buffer::PktHandle;
 use crate::control::NfControl;
-use crate::pool::{owner_nf, owner_nf_spare, BufferPool, Claim, PoolCache};
+use crate::pool::{owner_nf, owner_nf_blob, owner_nf_spare, BufferPool, Claim, PoolCache};
 use crate::ring::{Consumer, Producer, RingCorrupt, RingRef};
 use crate::wake::WakeWord;
 
@@ -27,6 +27,10 @@ pub const EVENT_BIT: u32 = 1 << 31;
 /// With [`EVENT_BIT`]: the entry hands over a spare buffer (flow ids and
 /// buffer indices are below 2³⁰, limits enforced by the spec).
 pub const SPARE_BIT: u32 = 1 << 30;
+
+/// With [`EVENT_BIT`]: the entry lends a message buffer (flow ids stay
+/// below 2²⁹; see [`crate::link_blob`]).
+pub const BLOB_BIT: u32 = 1 << 29;
 
 /// Most spares sent to one NF per poll (keeps one NF's refill short).
 const SPARE_REFILL_MAX: u64 = MAX_BATCH as u64;
@@ -52,6 +56,8 @@ pub struct Reclaimed {
     pub packets: usize,
     /// Unused spares from its stash (not packets).
     pub spares: usize,
+    /// Message buffers it held (not packets; see [`crate::link_blob`]).
+    pub messages: usize,
 }
 
 /// The platform's end of NF slot `slot`.
@@ -59,6 +65,11 @@ pub struct NfLink<'a> {
     slot: u32,
     tag: u32,
     spare_tag: u32,
+    pub(crate) blob_tag: u32,
+    /// Message buffers lent and not yet back.
+    pub(crate) blobs_out: u32,
+    /// Message buffers the NF has handed back (read by `link_blob`).
+    pub(crate) blobs_back: Vec<u32>,
     spares_sent: u64,
     /// Spares given and not yet back (in the stash, the ring, or the NF).
     spares_out: u32,
@@ -83,6 +94,9 @@ impl<'a> NfLink<'a> {
             slot,
             tag: owner_nf(slot),
             spare_tag: owner_nf_spare(slot),
+            blob_tag: owner_nf_blob(slot),
+            blobs_out: 0,
+            blobs_back: Vec::new(),
             spares_sent: 0,
             spares_out: 0,
             rx_ring,
@@ -128,7 +142,7 @@ impl<'a> NfLink<'a> {
     /// covers packets and spares alike).
     pub fn room(&mut self) -> Result<usize, RingCorrupt> {
         let free = self.rx.free()?;
-        let held = self.in_flight + self.spares_out;
+        let held = self.in_flight + self.spares_out + self.blobs_out;
         Ok(free.min(self.quota.saturating_sub(held)) as usize)
     }
 
@@ -154,6 +168,11 @@ impl<'a> NfLink<'a> {
         batch.consume_front(sent);
         self.in_flight += sent as u32;
         Ok(sent)
+    }
+
+    /// Enqueues raw entries (message buffers, see `link_blob`).
+    pub(crate) fn enqueue_raw(&mut self, entries: &[u32]) -> Result<usize, RingCorrupt> {
+        self.rx.enqueue(entries)
     }
 
     /// Queues an event (payload < 2³¹) to the NF; false if the ring is full.
@@ -229,6 +248,17 @@ impl<'a> NfLink<'a> {
         let mut outcome = RecvOutcome::default();
         for &raw in &self.scratch[..n] {
             if raw & EVENT_BIT != 0 {
+                if raw & BLOB_BIT != 0 {
+                    // A message buffer coming back with the NF's answer.
+                    let index = raw & !(EVENT_BIT | BLOB_BIT);
+                    if pool.claim_blob(index, self.blob_tag) {
+                        self.blobs_back.push(index);
+                        self.blobs_out = self.blobs_out.saturating_sub(1);
+                    } else {
+                        outcome.invalid += 1;
+                    }
+                    continue;
+                }
                 self.events.push(raw & !EVENT_BIT);
                 outcome.events += 1;
             } else {
@@ -264,10 +294,15 @@ impl<'a> NfLink<'a> {
     /// stopped), frees them into `cache` and empties both rings.
     pub fn reclaim(&mut self, cache: &mut PoolCache<'_>) -> Reclaimed {
         let pool = cache.pool();
+        // Message buffers already back but not yet read are the platform's.
+        for raw in self.blobs_back.drain(..) {
+            cache.free(PktHandle::from_raw_owned(raw));
+        }
         let mut got = Reclaimed::default();
         for (tag, count) in [
             (self.tag, &mut got.packets),
             (self.spare_tag, &mut got.spares),
+            (self.blob_tag, &mut got.messages),
         ] {
             let owned: Vec<u32> = pool.owned_by(tag).collect();
             for &raw in &owned {
@@ -278,6 +313,7 @@ impl<'a> NfLink<'a> {
         }
         self.reset_rings();
         self.in_flight = 0;
+        self.blobs_out = 0;
         // A new instance starts with an empty stash and a zeroed control block.
         self.spares_sent = 0;
         self.spares_out = 0;
@@ -295,6 +331,9 @@ impl<'a> NfLink<'a> {
     /// what was reclaimed and the flow-end events still queued.
     pub fn reclaim_held(&mut self, cache: &mut PoolCache<'_>) -> (Reclaimed, Vec<u32>) {
         let pool = cache.pool();
+        for raw in self.blobs_back.drain(..) {
+            cache.free(PktHandle::from_raw_owned(raw));
+        }
         let mut queued = Vec::new();
         if self.rx.pending(&mut queued).is_err() {
             return (self.reclaim(cache), Vec::new());
@@ -302,9 +341,12 @@ impl<'a> NfLink<'a> {
         let mut kept = std::collections::HashSet::with_capacity(queued.len());
         let mut events = Vec::new();
         let (mut packets, mut spares) = (0u32, 0u32);
+        let mut blobs = 0u32;
         for &raw in &queued {
             let (index, tag) = if raw & (EVENT_BIT | SPARE_BIT) == EVENT_BIT | SPARE_BIT {
                 (raw & !(EVENT_BIT | SPARE_BIT), self.spare_tag)
+            } else if raw & (EVENT_BIT | BLOB_BIT) == EVENT_BIT | BLOB_BIT {
+                (raw & !(EVENT_BIT | BLOB_BIT), self.blob_tag)
             } else if raw & EVENT_BIT != 0 {
                 events.push(raw & !EVENT_BIT);
                 continue;
@@ -316,14 +358,17 @@ impl<'a> NfLink<'a> {
             }
             if tag == self.tag {
                 packets += 1;
-            } else {
+            } else if tag == self.spare_tag {
                 spares += 1;
+            } else {
+                blobs += 1;
             }
         }
         let mut got = Reclaimed::default();
         for (tag, count) in [
             (self.tag, &mut got.packets),
             (self.spare_tag, &mut got.spares),
+            (self.blob_tag, &mut got.messages),
         ] {
             let owned: Vec<u32> = pool.owned_by(tag).filter(|i| !kept.contains(i)).collect();
             for &raw in &owned {
@@ -339,6 +384,7 @@ impl<'a> NfLink<'a> {
         // the queued spares are what it will find.
         self.spares_sent = u64::from(spares);
         self.spares_out = spares;
+        self.blobs_out = blobs;
         (got, events)
     }
 
@@ -360,6 +406,9 @@ pub enum RxEntry {
     Event(u32),
     /// A spare buffer for the NF's allocation stash, now owned by the NF.
     Spare(PktHandle),
+    /// One buffer of a message to the NF (see [`crate::link_blob`]), now
+    /// owned by the NF until it hands it back.
+    Blob(PktHandle),
 }
 
 /// The NF's end of its ring pair.
@@ -416,6 +465,9 @@ impl<'a> NfEndpoint<'a> {
             // Same reasoning as for packets below: the platform handed this
             // spare to us alone.
             (index < self.arena.buffers()).then(|| RxEntry::Spare(PktHandle::from_raw_owned(index)))
+        } else if raw & (EVENT_BIT | BLOB_BIT) == EVENT_BIT | BLOB_BIT {
+            let index = raw & !(EVENT_BIT | BLOB_BIT);
+            (index < self.arena.buffers()).then(|| RxEntry::Blob(PktHandle::from_raw_owned(index)))
         } else if raw & EVENT_BIT != 0 {
             Some(RxEntry::Event(raw & !EVENT_BIT))
         } else if raw < self.arena.buffers() {
@@ -438,6 +490,12 @@ impl<'a> NfEndpoint<'a> {
     /// Echoes an event back to the platform after handling it.
     pub fn send_event(&mut self, event: u32) -> Result<bool, RingCorrupt> {
         Ok(self.tx.enqueue(&[EVENT_BIT | (event & !EVENT_BIT)])? == 1)
+    }
+
+    /// Writes raw entries into the transmit ring (message buffers going
+    /// back, see `link_blob`).
+    pub(crate) fn send_entries(&mut self, raw: &[u32]) -> Result<usize, RingCorrupt> {
+        self.tx.enqueue(raw)
     }
 
     /// Writes arbitrary raw entries into the transmit ring. Exists so fault
@@ -686,7 +744,8 @@ mod tests {
             link.reclaim(&mut cache),
             Reclaimed {
                 packets: 0,
-                spares: 8
+                spares: 8,
+                messages: 0
             }
         );
         drop(cache);

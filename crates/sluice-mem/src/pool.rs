@@ -37,6 +37,16 @@ pub fn owner_nf_spare(slot: u32) -> u32 {
     owner_nf(slot) | SPARE_TAG_BIT
 }
 
+/// Marks a buffer lent to an NF to carry a message (a new config) rather
+/// than a packet: it comes back with the NF's answer, and if the NF dies
+/// holding it, no packet was lost.
+const BLOB_TAG_BIT: u32 = 1 << 30;
+
+/// Owner tag of a message buffer lent to NF slot `slot`.
+pub fn owner_nf_blob(slot: u32) -> u32 {
+    owner_nf(slot) | BLOB_TAG_BIT
+}
+
 /// What a handle returned by an NF turned out to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Claim {
@@ -113,6 +123,18 @@ impl BufferPool {
                 }
             }
             None => Claim::Invalid,
+        }
+    }
+
+    /// Takes back a message buffer lent with `blob_tag`; false if the NF
+    /// does not hold that buffer as a message.
+    pub(crate) fn claim_blob(&self, raw: u32, blob_tag: u32) -> bool {
+        match self.owners.get(raw as usize) {
+            Some(o) if o.load(Ordering::Relaxed) == blob_tag => {
+                o.store(OWNER_PLATFORM, Ordering::Relaxed);
+                true
+            }
+            _ => false,
         }
     }
 

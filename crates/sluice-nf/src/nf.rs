@@ -13,7 +13,7 @@ use crate::verdict::{NfId, PortId};
 /// `Next`), must not block, and should take time proportional to the batch.
 /// It must never panic on packet contents: malformed packets are dropped
 /// with [`Packet::drop_malformed`](crate::Packet::drop_malformed).
-pub trait NetworkFunction: Send {
+pub trait NetworkFunction: Send + std::any::Any {
     /// Processes one batch.
     fn process(&mut self, batch: &mut Batch<'_>, ctx: &mut Context<'_>);
 
@@ -24,6 +24,28 @@ pub trait NetworkFunction: Send {
     /// Called when the instance is recycled for new work (per-flow pools):
     /// all state must return to its just-built condition.
     fn reset(&mut self) {}
+
+    /// Whether this NF takes a new config live with [`Self::reconfigure`],
+    /// keeping its state: Click's live reconfiguration. Default: no, and a
+    /// config change replaces the instance (its state starts afresh).
+    fn live_reconfigure(&self) -> bool {
+        false
+    }
+
+    /// Takes over the configuration of `fresh`, an instance of the same type
+    /// built from the new config, keeping this instance's state (its
+    /// connections, mappings, queues, counters) where it still applies.
+    /// The platform calls it between two batches, so every packet is
+    /// judged whole by the old config or by the new. Called only when
+    /// [`Self::live_reconfigure`] says yes; the new config was validated by
+    /// building `fresh`, so this must not fail for an instance of its own
+    /// type. Gives `fresh` back if it is of another type ([`downcast`]).
+    fn reconfigure(
+        &mut self,
+        fresh: Box<dyn NetworkFunction>,
+    ) -> Result<(), Box<dyn NetworkFunction>> {
+        Err(fresh)
+    }
 
     /// Names of this instance's local drop reasons, when they depend on its
     /// config (an element graph); `None` means the type's `drop_reasons`.
@@ -61,6 +83,19 @@ pub trait NetworkFunction: Send {
     /// long as the previous call emitted that many. Anything still held
     /// afterwards is reclaimed and counted as a `shutdown` drop.
     fn stop(&mut self, _ctx: &mut Context<'_>) {}
+}
+
+/// `nf` as a `T`, or `nf` back when it is another type (for
+/// [`NetworkFunction::reconfigure`]).
+pub fn downcast<T: NetworkFunction>(
+    nf: Box<dyn NetworkFunction>,
+) -> Result<Box<T>, Box<dyn NetworkFunction>> {
+    if (&*nf as &dyn std::any::Any).is::<T>() {
+        let any: Box<dyn std::any::Any> = nf;
+        Ok(any.downcast::<T>().expect("checked just above"))
+    } else {
+        Err(nf)
+    }
 }
 
 /// What the platform tells an NF under construction about where it will

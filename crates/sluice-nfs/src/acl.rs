@@ -123,6 +123,30 @@ impl Acl {
 }
 
 impl NetworkFunction for Acl {
+    fn live_reconfigure(&self) -> bool {
+        true
+    }
+
+    /// New rules take effect at once; the per-flow decision cache, which
+    /// remembers verdicts of the old rules, starts empty.
+    fn reconfigure(
+        &mut self,
+        fresh: Box<dyn NetworkFunction>,
+    ) -> Result<(), Box<dyn NetworkFunction>> {
+        let fresh = sluice_nf::downcast::<Acl>(fresh)?;
+        let Acl {
+            rules,
+            default_accept,
+            non_ip_accept,
+            ..
+        } = *fresh;
+        self.rules = rules;
+        self.default_accept = default_accept;
+        self.non_ip_accept = non_ip_accept;
+        self.cache.fill(0);
+        Ok(())
+    }
+
     fn process(&mut self, batch: &mut Batch<'_>, ctx: &mut Context<'_>) {
         let (mut accepted, mut denied, mut scans) = (0u64, 0u64, 0u64);
         batch.for_each(|p| {

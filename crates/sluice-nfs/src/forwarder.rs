@@ -26,6 +26,18 @@ pub struct Forwarder {
 }
 
 impl NetworkFunction for Forwarder {
+    fn live_reconfigure(&self) -> bool {
+        true
+    }
+
+    fn reconfigure(
+        &mut self,
+        fresh: Box<dyn NetworkFunction>,
+    ) -> Result<(), Box<dyn NetworkFunction>> {
+        self.mac_swap = sluice_nf::downcast::<Forwarder>(fresh)?.mac_swap;
+        Ok(())
+    }
+
     fn process(&mut self, batch: &mut Batch<'_>, _ctx: &mut Context<'_>) {
         if !self.mac_swap {
             return;

@@ -251,12 +251,12 @@ fn sampler_deterministic_random_and_pass() {
 }
 
 /// Stamps packet i with `now - ages[i]` before the wrapped NF sees it.
-struct Aged<'a> {
-    inner: &'a mut dyn NetworkFunction,
+struct Aged {
+    inner: Box<dyn NetworkFunction>,
     ages: Vec<u64>,
 }
 
-impl NetworkFunction for Aged<'_> {
+impl NetworkFunction for Aged {
     fn process(&mut self, batch: &mut Batch<'_>, ctx: &mut Context<'_>) {
         let now = ctx.now_ns();
         let mut i = 0;
@@ -272,13 +272,10 @@ impl NetworkFunction for Aged<'_> {
 
 #[test]
 fn latency_probe_publishes_percentiles() {
-    let mut probe = build("latency_probe", json!(null));
+    let probe = build("latency_probe", json!(null));
     let mut ages: Vec<u64> = (1..=100).map(|i| i * 1000).collect();
     ages.push(u64::MAX); // unstamped
-    let mut nf = Aged {
-        inner: probe.as_mut(),
-        ages,
-    };
+    let mut nf = Aged { inner: probe, ages };
     let frames: Vec<Vec<u8>> = (0..101)
         .map(|i| udp("10.0.0.1", i, "10.0.0.2", 2))
         .collect();

@@ -195,11 +195,11 @@ fn mtu_and_headroom_limits_are_counted() {
     assert_eq!(h.counter(counter_index("vxlan_encap", "encapsulated")), 1);
 
     // Two IPv6 encapsulations need 140 bytes of headroom; there are 128.
-    let mut v6 = build(
+    let v6 = build(
         "vxlan_encap",
         json!({ "vni": 1, "local": "2001:db8::1", "remote": "2001:db8::2" }),
     );
-    let mut twice = DoubleEncap(v6.as_mut());
+    let mut twice = DoubleEncap(v6);
     let mut h = Harness::new();
     let out = h.run(&mut twice, &[udp("10.0.0.1", 1, "10.0.0.2", 2)]);
     assert_eq!(out[0].verdict, drop("vxlan_encap", "no_headroom"));
@@ -207,9 +207,9 @@ fn mtu_and_headroom_limits_are_counted() {
 }
 
 /// Runs an NF twice on the same batch.
-struct DoubleEncap<'a>(&'a mut dyn NetworkFunction);
+struct DoubleEncap(Box<dyn NetworkFunction>);
 
-impl NetworkFunction for DoubleEncap<'_> {
+impl NetworkFunction for DoubleEncap {
     fn process(&mut self, batch: &mut sluice_nf::Batch<'_>, ctx: &mut sluice_nf::Context<'_>) {
         self.0.process(batch, ctx);
         self.0.process(batch, ctx);

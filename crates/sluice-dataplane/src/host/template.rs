@@ -397,5 +397,11 @@ fn nf_main(arena: &Arena, worker: u32, req: &SpawnRequest, registry: &[NfType]) 
             return exit_code::BUILD_FAILED;
         }
     };
-    run_nf_loop(arena, req.slot, worker, req.loop_cfg, nf.as_mut())
+    let restarts = req.restarts;
+    let rebuild = |bytes: &[u8]| -> Result<Box<dyn sluice_nf::NetworkFunction>, String> {
+        let recipe: crate::recipe::NfRecipe =
+            postcard::from_bytes(bytes).map_err(|e| format!("unreadable config message: {e}"))?;
+        recipe.build(registry, restarts).map_err(|e| e.to_string())
+    };
+    run_nf_loop(arena, req.slot, worker, req.loop_cfg, nf.as_mut(), &rebuild)
 }

@@ -38,7 +38,9 @@ use crate::report::RunReport;
 use crate::report_merge::ShardResult;
 use crate::wakeup::WakePolicy;
 use crate::worker::mailbox::{Committed, Reply};
-use crate::worker::{Change, Command, Instance, Mailbox, NewExec, NewNf, Worker, WorkerConfig};
+use crate::worker::{
+    Change, Command, Instance, Mailbox, NewExec, NewNf, Reconfigure, Worker, WorkerConfig,
+};
 use slots::Slots;
 
 /// How long a flow lingers after FIN/RST before its slot is recycled.
@@ -79,6 +81,8 @@ pub struct Applied {
     pub quiesce_us: u64,
     /// A drain timed out (see `nf_removed` drops).
     pub quiesce_timed_out: bool,
+    /// NFs that did not take their new config live, and why.
+    pub reconfigure_failed: Vec<String>,
     /// Time from the call to the commit on every worker, µs.
     pub took_us: u64,
 }
@@ -346,6 +350,11 @@ impl Runtime {
             if let Ok(c) = rx.recv_timeout(Duration::from_secs(30)) {
                 applied.quiesce_us = applied.quiesce_us.max(c.quiesce_us);
                 applied.quiesce_timed_out |= c.quiesce_timed_out;
+                for f in c.reconfigure_failed {
+                    if !applied.reconfigure_failed.contains(&f) {
+                        applied.reconfigure_failed.push(f);
+                    }
+                }
             }
         }
         let workers = self.workers.len();
@@ -465,11 +474,23 @@ impl Runtime {
                     req.loop_cfg = cfg;
                 }
             }
+            let mut reconfigure = Vec::new();
+            for &id in &diff.reconfigure_nfs {
+                let n = plan.nf(id).expect("diff names plan NFs");
+                reconfigure.push(match n.isolation {
+                    Isolation::Inline => Reconfigure::Inline(
+                        id,
+                        n.recipe.build(self.registry, 0).map_err(RunError::Spec)?,
+                    ),
+                    Isolation::Process => Reconfigure::Process(id, Box::new(n.recipe.clone())),
+                });
+            }
             out.push((
                 Change {
                     plan: plan.clone(),
                     add_nfs: add,
                     remove_nfs: diff.gone_nfs.clone(),
+                    reconfigure,
                     add_ports: ports,
                     remove_ports: diff.gone_ports.clone(),
                     quiesce: diff.quiesce,

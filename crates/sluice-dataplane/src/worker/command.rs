@@ -31,7 +31,7 @@ use sluice_nf::runtime::run_stop;
 use sluice_nf::DropReason;
 
 use super::mailbox::{
-    Change, Command, Committed, Instance, NewExec, NewNf, Reply, QUIESCE_TIMEOUT_NS,
+    Change, Command, Committed, Instance, NewExec, NewNf, Reconfigure, Reply, QUIESCE_TIMEOUT_NS,
 };
 use super::Worker;
 use crate::nf_loop::STOP_CALLS_MAX;
@@ -56,6 +56,8 @@ pub struct State<'a> {
     pub(crate) retiring: Vec<NfRt<'a>>,
     /// A stop waiting for the drain.
     stopping: Option<(Reply<ShardResult>, u64)>,
+    /// A commit waiting for process NFs to take their new configs.
+    pub(crate) awaiting: Option<super::reconfig::Awaiting>,
 }
 
 impl<'a> State<'a> {
@@ -63,6 +65,7 @@ impl<'a> State<'a> {
     pub fn busy(&self) -> bool {
         self.draining.is_some()
             || self.stopping.is_some()
+            || self.awaiting.is_some()
             || self.staged.as_ref().is_some_and(|s| s.reply.is_some())
             || !self.retiring.is_empty()
     }
@@ -109,8 +112,8 @@ impl<'a> Worker<'a> {
                         self.ingress_off = true;
                         self.cmd.draining = Some((reply, now));
                     } else {
-                        self.install(now);
-                        let _ = reply.send(Committed::default());
+                        let r = self.install(now);
+                        self.reconfigure(r, Committed::default(), reply, now);
                     }
                 }
                 Command::Abort(reply) => {
@@ -135,15 +138,20 @@ impl<'a> Worker<'a> {
             let timed_out = now.saturating_sub(*since) > QUIESCE_TIMEOUT_NS;
             if self.in_flight() == 0 || timed_out {
                 let (reply, since) = self.cmd.draining.take().expect("checked above");
-                self.install(now);
+                let r = self.install(now);
                 if self.cmd.stopping.is_none() {
                     self.ingress_off = false;
                 }
-                let _ = reply.send(Committed {
+                let committed = Committed {
                     quiesce_us: now.saturating_sub(since) / 1000,
                     quiesce_timed_out: timed_out,
-                });
+                    reconfigure_failed: Vec::new(),
+                };
+                self.reconfigure(r, committed, reply, now);
             }
+        }
+        if self.cmd.awaiting.is_some() {
+            self.advance_reconfigs(now);
         }
         self.reap_retiring();
         if let Some((_, since)) = &self.cmd.stopping {
@@ -285,12 +293,15 @@ impl<'a> Worker<'a> {
     }
 
     /// Swaps in the prepared change (between two passes).
-    fn install(&mut self, now: u64) {
+    /// Swaps in the prepared change; returns the NFs that take a new
+    /// config live (the caller sends those).
+    fn install(&mut self, now: u64) -> Vec<Reconfigure> {
         let Some(s) = self.cmd.staged.take() else {
-            return;
+            return Vec::new();
         };
         let Staged { change, nfs, .. } = s;
-        let change = *change;
+        let mut change = *change;
+        let reconfigure = std::mem::take(&mut change.reconfigure);
         self.cfg.restart = change.restart;
         self.cfg.wakeup = change.wakeup;
         let plan = Rc::new(Arc::unwrap_or_clone(change.plan));
@@ -329,6 +340,7 @@ impl<'a> Worker<'a> {
         });
         self.derive();
         self.mail.inputs_done.store(false, Ordering::Relaxed);
+        reconfigure
     }
 
     /// Takes an NF out of service: inline NFs release what they hold now
@@ -377,10 +389,12 @@ impl<'a> Worker<'a> {
     fn salvage_retiring(&mut self, k: usize) {
         let pool = self.pool;
         let mut b = self.take_batch();
+        let arena = self.arena;
         if let Some(p) = self.cmd.retiring[k].process() {
             let _ = p.link.recv(pool, &mut b, sluice_mem::MAX_BATCH);
             let mut events = Vec::new();
             p.link.take_events(&mut events);
+            let _ = p.link.take_blob_answers(arena, &mut self.cache);
         }
         self.drops.add(DropReason::NF_REMOVED, b.len() as u64);
         b.drain(|h| self.cache.free(h));

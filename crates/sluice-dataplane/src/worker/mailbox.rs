@@ -52,6 +52,15 @@ pub enum NewExec {
     Process(Box<SpawnRequest>),
 }
 
+/// A running NF's new config, taken live (`NetworkFunction::reconfigure`).
+pub enum Reconfigure {
+    /// An inline NF: the fresh instance it takes its config from.
+    Inline(u16, Box<dyn NetworkFunction>),
+    /// A process NF: the recipe (sent to it on its ring, and used for its
+    /// restarts from now on).
+    Process(u16, Box<crate::recipe::NfRecipe>),
+}
+
 /// One apply, as one worker sees it.
 pub struct Change {
     /// The plan to run from the commit on.
@@ -60,6 +69,8 @@ pub struct Change {
     pub add_nfs: Vec<NewNf>,
     /// NFs removed without replacement.
     pub remove_nfs: Vec<u16>,
+    /// NFs that take a new config live.
+    pub reconfigure: Vec<Reconfigure>,
     /// New ports (added, or replacing the port of the same id).
     pub add_ports: Vec<(u16, PortRt)>,
     /// Ports removed without replacement.
@@ -79,6 +90,9 @@ pub struct Committed {
     pub quiesce_us: u64,
     /// The drain timed out (removed NFs' leftovers were counted).
     pub quiesce_timed_out: bool,
+    /// NFs that could not take their new config live, and why (they were
+    /// replaced by a fresh instance, or keep the old config).
+    pub reconfigure_failed: Vec<String>,
 }
 
 /// A command.

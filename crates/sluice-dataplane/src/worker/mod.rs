@@ -59,10 +59,13 @@ pub mod command;
 mod finish;
 pub mod mailbox;
 mod markers;
+mod reconfig;
 mod steering;
 mod supervise;
 
-pub use mailbox::{Change, Command, Instance, Mailbox, NewExec, NewNf, Retired as RetiredTotals};
+pub use mailbox::{
+    Change, Command, Instance, Mailbox, NewExec, NewNf, Reconfigure, Retired as RetiredTotals,
+};
 
 const MS: u64 = 1_000_000;
 
@@ -169,6 +172,8 @@ pub struct Worker<'a> {
     pub(crate) stopped_ns: u64,
     /// Ingress is off: the worker is stopping, or draining before a change.
     ingress_off: bool,
+    /// Id of the last config message sent to a process NF.
+    next_msg: u32,
 }
 
 impl<'a> Worker<'a> {
@@ -218,6 +223,7 @@ impl<'a> Worker<'a> {
             started_ns: sluice_sys::monotonic_ns(),
             stopped_ns: 0,
             ingress_off: false,
+            next_msg: 0,
         }
     }
 

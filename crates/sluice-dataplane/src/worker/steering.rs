@@ -441,6 +441,7 @@ impl<'a> Worker<'a> {
                     done += o.received + o.events;
                     self.regroup_after(i, &mut b);
                     self.dispatch(now);
+                    self.take_answers(i);
                 }
                 Err(_) => self.condemn(i, "its transmit ring indices are corrupt"),
             }

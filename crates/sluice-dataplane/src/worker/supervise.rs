@@ -319,6 +319,7 @@ impl<'a> Worker<'a> {
             self.regroup_after(i, &mut b);
             self.put_batch(b);
             self.dispatch(now);
+            self.take_answers(i);
             let mut events = std::mem::take(&mut self.events);
             for id in events.drain(..) {
                 self.marker_passed(id, i, now);

@@ -375,6 +375,27 @@ impl RouterNf {
 }
 
 impl NetworkFunction for RouterNf {
+    fn live_reconfigure(&self) -> bool {
+        true
+    }
+
+    /// New routes and settings take effect at once; the neighbours learnt
+    /// so far are kept while the interfaces and their addresses stay the
+    /// same (Linux keeps its neighbour table when routes change).
+    fn reconfigure(
+        &mut self,
+        fresh: Box<dyn NetworkFunction>,
+    ) -> Result<(), Box<dyn NetworkFunction>> {
+        let mut new = sluice_nf::downcast::<RouterNf>(fresh)?.router;
+        let old = &mut self.router;
+        if new.port_iface == old.port_iface && new.local4 == old.local4 && new.local6 == old.local6
+        {
+            std::mem::swap(&mut new.neigh, &mut old.neigh);
+        }
+        self.router = new;
+        Ok(())
+    }
+
     fn process(&mut self, batch: &mut Batch<'_>, ctx: &mut Context<'_>) {
         let now = ctx.now_ns();
         let mut st = Stats::default();

@@ -1,0 +1,307 @@
+//! Messages to an NF process on its receive ring: a new config for an NF
+//! that takes its configuration live.
+//!
+//! A message travels in ring order with the packets, so every packet
+//! queued before it sees the old config and every packet after it the new
+//! one, with no flag to poll and no side channel. Its bytes go into
+//! buffers lent from the pool (tagged as message buffers in the ownership
+//! table, so a dead NF's are reclaimed and never counted as packets), one
+//! ring entry `EVENT_BIT | BLOB_BIT | index` each. The NF hands every buffer
+//! back when it has acted on the message, the first carrying its answer.
+//!
+//! Each buffer's data starts with an 8-byte header: the message id (u32),
+//! the buffer's number in the message (u16) and how many there are (u16),
+//! little-endian; the payload follows. The answer, written over the first
+//! buffer's payload: status (u8, 1 = done), message length (u16), message.
+
+use crate::arena::Arena;
+use crate::batch::MAX_BATCH;
+use crate::buffer::{PktHandle, DATA_ROOM};
+use crate::link::{NfEndpoint, NfLink, BLOB_BIT, EVENT_BIT};
+use crate::pool::{PoolCache, OWNER_PLATFORM};
+use crate::ring::RingCorrupt;
+
+const HEADER: usize = 8;
+const PAYLOAD: usize = DATA_ROOM - HEADER;
+
+/// Most buffers one message may take (no more than the smallest ring).
+pub const MAX_PARTS: usize = 64;
+
+/// Most bytes of one message (≈ 127 KiB).
+pub const MAX_BYTES: usize = MAX_PARTS * PAYLOAD;
+
+/// What an NF answered to a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The message's id.
+    pub id: u32,
+    /// Whether the NF acted on it.
+    pub done: bool,
+    /// Its explanation.
+    pub text: String,
+}
+
+/// Why a message was not sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotSent {
+    /// Larger than [`MAX_PARTS`] buffers.
+    TooLarge,
+    /// No room in the ring, the quota or the pool now: try again later.
+    NoRoom,
+    /// The ring's indices are corrupt.
+    Corrupt(RingCorrupt),
+}
+
+fn header(b: &[u8]) -> (u32, u16, u16) {
+    let id = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    (
+        id,
+        u16::from_le_bytes([b[4], b[5]]),
+        u16::from_le_bytes([b[6], b[7]]),
+    )
+}
+
+impl NfLink<'_> {
+    /// Sends message `id` with `bytes`; all of it or nothing.
+    pub fn send_blob(
+        &mut self,
+        arena: &Arena,
+        cache: &mut PoolCache<'_>,
+        id: u32,
+        bytes: &[u8],
+    ) -> Result<(), NotSent> {
+        let parts = bytes.len().div_ceil(PAYLOAD).max(1);
+        if parts > MAX_PARTS {
+            return Err(NotSent::TooLarge);
+        }
+        if self.room().map_err(NotSent::Corrupt)? < parts {
+            return Err(NotSent::NoRoom);
+        }
+        let mut handles = Vec::with_capacity(parts);
+        for _ in 0..parts {
+            match cache.alloc() {
+                Some(h) => handles.push(h),
+                None => {
+                    for h in handles {
+                        cache.free(h);
+                    }
+                    return Err(NotSent::NoRoom);
+                }
+            }
+        }
+        let mut entries = Vec::with_capacity(parts);
+        for (i, mut h) in handles.into_iter().enumerate() {
+            let chunk =
+                &bytes[(i * PAYLOAD).min(bytes.len())..((i + 1) * PAYLOAD).min(bytes.len())];
+            let mut p = arena.pkt(&mut h);
+            p.reset(HEADER + chunk.len());
+            let d = p.data_mut();
+            d[..4].copy_from_slice(&id.to_le_bytes());
+            d[4..6].copy_from_slice(&(i as u16).to_le_bytes());
+            d[6..8].copy_from_slice(&(parts as u16).to_le_bytes());
+            d[HEADER..].copy_from_slice(chunk);
+            let raw = h.into_raw();
+            cache.pool().set_owner(raw, self.blob_tag);
+            entries.push(EVENT_BIT | BLOB_BIT | raw);
+        }
+        let sent = self.enqueue_raw(&entries).map_err(NotSent::Corrupt)?;
+        debug_assert_eq!(
+            sent, parts,
+            "room() said they fit and we are the only producer"
+        );
+        self.blobs_out += sent as u32;
+        Ok(())
+    }
+
+    /// Whether message buffers came back since the last
+    /// [`Self::take_blob_answers`] (one comparison: call that only then).
+    #[inline]
+    pub fn has_blob_answers(&self) -> bool {
+        !self.blobs_back.is_empty()
+    }
+
+    /// The answers in the message buffers the NF handed back since the last
+    /// call (collected by `recv`); frees the buffers.
+    pub fn take_blob_answers(&mut self, arena: &Arena, cache: &mut PoolCache<'_>) -> Vec<Answer> {
+        let mut answers = Vec::new();
+        for raw in std::mem::take(&mut self.blobs_back) {
+            let mut h = PktHandle::from_raw_owned(raw);
+            {
+                let p = arena.pkt(&mut h);
+                let d = p.data();
+                if d.len() >= HEADER + 3 {
+                    let (id, index, _) = header(d);
+                    if index == 0 {
+                        let n = u16::from_le_bytes([d[HEADER + 1], d[HEADER + 2]]) as usize;
+                        let text = d.get(HEADER + 3..HEADER + 3 + n).unwrap_or(&[]);
+                        answers.push(Answer {
+                            id,
+                            done: d[HEADER] == 1,
+                            text: String::from_utf8_lossy(text).into_owned(),
+                        });
+                    }
+                }
+            }
+            debug_assert_eq!(cache.pool().owner(raw), Some(OWNER_PLATFORM));
+            cache.free(h);
+        }
+        answers
+    }
+}
+
+/// The NF's side: puts a message's buffers together, and hands them back
+/// with the answer.
+#[derive(Default)]
+pub struct BlobReader {
+    parts: Vec<PktHandle>,
+}
+
+impl BlobReader {
+    /// Takes one buffer; returns the message id and bytes once all its
+    /// buffers are here.
+    pub fn push(&mut self, arena: &Arena, mut h: PktHandle) -> Option<(u32, Vec<u8>)> {
+        let (id, _, count) = {
+            let p = arena.pkt(&mut h);
+            let d = p.data();
+            if d.len() < HEADER {
+                (u32::MAX, 0, 1)
+            } else {
+                header(d)
+            }
+        };
+        self.parts.push(h);
+        if self.parts.len() < usize::from(count.max(1)) {
+            return None;
+        }
+        let mut bytes = Vec::new();
+        for h in &mut self.parts {
+            let p = arena.pkt(h);
+            bytes.extend_from_slice(p.data().get(HEADER..).unwrap_or(&[]));
+        }
+        Some((id, bytes))
+    }
+
+    /// Hands every buffer of the message back with the answer (in the first).
+    pub fn answer(
+        &mut self,
+        arena: &Arena,
+        ep: &mut NfEndpoint<'_>,
+        done: bool,
+        text: &str,
+    ) -> Result<(), RingCorrupt> {
+        let text = &text.as_bytes()[..text.len().min(PAYLOAD - 3)];
+        if let Some(first) = self.parts.first_mut() {
+            let mut p = arena.pkt(first);
+            p.set_len(HEADER + 3 + text.len());
+            let d = p.data_mut();
+            d[HEADER] = u8::from(done);
+            d[HEADER + 1..HEADER + 3].copy_from_slice(&(text.len() as u16).to_le_bytes());
+            d[HEADER + 3..].copy_from_slice(text);
+        }
+        let entries: Vec<u32> = self
+            .parts
+            .drain(..)
+            .map(|h| EVENT_BIT | BLOB_BIT | h.into_raw())
+            .collect();
+        // The transmit ring has room for a batch at least; a message is
+        // smaller than a ring, so wait for room rather than lose a buffer.
+        let mut at = 0;
+        while at < entries.len() {
+            let n = ep.send_entries(&entries[at..(at + MAX_BATCH).min(entries.len())])?;
+            at += n;
+            if n == 0 {
+                ep.wake_platform();
+                std::thread::yield_now();
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arena::ArenaConfig;
+    use crate::link::RxEntry;
+    use crate::pool::BufferPool;
+    use crate::HandleBatch;
+
+    #[test]
+    fn a_message_crosses_in_ring_order_and_its_buffers_come_back_with_the_answer() {
+        let a = Arena::create(ArenaConfig {
+            buffers: 1024,
+            ring_size: 256,
+            nf_slots: 1,
+            workers: 1,
+            hugepages: false,
+        })
+        .unwrap();
+        let pool = BufferPool::new(a.buffers());
+        let mut cache = PoolCache::new(&pool, 32);
+        let mut link = NfLink::new(&a, 0);
+        let mut nf = NfEndpoint::new(&a, 0, 0);
+        let mut before = HandleBatch::new();
+        before.push(cache.alloc().unwrap()).unwrap();
+        link.send(&pool, &mut before).unwrap();
+        let msg: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
+        link.send_blob(&a, &mut cache, 7, &msg).unwrap();
+        assert_eq!(
+            link.send_blob(&a, &mut cache, 8, &vec![0; 200_000]),
+            Err(NotSent::TooLarge)
+        );
+        let mut raw = [0u32; 16];
+        let n = nf.recv_raw(&mut raw).unwrap();
+        assert_eq!(n, 4, "one packet, then three message buffers");
+        let mut reader = BlobReader::default();
+        let mut got = None;
+        let mut packets = HandleBatch::new();
+        for &r in &raw[..n] {
+            match nf.decode(r) {
+                Some(RxEntry::Packet(h)) => {
+                    assert!(got.is_none(), "the packet came before the message");
+                    packets.push(h).unwrap();
+                }
+                Some(RxEntry::Blob(h)) => got = reader.push(&a, h).or(got),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(got, Some((7, msg)));
+        reader.answer(&a, &mut nf, true, "reconfigured").unwrap();
+        nf.send(&mut packets).unwrap();
+        let mut out = HandleBatch::new();
+        let o = link.recv(&pool, &mut out, 64).unwrap();
+        assert_eq!((o.received, o.invalid), (1, 0));
+        let answers = link.take_blob_answers(&a, &mut cache);
+        assert_eq!(
+            answers,
+            vec![Answer {
+                id: 7,
+                done: true,
+                text: "reconfigured".into()
+            }]
+        );
+        out.drain(|h| cache.free(h));
+        drop(cache);
+        assert_eq!(pool.audit().free, a.buffers());
+    }
+
+    #[test]
+    fn a_dead_nf_s_message_buffers_are_reclaimed_as_messages() {
+        let a = Arena::create(ArenaConfig {
+            buffers: 256,
+            ring_size: 64,
+            nf_slots: 1,
+            workers: 1,
+            hugepages: false,
+        })
+        .unwrap();
+        let pool = BufferPool::new(a.buffers());
+        let mut cache = PoolCache::new(&pool, 32);
+        let mut link = NfLink::new(&a, 0);
+        link.send_blob(&a, &mut cache, 1, b"cfg").unwrap();
+        let r = link.reclaim(&mut cache);
+        assert_eq!((r.packets, r.messages), (0, 1));
+        drop(cache);
+        assert_eq!(pool.audit().free, a.buffers());
+    }
+}
