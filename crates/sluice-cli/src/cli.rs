@@ -50,6 +50,9 @@ pub enum Command {
     Logs(crate::ctl_args::LogsArgs),
     /// A live view of a daemon, refreshed every second (`q` quits).
     Top,
+    /// Capture packets passing a port or an NF of a running daemon
+    /// (pcapng with -w, or lines on a terminal).
+    Tcpdump(crate::ctl_args::TcpdumpArgs),
 }
 
 /// `sluice run`.

@@ -67,6 +67,11 @@ impl Client {
         Ok(Client { rt, endpoint })
     }
 
+    /// Where it connects.
+    pub fn endpoint_owned(&self) -> Endpoint {
+        self.endpoint.clone()
+    }
+
     /// Sends a request; `body` goes as JSON.
     pub fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Answer, String> {
         self.rt.block_on(self.call_async(method, path, body))

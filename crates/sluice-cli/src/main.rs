@@ -10,6 +10,7 @@ mod ctl;
 mod ctl_args;
 mod daemon_cmd;
 mod logfmt;
+mod tcpdump;
 mod top;
 mod wire_env;
 mod yaml_out;
@@ -82,6 +83,7 @@ fn main() -> ExitCode {
         Command::Stats(a) => ctl::stats(&cli.conn, a),
         Command::Logs(a) => ctl::logs(&cli.conn, a),
         Command::Top => top::run(&cli.conn),
+        Command::Tcpdump(a) => tcpdump::run(&cli.conn, a),
         Command::NfTypes => {
             for t in REGISTRY {
                 println!("{:<10} {}", t.name, t.summary);

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -109,4 +110,86 @@ pub fn chain_spec(rate: u64, nfs_block: &str, chain: &str, restart: &str) -> Str
     format!(
         "settings:\n  restart: {{ {restart} }}\nports:\n  - {{ name: gen, kind: generator, flows: 32, protocol: udp, size: 64, rate_pps: {rate} }}\n  - {{ name: out, kind: sink }}\nnfs:\n{nfs_block}chains:\n  - {{ name: main, from: gen, nfs: [{chain}], to: out }}\n"
     )
+}
+
+/// A daemon on a private socket and state directory, killed on drop.
+pub struct Daemon {
+    /// The daemon process.
+    pub child: Child,
+    /// Its socket.
+    pub socket: PathBuf,
+    /// Its temporary directory (state, specs written for it).
+    pub dir: tempfile::TempDir,
+}
+
+impl Daemon {
+    /// Starts `sluice daemon` on a temporary socket and state directory.
+    pub fn start() -> Daemon {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("sluice.sock");
+        let child = sluice()
+            .args(["daemon", "--socket"])
+            .arg(&socket)
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let t = Instant::now();
+        while !socket.exists() {
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "the daemon did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Daemon { child, socket, dir }
+    }
+
+    /// Runs a client command against it: (success, stdout as JSON, stderr).
+    pub fn cli(&self, args: &[&str]) -> (bool, Value, String) {
+        let out = sluice()
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// `sluice apply -f` of `spec`; panics if it fails.
+    pub fn apply(&self, spec: &str) -> Value {
+        let path = self.dir.path().join("spec.yaml");
+        std::fs::write(&path, spec).unwrap();
+        let (ok, v, err) = self.cli(&["apply", "-f", path.to_str().unwrap(), "-o", "json"]);
+        assert!(ok, "apply failed: {err}\n{spec}");
+        v
+    }
+
+    /// `sluice stats -o json`.
+    pub fn stats(&self) -> Value {
+        let (ok, v, err) = self.cli(&["stats", "-o", "json"]);
+        assert!(ok, "{err}");
+        v
+    }
+
+    /// `sluice ps -o json`.
+    pub fn instances(&self) -> Vec<Value> {
+        let (ok, v, err) = self.cli(&["ps", "-o", "json"]);
+        assert!(ok, "{err}");
+        v.as_array().cloned().unwrap_or_default()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

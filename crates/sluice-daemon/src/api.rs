@@ -387,7 +387,8 @@ async fn openapi() -> Json<utoipa::openapi::OpenApi> {
     info(title = "sluice", description = "The sluice daemon's control API (v1)."),
     paths(
         version, get_spec, put_spec, list_ports, get_port, delete_port, list_nfs, get_nf,
-        delete_nf, nf_logs, list_chains, get_chain, delete_chain, instances, stats, openapi
+        delete_nf, nf_logs, list_chains, get_chain, delete_chain, instances, stats, openapi,
+        crate::capture::capture
     ),
     tags(
         (name = "daemon", description = "The daemon itself"),
@@ -395,7 +396,8 @@ async fn openapi() -> Json<utoipa::openapi::OpenApi> {
         (name = "ports", description = "Ports"),
         (name = "nfs", description = "Network functions and their instances"),
         (name = "chains", description = "Chains"),
-        (name = "stats", description = "Counters")
+        (name = "stats", description = "Counters"),
+        (name = "capture", description = "Live packet capture")
     )
 )]
 pub struct ApiDoc;

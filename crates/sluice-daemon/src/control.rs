@@ -96,6 +96,12 @@ impl Control {
         }
     }
 
+    /// Runs `f` on the control thread without waiting for it (from code
+    /// that cannot await).
+    pub fn post(&self, f: impl FnOnce(&mut State) + Send + 'static) {
+        let _ = self.tx.send(Box::new(f));
+    }
+
     /// Runs `f` on the control thread and returns its result.
     pub async fn call<T: Send + 'static>(
         &self,

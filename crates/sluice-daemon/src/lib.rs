@@ -10,10 +10,12 @@
 
 pub mod api;
 mod auth;
+mod capture;
 pub mod control;
 mod dashboard;
 pub mod error;
 mod metrics;
+mod pcapng;
 pub mod socket;
 pub mod state;
 pub mod types;
@@ -84,6 +86,7 @@ async fn serve(
     let app = |authed: Option<String>| {
         let router = api::routes(state.clone())
             .merge(metrics::routes(state.clone()))
+            .merge(capture::routes(state.clone()))
             .merge(dashboard::routes());
         let router = match authed {
             Some(t) => auth::require_token(router, t),

@@ -33,4 +33,4 @@ pub mod worker;
 
 pub use report::RunReport;
 pub use run::{run, RunOptions};
-pub use runtime::{Applied, PlatformSettings, RunError, Runtime};
+pub use runtime::{Applied, Capture, PlatformSettings, RunError, Runtime};

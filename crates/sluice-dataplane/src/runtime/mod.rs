@@ -17,6 +17,7 @@ mod slots;
 
 pub use settings::PlatformSettings;
 
+use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::sync_channel;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +39,7 @@ use crate::report::RunReport;
 use crate::report_merge::ShardResult;
 use crate::wakeup::WakePolicy;
 use crate::worker::mailbox::{Committed, Reply};
+use crate::worker::tap::{Captured, TapFilter, TapPoint, TapSpec};
 use crate::worker::{
     Change, Command, Instance, Mailbox, NewExec, NewNf, Reconfigure, Worker, WorkerConfig,
 };
@@ -106,6 +108,19 @@ pub struct Runtime {
     placement: sluice_sys::Placement,
     source: String,
     logbook: Arc<LogBook>,
+    next_tap: u64,
+}
+
+/// A running capture (see [`Runtime::tap`]).
+pub struct Capture {
+    /// Pass to [`Runtime::untap`].
+    pub id: u64,
+    /// The copies.
+    pub packets: std::sync::mpsc::Receiver<Captured>,
+    /// Copies still to make (`u64::MAX`: no limit).
+    pub remaining: Arc<AtomicU64>,
+    /// Copies dropped because the reader was too slow.
+    pub lost: Arc<AtomicU64>,
 }
 
 impl Runtime {
@@ -146,6 +161,7 @@ impl Runtime {
             placement,
             source: String::new(),
             logbook: Arc::new(LogBook::default()),
+            next_tap: 0,
         };
         for w in 0..workers {
             match rt.start_worker(w) {
@@ -584,6 +600,68 @@ impl Runtime {
             .filter_map(|rx| rx.recv_timeout(Duration::from_secs(5)).ok())
             .flatten()
             .collect()
+    }
+
+    /// Starts copying the packets that pass `target` (a port: both what it
+    /// receives and what it sends; an NF: its input, or with `output` its
+    /// output) to the returned receiver, at most `count` of them, `snaplen`
+    /// bytes each, those `filter` accepts. Copies the reader is too slow
+    /// for are dropped and counted in the returned counter, never packets.
+    pub fn tap(
+        &mut self,
+        target: &str,
+        output: bool,
+        snaplen: u32,
+        count: Option<u64>,
+        filter: Option<TapFilter>,
+    ) -> Result<Capture, RunError> {
+        let plan = &self.plan;
+        let points: Vec<TapPoint> =
+            if let Some((id, _)) = plan.ports_in_order().find(|(_, p)| p.name == target) {
+                vec![TapPoint::PortRx(id), TapPoint::PortTx(id)]
+            } else if let Some((id, _)) = plan.nfs_in_order().find(|(_, n)| n.name == target) {
+                vec![if output {
+                    TapPoint::NfOut(id)
+                } else {
+                    TapPoint::NfIn(id)
+                }]
+            } else {
+                return Err(RunError::Setup(format!("no port or NF named {target}")));
+            };
+        self.next_tap += 1;
+        let id = self.next_tap;
+        let (tx, rx) = sync_channel(8192);
+        let remaining = Arc::new(AtomicU64::new(count.unwrap_or(u64::MAX)));
+        let lost = Arc::new(AtomicU64::new(0));
+        for w in 0..self.workers.len() {
+            for &point in &points {
+                self.post(
+                    w,
+                    Command::Tap(TapSpec {
+                        id,
+                        point,
+                        snaplen: snaplen.max(1),
+                        filter: filter.clone(),
+                        remaining: remaining.clone(),
+                        lost: lost.clone(),
+                        tx: tx.clone(),
+                    }),
+                );
+            }
+        }
+        Ok(Capture {
+            id,
+            packets: rx,
+            remaining,
+            lost,
+        })
+    }
+
+    /// Stops capture `id`.
+    pub fn untap(&self, id: u64) {
+        for w in 0..self.workers.len() {
+            self.post(w, Command::Untap(id));
+        }
     }
 
     /// NF `nf`'s log lines after sequence number `after` (0: all kept).

@@ -126,6 +126,8 @@ impl<'a> Worker<'a> {
                 Command::Instances(reply) => {
                     let _ = reply.send(self.instances());
                 }
+                Command::Tap(t) => self.add_tap(t),
+                Command::Untap(id) => self.remove_tap(id),
                 Command::Stop(reply) => {
                     self.ingress_off = true;
                     self.stopped_ns = now;

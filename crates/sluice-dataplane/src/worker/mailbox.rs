@@ -109,6 +109,10 @@ pub enum Command {
     Stop(Reply<ShardResult>),
     /// The NF instances this worker runs.
     Instances(Reply<Vec<Instance>>),
+    /// Start copying packets (`sluice tcpdump`).
+    Tap(super::tap::TapSpec),
+    /// Stop a capture.
+    Untap(u64),
 }
 
 /// One NF instance, as `sluice ps` lists it.

@@ -62,6 +62,7 @@ mod markers;
 mod reconfig;
 mod steering;
 mod supervise;
+pub mod tap;
 
 pub use mailbox::{
     Change, Command, Instance, Mailbox, NewExec, NewNf, Reconfigure, Retired as RetiredTotals,
@@ -174,6 +175,10 @@ pub struct Worker<'a> {
     ingress_off: bool,
     /// Id of the last config message sent to a process NF.
     next_msg: u32,
+    /// Live captures (`sluice tcpdump`).
+    pub(crate) taps: Vec<tap::TapSpec>,
+    /// Wall clock minus monotonic clock, ns (capture timestamps).
+    realtime_offset_ns: u64,
 }
 
 impl<'a> Worker<'a> {
@@ -224,6 +229,11 @@ impl<'a> Worker<'a> {
             stopped_ns: 0,
             ingress_off: false,
             next_msg: 0,
+            taps: Vec::new(),
+            realtime_offset_ns: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+                .saturating_sub(sluice_sys::monotonic_ns()),
         }
     }
 

@@ -10,6 +10,7 @@ use sluice_nf::runtime::{run_batch, run_tick, Services};
 use sluice_nf::{DropReason, NetworkFunction};
 
 use super::classify::{classify_keyed, key_frame, Keyed};
+use super::tap::TapPoint;
 use super::Worker;
 use crate::nf_io::InlineIo;
 use crate::nf_rt::Exec;
@@ -62,6 +63,9 @@ impl<'a> Worker<'a> {
             if n == 0 {
                 self.put_batch(b);
                 continue;
+            }
+            if !self.taps.is_empty() {
+                self.tap(TapPoint::PortRx(port), &mut b);
             }
             done += n;
             self.classify_and_group(port, &mut b, now);
@@ -171,27 +175,31 @@ impl<'a> Worker<'a> {
         while let Some((dest, mut b)) = self.work.pop() {
             match dest {
                 Dest::Nf(i) => self.deliver_nf(i, &mut b, now),
-                Dest::Port(p) => match self.ports.get_mut(p as usize).and_then(Option::as_mut) {
-                    Some(port) => {
-                        // Each packet's time inside, by its route (one
-                        // compare, a count of leading zeros and an add).
-                        let arena = self.arena;
-                        for h in b.iter_mut() {
-                            let pkt = arena.pkt(h);
-                            let (route, ts) = (pkt.chain(), pkt.timestamp_ns());
-                            if let Some(hist) = self.route_latency.get_mut(route as usize) {
-                                hist.record(now.saturating_sub(ts));
-                            }
+                Dest::Port(p) if self.ports.get(p as usize).is_some_and(Option::is_some) => {
+                    if !self.taps.is_empty() {
+                        self.tap(TapPoint::PortTx(p), &mut b);
+                    }
+                    // Each packet's time inside, by its route (one compare,
+                    // a count of leading zeros and an add).
+                    let arena = self.arena;
+                    for h in b.iter_mut() {
+                        let pkt = arena.pkt(h);
+                        let (route, ts) = (pkt.chain(), pkt.timestamp_ns());
+                        if let Some(hist) = self.route_latency.get_mut(route as usize) {
+                            hist.record(now.saturating_sub(ts));
                         }
-                        let lost = port.tx(self.arena, &mut b, &mut self.cache, now);
-                        self.drops.add(DropReason::PORT_TX_ERROR, lost);
                     }
-                    None => {
-                        // Removed by an apply while the packet was inside.
-                        self.drops.add(DropReason::PORT_TX_ERROR, b.len() as u64);
-                        b.drain(|h| self.cache.free(h));
-                    }
-                },
+                    let port = self.ports[p as usize]
+                        .as_mut()
+                        .expect("checked by the guard");
+                    let lost = port.tx(arena, &mut b, &mut self.cache, now);
+                    self.drops.add(DropReason::PORT_TX_ERROR, lost);
+                }
+                Dest::Port(_) => {
+                    // Removed by an apply while the packet was inside.
+                    self.drops.add(DropReason::PORT_TX_ERROR, b.len() as u64);
+                    b.drain(|h| self.cache.free(h));
+                }
                 Dest::Drop(r) => {
                     self.drops.add(r, b.len() as u64);
                     b.drain(|h| self.cache.free(h));
@@ -213,6 +221,9 @@ impl<'a> Worker<'a> {
     }
 
     pub(super) fn deliver_nf(&mut self, i: u16, b: &mut HandleBatch, now: u64) {
+        if !self.taps.is_empty() {
+            self.tap(TapPoint::NfIn(i), b);
+        }
         let Some(nf) = self.nfs.get_mut(i as usize).and_then(Option::as_mut) else {
             // Removed by an apply while the packet was inside.
             self.drops.add(DropReason::NF_REMOVED, b.len() as u64);
@@ -333,6 +344,9 @@ impl<'a> Worker<'a> {
         let arena = self.arena;
         if b.is_empty() {
             return;
+        }
+        if !self.taps.is_empty() {
+            self.tap(TapPoint::NfOut(from), b);
         }
         // A cheap, non-atomic count: the closure below needs the plan while
         // it borrows the worker mutably.
