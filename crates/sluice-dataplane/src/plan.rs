@@ -99,6 +99,13 @@ impl Resolver for PlanResolver<'_> {
             .position(|p| p.name == name && p.kind.is_output())
             .map(|i| PortId(i as u16))
     }
+    fn input_port(&self, name: &str) -> Option<PortId> {
+        self.0
+            .ports
+            .iter()
+            .position(|p| p.name == name && p.kind.is_input())
+            .map(|i| PortId(i as u16))
+    }
 }
 
 impl Plan {

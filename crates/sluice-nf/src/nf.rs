@@ -69,8 +69,15 @@ pub trait NetworkFunction: Send {
 pub trait Resolver {
     /// The NF instance named `name`.
     fn nf(&self, name: &str) -> Option<NfId>;
-    /// The port named `name` (output-capable ports only).
+    /// The port named `name` as a verdict target (`ToPort`): ports that
+    /// can transmit only.
     fn port(&self, name: &str) -> Option<PortId>;
+    /// The port named `name` as packets come in through it, for matching
+    /// [`Packet::port_in`](crate::Packet::port_in) (a firewall zone, an
+    /// `in_port` rule): ports that can receive only, so a generator or a
+    /// `pcap_in` resolves but a sink does not. Indices are those of
+    /// [`Resolver::port`] for ports that do both.
+    fn input_port(&self, name: &str) -> Option<PortId>;
     /// How many instances of this NF run side by side, each seeing its own
     /// share of the flows (`settings.workers`). An NF whose state must span
     /// flows that may land on different workers (e.g. NAT's

@@ -53,6 +53,9 @@ impl Resolver for GraphResolver<'_> {
     fn port(&self, name: &str) -> Option<PortId> {
         self.outer.port(name)
     }
+    fn input_port(&self, name: &str) -> Option<PortId> {
+        self.outer.input_port(name)
+    }
     /// Elements run wherever the graph runs: as many copies as it.
     fn replicas(&self) -> u32 {
         self.outer.replicas()

@@ -11,8 +11,12 @@ use sluice_spec::{ConfigNode, SpecError};
 /// Flow ids handed out by the harness stay below this.
 pub const FLOW_CAPACITY: u32 = 1024;
 
-/// A resolver knowing NFs `a`, `b` and ports `out`, `dump`.
+/// A resolver knowing NFs `a`, `b`, ports `out` and `dump` (which both
+/// receive and transmit) and the input-only port `gen` (a generator).
 pub struct TestResolver;
+
+/// [`TestResolver`]'s port index of `gen`, which cannot transmit.
+pub const GEN_PORT: u16 = 2;
 
 impl Resolver for TestResolver {
     fn nf(&self, name: &str) -> Option<NfId> {
@@ -27,6 +31,10 @@ impl Resolver for TestResolver {
             .position(|n| *n == name)
             .map(|i| PortId(i as u16))
     }
+    fn input_port(&self, name: &str) -> Option<PortId> {
+        self.port(name)
+            .or((name == "gen").then_some(PortId(GEN_PORT)))
+    }
 }
 
 /// [`TestResolver`]'s names, for an NF run as `.0` per-worker copies
@@ -39,6 +47,9 @@ impl Resolver for Replicated {
     }
     fn port(&self, name: &str) -> Option<PortId> {
         TestResolver.port(name)
+    }
+    fn input_port(&self, name: &str) -> Option<PortId> {
+        TestResolver.input_port(name)
     }
     fn replicas(&self) -> u32 {
         self.0
