@@ -1,5 +1,6 @@
 //! `sluice`: run NFV specs and benchmark chains.
 
+mod args;
 mod bench;
 mod bench_jitter;
 mod bench_nfs;
@@ -17,6 +18,7 @@ use clap::Parser;
 use sluice_dataplane::{run, RunError, RunOptions, RunReport};
 use sluice_nfs::REGISTRY;
 
+use args::Seconds;
 use cli::{Cli, Command};
 
 /// Exit code for an invalid spec or bad arguments.
@@ -37,8 +39,10 @@ fn main() -> ExitCode {
                     return ExitCode::from(EXIT_SPEC);
                 }
             };
-            let duration = args.duration.map(Duration::from_secs_f64);
-            finish(execute(&spec, duration), args.json)
+            finish(
+                execute(&spec, args.duration.map(Seconds::duration)),
+                args.json,
+            )
         }
         Command::Bench(b) => bench::run(b),
         Command::Validate { spec } => match sluice_spec::load(&spec, &type_names()) {
