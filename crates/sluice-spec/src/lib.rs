@@ -47,6 +47,7 @@ mod decode_chains;
 mod decode_ports;
 mod error;
 mod fields;
+mod file;
 mod limits;
 mod load;
 mod location;
@@ -63,6 +64,7 @@ mod yaml;
 
 pub use config_node::{ConfigEntry, ConfigNode, ConfigValue};
 pub use error::SpecError;
+pub use file::{read_regular_file, read_text_file, MAX_DATA_FILE_BYTES, MAX_SPEC_BYTES};
 pub use ipnet::IpNet;
 pub use load::{load, parse_str};
 pub use location::{Location, SourceName};

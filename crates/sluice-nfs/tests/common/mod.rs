@@ -212,3 +212,63 @@ pub fn router_interfaces() -> serde_json::Value {
           "addresses": ["192.168.2.1/24", "2001:db8:2::1/64"] },
     ])
 }
+
+/// [`build_err`] on another thread, failing the test if the build takes
+/// more than a few seconds (e.g. blocked opening a FIFO).
+pub fn build_err_promptly(ty: &'static str, config: serde_json::Value) -> SpecError {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(try_build(ty, config).err());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(10)) {
+        Ok(Some(e)) => e,
+        Ok(None) => panic!("{ty} config accepted but should be rejected"),
+        Err(_) => panic!("building {ty} hung"),
+    }
+}
+
+/// Creates a FIFO at `path` (with mkfifo(1): the tests deny unsafe code).
+pub fn mkfifo(path: &std::path::Path) {
+    let ok = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "mkfifo {} failed", path.display());
+}
+
+/// Input files a spec names must be regular files of at most
+/// `sluice_spec::MAX_DATA_FILE_BYTES`: checks that NF type `ty` refuses a
+/// FIFO, a device and a too large file given as `key`, promptly and
+/// naming the problem.
+pub fn check_refuses_odd_input_files(ty: &'static str, base: serde_json::Value, key: &str) {
+    let dir = std::env::temp_dir().join(format!("sluice-{ty}-{key}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("fifo");
+    mkfifo(&fifo);
+    let big = dir.join("big");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(sluice_spec::MAX_DATA_FILE_BYTES + 1)
+        .unwrap();
+    for (path, words) in [
+        (fifo.as_path(), "it is a FIFO, not a regular file"),
+        (
+            std::path::Path::new("/dev/zero"),
+            "it is a character device",
+        ),
+        (dir.as_path(), "it is a directory"),
+        (big.as_path(), "it is larger than 256 MiB"),
+    ] {
+        let mut cfg = base.clone();
+        cfg[key] = serde_json::json!(path.to_str().unwrap());
+        let e = build_err_promptly(ty, cfg);
+        assert!(e.field.ends_with(key), "{}: {e}", path.display());
+        assert!(e.message.contains(words), "{}: {e}", path.display());
+        assert!(
+            e.message.contains(path.to_str().unwrap()),
+            "{}: {e}",
+            path.display()
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
