@@ -55,6 +55,7 @@ mod model;
 mod net;
 mod path;
 mod ports;
+mod printable;
 mod resolve;
 mod scalar;
 mod settings;
