@@ -112,3 +112,62 @@ fn nat_inside_ports_name_input_only_ports() {
     assert!(err.contains("inside_ports[0]"), "{err}");
     assert!(err.contains("port `in` cannot transmit"), "{err}");
 }
+
+/// A firewall between a generator (`in`, cannot transmit) and a sink, plus
+/// a TAP port `lan` feeding it too, with `config` (indented 4 spaces);
+/// the config starts on line 10.
+fn fw_spec(config: &str) -> String {
+    format!(
+        "ports:\n  - {{ name: in, kind: generator, flows: 4 }}\n  - {{ name: lan, kind: tap, interface: slc-test0 }}\n  \
+         - {{ name: out, kind: sink }}\n\
+         nfs:\n  - name: fw\n    type: firewall\n    isolation: inline\n    config:\n{config}\
+         chains:\n  - {{ name: a, from: in, nfs: [fw], to: out }}\n  - {{ name: b, from: lan, nfs: [fw], to: out }}\n"
+    )
+}
+
+#[test]
+fn a_reject_answering_through_a_port_that_cannot_transmit_is_a_spec_error() {
+    // A reject answers out of the port the packet came in through; from
+    // a generator that can only end as an `invalid_verdict` drop.
+    for (config, line, field) in [
+        (
+            "      rules:\n        - { action: accept, proto: udp }\n        - { action: reject, proto: tcp }\n",
+            12,
+            "rules[1].action",
+        ),
+        ("      default: reject\n", 10, "default"),
+        (
+            "      zones: [{ port: in, zone: 2 }]\n      rules:\n        - { action: reject, zone: 2 }\n",
+            12,
+            "rules[0].action",
+        ),
+    ] {
+        let out = validate(&fw_spec(config));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{config}: {err}");
+        assert!(err.contains(&format!("spec.yaml:{line}:")), "{config}: {err}");
+        assert!(err.contains(&format!("nfs[0].config.{field}")), "{err}");
+        assert!(
+            err.contains("answers out of the port a packet came in through, but port `in` (generator) cannot transmit"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_reject_that_never_sees_a_port_that_cannot_transmit_is_fine() {
+    for config in [
+        // Limited to the TAP port by port or by zone.
+        "      rules:\n        - { action: reject, in_port: lan }\n",
+        "      zones: [{ port: lan, zone: 1 }]\n      rules:\n        - { action: reject, zone: 1, proto: tcp }\n",
+        // Everything from the generator is decided before the reject.
+        "      default: reject\n      rules:\n        - { action: accept, in_port: in }\n        - { action: reject, proto: tcp }\n",
+    ] {
+        let out = validate(&fw_spec(config));
+        assert!(
+            out.status.success(),
+            "{config}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -3,7 +3,7 @@
 //! bad config fails before anything starts.
 
 use sluice_mem::MAX_BATCH;
-use sluice_nf::{BuildContext, NetworkFunction, NfId, NfType, PortId, Resolver};
+use sluice_nf::{BuildContext, IngressPort, NetworkFunction, NfId, NfType, PortId, Resolver};
 use sluice_packet::flow::FlowKey;
 use sluice_spec::{ConfigNode, Isolation, MatchSpec, PortKind, Spec, SpecError};
 
@@ -75,8 +75,9 @@ pub struct Plan {
     pub flow_capacity: u32,
 }
 
-/// The spec's names, and how many instances ran before this one.
-struct PlanResolver<'a>(&'a Spec, u32);
+/// The spec's names, how many instances ran before this one, and the
+/// name of the NF being built.
+struct PlanResolver<'a>(&'a Spec, u32, &'a str);
 
 impl Resolver for PlanResolver<'_> {
     fn replicas(&self) -> u32 {
@@ -105,6 +106,33 @@ impl Resolver for PlanResolver<'_> {
             .iter()
             .position(|p| p.name == name && p.kind.is_input())
             .map(|i| PortId(i as u16))
+    }
+    fn chain_ingress(&self) -> Vec<IngressPort> {
+        let spec = self.0;
+        let mut out: Vec<IngressPort> = Vec::new();
+        for c in &spec.chains {
+            // Chain links count: a chain that continues into another one
+            // passes that one's NFs too.
+            let passes = spec
+                .resolve_chain(&c.name)
+                .is_some_and(|r| r.nfs.contains(&self.2));
+            if !passes {
+                continue;
+            }
+            let Some(i) = spec.ports.iter().position(|p| p.name == c.from) else {
+                continue;
+            };
+            if !out.iter().any(|p| usize::from(p.id.0) == i) {
+                let p = &spec.ports[i];
+                out.push(IngressPort {
+                    id: PortId(i as u16),
+                    name: p.name.clone(),
+                    kind: p.kind.kind_name(),
+                    can_transmit: p.kind.is_output(),
+                });
+            }
+        }
+        out
     }
 }
 
@@ -225,7 +253,7 @@ impl Plan {
         let ctx = BuildContext {
             name: &nf.name,
             config: &nf.config,
-            resolver: &PlanResolver(spec, restarts),
+            resolver: &PlanResolver(spec, restarts, &nf.name),
             flow_capacity: self.flow_capacity,
         };
         (nf.nf_type.build)(&ctx)

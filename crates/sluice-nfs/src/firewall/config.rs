@@ -373,7 +373,7 @@ pub fn compile(
         .enumerate()
         .map(|(i, r)| compile_rule(config, resolver, i, r))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(FirewallConfig {
+    let compiled = FirewallConfig {
         rules,
         default,
         icmp_reject,
@@ -384,5 +384,7 @@ pub fn compile(
             timeouts: timeouts(config, &cfg.timeouts)?,
             tcp_loose: cfg.tcp_loose.unwrap_or(true),
         },
-    })
+    };
+    super::reply_ports::check(config, resolver, &compiled)?;
+    Ok(compiled)
 }
