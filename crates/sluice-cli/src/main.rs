@@ -68,9 +68,7 @@ fn main() -> ExitCode {
             }
         },
         Command::NfTypes => {
-            for t in REGISTRY {
-                println!("{:<10} {}", t.name, t.summary);
-            }
+            print_stdout(&nf_types_table());
             ExitCode::SUCCESS
         }
     }
@@ -81,6 +79,17 @@ pub(crate) fn print_stdout(text: &str) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+}
+
+/// `sluice nf-types`: one line per type, the summaries in one column two
+/// spaces after the longest name (the registry has names of 13 characters
+/// and grows).
+fn nf_types_table() -> String {
+    let width = REGISTRY.iter().map(|t| t.name.len()).max().unwrap_or(0);
+    REGISTRY
+        .iter()
+        .map(|t| format!("{:<width$}  {}\n", t.name, t.summary))
+        .collect()
 }
 
 fn type_names() -> Vec<&'static str> {
