@@ -2,12 +2,12 @@
 //! N forwarders feeding a sink, built as a spec and run like any other.
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use serde::Serialize;
 use sluice_dataplane::report::Latency;
 use sluice_dataplane::{RunError, RunReport};
 
+use crate::args::Seconds;
 use crate::cli::{BenchArgs, BenchKind, ChainArgs, IsolationArg};
 
 #[derive(Debug, Serialize)]
@@ -101,14 +101,14 @@ pub(crate) fn nf_type_names() -> Vec<&'static str> {
     sluice_nfs::REGISTRY.iter().map(|t| t.name).collect()
 }
 
-/// Runs a benchmark's spec for `duration_s`; on failure prints why and
+/// Runs a benchmark's spec for `duration`; on failure prints why and
 /// gives the exit code (2: the spec, 1: the run).
-pub(crate) fn run_spec(spec: &sluice_spec::Spec, duration_s: f64) -> Result<RunReport, ExitCode> {
+pub(crate) fn run_spec(spec: &sluice_spec::Spec, duration: Seconds) -> Result<RunReport, ExitCode> {
     if let Err(e) = spec.validate(&nf_type_names()) {
         eprintln!("sluice: {e}");
         return Err(ExitCode::from(2));
     }
-    crate::execute(spec, Some(Duration::from_secs_f64(duration_s))).map_err(|e| {
+    crate::execute(spec, Some(duration.duration())).map_err(|e| {
         eprintln!("sluice: {e}");
         match e {
             RunError::Spec(_) => ExitCode::from(2),

@@ -72,18 +72,14 @@ fn census(cpu: usize, duration: Duration) -> CpuJitter {
 
 /// Runs the census on every allowed CPU at once.
 pub fn run(a: JitterArgs) -> ExitCode {
-    if !(a.duration > 0.0 && a.duration <= 3600.0) {
-        eprintln!("sluice: --duration must be between 0 and 3600 seconds");
-        return ExitCode::from(2);
-    }
-    let duration = Duration::from_secs_f64(a.duration);
+    let duration = a.duration.duration();
     let cpus = sluice_sys::allowed_cpus();
     let threads: Vec<_> = cpus
         .iter()
         .map(|&cpu| std::thread::spawn(move || census(cpu, duration)))
         .collect();
     let result = JitterResult {
-        duration_s: a.duration,
+        duration_s: a.duration.as_secs_f64(),
         cpus: threads.into_iter().filter_map(|t| t.join().ok()).collect(),
     };
     if a.json {
@@ -91,7 +87,8 @@ pub fn run(a: JitterArgs) -> ExitCode {
     } else {
         let mut text = format!(
             "Gaps in a pinned busy loop, {:.0} s per CPU: count (ms lost)\n{:>4}",
-            a.duration, "cpu"
+            a.duration.as_secs_f64(),
+            "cpu"
         );
         for label in ["10-50 µs", "50-200 µs", "0.2-1 ms", "1-5 ms", "≥ 5 ms"] {
             text.push_str(&format!("{label:>16}"));

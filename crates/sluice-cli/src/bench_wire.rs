@@ -124,7 +124,7 @@ pub fn run(a: WireArgs) -> ExitCode {
 }
 
 fn bench(a: &WireArgs) -> Result<WireResult, String> {
-    let d = Duration::from_secs_f64(a.duration.max(0.5));
+    let d = a.duration.duration().max(Duration::from_millis(500));
     let env = WireEnv::new("b")?;
     let ring = match a.ring {
         RingArg::V3 => "v3",

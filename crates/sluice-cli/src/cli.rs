@@ -2,7 +2,9 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{value_parser, Args, Parser, Subcommand, ValueEnum};
+
+use crate::args::{bench_seconds, jitter_seconds, run_seconds, Seconds, MAX_CHAIN_LENGTH};
 
 /// sluice: a superfluid NFV platform.
 #[derive(Debug, Parser)]
@@ -60,9 +62,9 @@ pub enum Command {
 pub struct RunArgs {
     /// Spec file (YAML).
     pub spec: PathBuf,
-    /// Stop after this many seconds.
-    #[arg(long)]
-    pub duration: Option<f64>,
+    /// Stop after this many seconds (more than 0, at most a year).
+    #[arg(long, value_parser = run_seconds)]
+    pub duration: Option<Seconds>,
     /// Print one JSON object with the summary on stdout.
     #[arg(long)]
     pub json: bool,
@@ -95,9 +97,9 @@ pub enum BenchKind {
 /// `sluice bench jitter`.
 #[derive(Debug, Args)]
 pub struct JitterArgs {
-    /// Seconds to spin on every CPU.
-    #[arg(long, default_value_t = 5.0)]
-    pub duration: f64,
+    /// Seconds to spin on every CPU (more than 0, at most 3600).
+    #[arg(long, default_value = "5", value_parser = jitter_seconds)]
+    pub duration: Seconds,
     /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
@@ -106,12 +108,13 @@ pub struct JitterArgs {
 /// `sluice bench nfs`.
 #[derive(Debug, Args)]
 pub struct NfsArgs {
-    /// Seconds to run.
-    #[arg(long, default_value_t = 5.0)]
-    pub duration: f64,
-    /// Concurrent UDP flows (each a tracked connection and a NAT mapping).
-    /// The chain runs on one worker: its NAT cannot be split per worker.
-    #[arg(long, default_value_t = 4096)]
+    /// Seconds to run (more than 0, at most 86400).
+    #[arg(long, default_value = "5", value_parser = bench_seconds)]
+    pub duration: Seconds,
+    /// Concurrent UDP flows (each a tracked connection and a NAT mapping;
+    /// 1-1000000). The chain runs on one worker: its NAT cannot be split
+    /// per worker.
+    #[arg(long, default_value_t = 4096, value_parser = value_parser!(u32).range(1..=1_000_000))]
     pub flows: u32,
     /// NF isolation.
     #[arg(long, value_enum, default_value_t = IsolationArg::Inline)]
@@ -138,9 +141,10 @@ pub struct WireArgs {
     /// Port kind on both sides of the bump.
     #[arg(long, value_enum, default_value_t = WirePortArg::AfPacket)]
     pub port: WirePortArg,
-    /// Seconds per measurement (UDP and TCP, sluice and Linux each).
-    #[arg(long, default_value_t = 3.0)]
-    pub duration: f64,
+    /// Seconds per measurement (UDP and TCP, sluice and Linux each; more
+    /// than 0, at most 86400; at least 0.5 is measured).
+    #[arg(long, default_value = "3", value_parser = bench_seconds)]
+    pub duration: Seconds,
     /// Isolation of the chain's ACL.
     #[arg(long, value_enum, default_value_t = IsolationArg::Inline)]
     pub isolation: IsolationArg,
@@ -174,44 +178,45 @@ pub enum IsolationArg {
 /// `sluice bench chain`.
 #[derive(Debug, Args)]
 pub struct ChainArgs {
-    /// NFs in the chain.
-    #[arg(long, default_value_t = 3)]
+    /// NFs in the chain (0-1024).
+    #[arg(long, default_value_t = 3, value_parser = value_parser!(u32).range(0..=MAX_CHAIN_LENGTH))]
     pub length: u32,
     /// inline or process.
     #[arg(long, value_enum, default_value_t = IsolationArg::Process)]
     pub isolation: IsolationArg,
-    /// Frame size in bytes (without FCS).
-    #[arg(long, default_value_t = 64)]
+    /// Frame size in bytes (without FCS; 60-2048).
+    #[arg(long, default_value_t = 64, value_parser = value_parser!(u16).range(60..=2048))]
     pub packet_size: u16,
-    /// Seconds to run.
-    #[arg(long, default_value_t = 5.0)]
-    pub duration: f64,
-    /// Offered load in packets/s (default: as fast as the chain takes).
-    #[arg(long)]
+    /// Seconds to run (more than 0, at most 86400).
+    #[arg(long, default_value = "5", value_parser = bench_seconds)]
+    pub duration: Seconds,
+    /// Offered load in packets/s, at least 1 (default: as fast as the
+    /// chain takes).
+    #[arg(long, value_parser = value_parser!(u64).range(1..))]
     pub rate: Option<u64>,
-    /// Concurrent flows.
-    #[arg(long, default_value_t = 64)]
+    /// Concurrent flows (1-1000000).
+    #[arg(long, default_value_t = 64, value_parser = value_parser!(u32).range(1..=1_000_000))]
     pub flows: u32,
-    /// Packets per batch.
-    #[arg(long, default_value_t = 32)]
+    /// Packets per batch (1-256).
+    #[arg(long, default_value_t = 32, value_parser = value_parser!(u16).range(1..=256))]
     pub batch: u16,
-    /// Platform workers, each with its own share of the flows and its own
-    /// NF instances (process NFs share their worker's core).
-    #[arg(long, default_value_t = 1)]
+    /// Platform workers (1-64), each with its own share of the flows and
+    /// its own NF instances (process NFs share their worker's core).
+    #[arg(long, default_value_t = 1, value_parser = value_parser!(u16).range(1..=64))]
     pub workers: u16,
     /// Adaptive wake-up batching of sleeping process NFs: most packets to
-    /// hold back before waking one (`settings.wakeup.max_batch`; 1: wake
-    /// at once).
-    #[arg(long, default_value_t = 1)]
+    /// hold back before waking one (`settings.wakeup.max_batch`, 1-256; 1:
+    /// wake at once).
+    #[arg(long, default_value_t = 1, value_parser = value_parser!(u32).range(1..=256))]
     pub wake_batch: u32,
     /// Longest a held packet waits for its NF to be woken, µs
-    /// (`settings.wakeup.timeout_us`).
-    #[arg(long, default_value_t = 20)]
+    /// (`settings.wakeup.timeout_us`, 1-100000).
+    #[arg(long, default_value_t = 20, value_parser = value_parser!(u64).range(1..=100_000))]
     pub wake_timeout_us: u64,
     /// How long an idle process NF keeps polling after its last packet
-    /// before it sleeps, µs (`settings.wakeup.busy_poll_us`; default: the
-    /// platform's, 200 µs for up to four NFs per core).
-    #[arg(long)]
+    /// before it sleeps, µs (`settings.wakeup.busy_poll_us`, 0-1000000;
+    /// default: the platform's, 200 µs for up to four NFs per core).
+    #[arg(long, value_parser = value_parser!(u64).range(0..=1_000_000))]
     pub busy_poll_us: Option<u64>,
     /// Print one JSON object on stdout.
     #[arg(long)]

@@ -1,5 +1,6 @@
 //! `sluice`: run NFV specs and benchmark chains.
 
+mod args;
 mod bench;
 mod bench_jitter;
 mod bench_nfs;
@@ -26,6 +27,7 @@ use sluice_dataplane::compile::{compile, Target};
 use sluice_dataplane::{run, RunError, RunOptions, RunReport};
 use sluice_nfs::REGISTRY;
 
+use args::Seconds;
 use cli::{Cli, Command};
 
 /// Exit code for an invalid spec or bad arguments.
@@ -51,8 +53,10 @@ fn main() -> ExitCode {
                     return ExitCode::from(EXIT_SPEC);
                 }
             };
-            let duration = args.duration.map(Duration::from_secs_f64);
-            finish(execute(&spec, duration), args.json)
+            finish(
+                execute(&spec, args.duration.map(Seconds::duration)),
+                args.json,
+            )
         }
         Command::Bench(b) => bench::run(b),
         Command::Validate { spec } => match sluice_spec::load(&spec, &type_names()) {
@@ -85,9 +89,7 @@ fn main() -> ExitCode {
         Command::Top => top::run(&cli.conn),
         Command::Tcpdump(a) => tcpdump::run(&cli.conn, a),
         Command::NfTypes => {
-            for t in REGISTRY {
-                println!("{:<10} {}", t.name, t.summary);
-            }
+            print_stdout(&nf_types_table());
             ExitCode::SUCCESS
         }
     }
@@ -111,6 +113,17 @@ pub(crate) fn print_stdout(text: &str) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+}
+
+/// `sluice nf-types`: one line per type, the summaries in one column two
+/// spaces after the longest name (the registry has names of 13 characters
+/// and grows).
+fn nf_types_table() -> String {
+    let width = REGISTRY.iter().map(|t| t.name.len()).max().unwrap_or(0);
+    REGISTRY
+        .iter()
+        .map(|t| format!("{:<width$}  {}\n", t.name, t.summary))
+        .collect()
 }
 
 fn type_names() -> Vec<&'static str> {

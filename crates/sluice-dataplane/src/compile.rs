@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 
 use sluice_mem::MAX_BATCH;
-use sluice_nf::NfType;
+use sluice_nf::{IngressPort, NfType, PortId};
 use sluice_spec::{Location, Spec, SpecError};
 
 use crate::plan::{ChainPlan, Hop, NfPlan, Plan, PortPlan, Route, MAX_CHAIN_NFS, MAX_ROUTES};
@@ -108,6 +108,32 @@ impl Names for SpecNames<'_> {
     fn output_port(&self, name: &str) -> Option<u16> {
         let p = self.spec.port(name)?;
         p.kind.is_output().then(|| self.ports.get(name))?
+    }
+    fn input_port(&self, name: &str) -> Option<u16> {
+        let p = self.spec.port(name)?;
+        p.kind.is_input().then(|| self.ports.get(name))?
+    }
+    fn chain_ingress(&self, nf: &str) -> Vec<IngressPort> {
+        let mut out: Vec<IngressPort> = Vec::new();
+        for c in &self.spec.chains {
+            // A chain that continues into another one passes its NFs too.
+            let passes = self
+                .spec
+                .resolve_chain(&c.name)
+                .is_some_and(|r| r.nfs.contains(&nf));
+            let (Some(p), Some(id)) = (self.spec.port(&c.from), self.ports.get(&c.from)) else {
+                continue;
+            };
+            if passes && !out.iter().any(|i| i.id.0 == id) {
+                out.push(IngressPort {
+                    id: PortId(id),
+                    name: p.name.clone(),
+                    kind: p.kind.kind_name(),
+                    can_transmit: p.kind.is_output(),
+                });
+            }
+        }
+        out
     }
 }
 

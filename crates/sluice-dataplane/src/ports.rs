@@ -32,6 +32,9 @@ pub struct PortStats {
     /// Frames the kernel or device dropped before sluice saw them (NIC
     /// ports: a full receive ring).
     pub rx_dropped: u64,
+    /// `pcap_in`: records left out because the file ends inside them (a
+    /// capture cut short; the intact records before it are replayed).
+    pub truncated_records: u64,
 }
 
 /// Adds another copy's counters (the same port run by several workers).
@@ -46,6 +49,7 @@ impl std::ops::AddAssign<&PortStats> for PortStats {
         self.rx_oversize += t.rx_oversize;
         self.rx_no_buffer += t.rx_no_buffer;
         self.rx_dropped += t.rx_dropped;
+        self.truncated_records += t.truncated_records;
     }
 }
 
@@ -162,6 +166,15 @@ impl PortRt {
                 let loops = if p.loops == 0 { None } else { Some(p.loops as u64) };
                 let replay = PcapReplay::load(&p.path, loops)
                     .map_err(|e| err(format!("cannot read {}: {e}", p.path.display())))?;
+                // As tcpdump and tshark do with a capture cut short: warn,
+                // and replay what is intact (sluice-ports does no logging).
+                if let Some(why) = replay.truncation() {
+                    tracing::warn!(
+                        "warning: port {name}: {}: {why}; replaying the {} intact records",
+                        p.path.display(),
+                        replay.len()
+                    );
+                }
                 let pacer = match p.pace {
                     Some(speed) => Pacer::new(speed),
                     None => Pacer::unpaced(),
@@ -190,10 +203,17 @@ impl PortRt {
                 Err(e) => return Err(err(e.0)),
             },
         };
+        let stats = PortStats {
+            truncated_records: match &io {
+                PortIo::PcapIn { replay, .. } => replay.truncated_records(),
+                _ => 0,
+            },
+            ..PortStats::default()
+        };
         Ok(PortRt {
             name: name.to_string(),
             kind: kind.kind_name(),
-            stats: PortStats::default(),
+            stats,
             io,
             realtime_offset_ns: realtime_offset_ns(),
         })
@@ -294,7 +314,7 @@ impl PortRt {
                     Ok(_) => *rx_failed = false,
                     Err(e) if !*rx_failed => {
                         *rx_failed = true;
-                        eprintln!("sluice: port {}: {e}", self.name);
+                        tracing::error!("port {}: {e}", self.name);
                     }
                     Err(_) => {}
                 }

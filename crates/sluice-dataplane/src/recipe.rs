@@ -13,7 +13,7 @@
 use std::cell::RefCell;
 
 use serde::{Deserialize, Serialize};
-use sluice_nf::{BuildContext, NetworkFunction, NfId, NfType, PortId, Resolver};
+use sluice_nf::{BuildContext, IngressPort, NetworkFunction, NfId, NfType, PortId, Resolver};
 use sluice_spec::{ConfigNode, SpecError};
 
 /// A name an NF looked up while it was built, and the answer.
@@ -23,6 +23,48 @@ pub enum Answer {
     Nf(String, Option<u16>),
     /// `Resolver::port(name)` (output-capable ports).
     Port(String, Option<u16>),
+    /// `Resolver::input_port(name)` (ports that receive).
+    InputPort(String, Option<u16>),
+    /// `Resolver::chain_ingress()`: the ports its chains start at.
+    ChainIngress(Vec<Ingress>),
+}
+
+/// An [`IngressPort`] as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ingress {
+    /// Port id.
+    pub id: u16,
+    /// Port name.
+    pub name: String,
+    /// Port kind name.
+    pub kind: String,
+    /// Whether packets can leave through it.
+    pub can_transmit: bool,
+}
+
+impl Ingress {
+    fn of(p: &IngressPort) -> Ingress {
+        Ingress {
+            id: p.id.0,
+            name: p.name.clone(),
+            kind: p.kind.to_string(),
+            can_transmit: p.can_transmit,
+        }
+    }
+
+    fn port(&self) -> IngressPort {
+        IngressPort {
+            id: PortId(self.id),
+            name: self.name.clone(),
+            // Kind names are a fixed set; the recorded one maps back to it.
+            kind: sluice_spec::PortKind::NAMES
+                .iter()
+                .copied()
+                .find(|k| *k == self.kind)
+                .unwrap_or("unknown"),
+            can_transmit: self.can_transmit,
+        }
+    }
 }
 
 /// What names resolve to when an NF is built: the compiler's view of the
@@ -32,6 +74,10 @@ pub trait Names {
     fn nf(&self, name: &str) -> Option<u16>;
     /// The output-capable port called `name`.
     fn output_port(&self, name: &str) -> Option<u16>;
+    /// The receiving port called `name`.
+    fn input_port(&self, name: &str) -> Option<u16>;
+    /// The ports the chains that pass NF `nf` start at.
+    fn chain_ingress(&self, nf: &str) -> Vec<IngressPort>;
 }
 
 /// Everything needed to build an instance of one NF.
@@ -72,6 +118,21 @@ impl Resolver for Recorded<'_> {
             _ => None,
         })?
     }
+    fn input_port(&self, name: &str) -> Option<PortId> {
+        self.answers.iter().find_map(|a| match a {
+            Answer::InputPort(n, id) if n == name => Some(id.map(PortId)),
+            _ => None,
+        })?
+    }
+    fn chain_ingress(&self) -> Vec<IngressPort> {
+        self.answers
+            .iter()
+            .find_map(|a| match a {
+                Answer::ChainIngress(v) => Some(v.iter().map(Ingress::port).collect()),
+                _ => None,
+            })
+            .unwrap_or_default()
+    }
     fn replicas(&self) -> u32 {
         self.replicas
     }
@@ -83,6 +144,7 @@ impl Resolver for Recorded<'_> {
 /// Answers from live name tables, writing down every question.
 struct Recording<'a> {
     names: &'a dyn Names,
+    nf: &'a str,
     replicas: u32,
     log: RefCell<Vec<Answer>>,
 }
@@ -107,6 +169,18 @@ impl Resolver for Recording<'_> {
         self.note(Answer::Port(name.to_string(), id));
         id.map(PortId)
     }
+    fn input_port(&self, name: &str) -> Option<PortId> {
+        let id = self.names.input_port(name);
+        self.note(Answer::InputPort(name.to_string(), id));
+        id.map(PortId)
+    }
+    fn chain_ingress(&self) -> Vec<IngressPort> {
+        let ports = self.names.chain_ingress(self.nf);
+        self.note(Answer::ChainIngress(
+            ports.iter().map(Ingress::of).collect(),
+        ));
+        ports
+    }
     fn replicas(&self) -> u32 {
         self.replicas
     }
@@ -126,6 +200,7 @@ impl NfRecipe {
     ) -> Result<(NfRecipe, Box<dyn NetworkFunction>), SpecError> {
         let rec = Recording {
             names,
+            nf: name,
             replicas,
             log: RefCell::new(Vec::new()),
         };
@@ -154,6 +229,15 @@ impl NfRecipe {
         self.answers.iter().all(|a| match a {
             Answer::Nf(n, id) => names.nf(n) == *id,
             Answer::Port(n, id) => names.output_port(n) == *id,
+            Answer::InputPort(n, id) => names.input_port(n) == *id,
+            Answer::ChainIngress(v) => {
+                let now: Vec<Ingress> = names
+                    .chain_ingress(&self.name)
+                    .iter()
+                    .map(Ingress::of)
+                    .collect();
+                now == *v
+            }
         })
     }
 

@@ -104,8 +104,25 @@ pub fn downcast<T: NetworkFunction>(
 pub trait Resolver {
     /// The NF instance named `name`.
     fn nf(&self, name: &str) -> Option<NfId>;
-    /// The port named `name` (output-capable ports only).
+    /// The port named `name` as a verdict target (`ToPort`): ports that
+    /// can transmit only.
     fn port(&self, name: &str) -> Option<PortId>;
+    /// The port named `name` as packets come in through it, for matching
+    /// [`Packet::port_in`](crate::Packet::port_in) (a firewall zone, an
+    /// `in_port` rule): ports that can receive only, so a generator or a
+    /// `pcap_in` resolves but a sink does not. Indices are those of
+    /// [`Resolver::port`] for ports that do both.
+    fn input_port(&self, name: &str) -> Option<PortId>;
+    /// The ports packets reach this NF from as far as the spec's chains
+    /// tell (the `from` of every chain whose path passes it), each with
+    /// whether it can transmit: an NF that answers a packet out of the
+    /// port it came in through (`ToPort(port_in)`) checks here that it
+    /// can. Packets another NF steers here by name (`ToNf`) may come from
+    /// further ports. Empty when the platform cannot tell (the default, and
+    /// test harnesses).
+    fn chain_ingress(&self) -> Vec<IngressPort> {
+        Vec::new()
+    }
     /// How many instances of this NF run side by side, each seeing its own
     /// share of the flows (`settings.workers`). An NF whose state must span
     /// flows that may land on different workers (e.g. NAT's
@@ -125,6 +142,19 @@ pub trait Resolver {
     fn restarts(&self) -> u32 {
         0
     }
+}
+
+/// A port packets reach an NF from ([`Resolver::chain_ingress`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IngressPort {
+    /// Its index (as in [`Packet::port_in`](crate::Packet::port_in)).
+    pub id: PortId,
+    /// Its name in the spec.
+    pub name: String,
+    /// Its kind (`generator`, `pcap_in`, `tap`, …).
+    pub kind: &'static str,
+    /// Whether packets can leave through it (`ToPort` to it is valid).
+    pub can_transmit: bool,
 }
 
 /// Everything an NF constructor gets.

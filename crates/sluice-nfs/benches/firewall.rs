@@ -67,6 +67,9 @@ impl Resolver for NoNames {
     fn port(&self, _: &str) -> Option<PortId> {
         None
     }
+    fn input_port(&self, _: &str) -> Option<PortId> {
+        None
+    }
 }
 
 fn frame(i: u32, dst: &str, flags: TcpFlags) -> Vec<u8> {

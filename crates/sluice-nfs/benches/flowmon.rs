@@ -135,6 +135,9 @@ impl Resolver for NoNames {
     fn port(&self, _: &str) -> Option<PortId> {
         None
     }
+    fn input_port(&self, _: &str) -> Option<PortId> {
+        None
+    }
 }
 
 fn build(ty: &str, cfg: serde_json::Value) -> Box<dyn NetworkFunction> {

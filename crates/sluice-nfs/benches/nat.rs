@@ -70,6 +70,9 @@ impl Resolver for NoNames {
     fn port(&self, _: &str) -> Option<PortId> {
         None
     }
+    fn input_port(&self, _: &str) -> Option<PortId> {
+        None
+    }
 }
 
 fn frame(src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16) -> [u8; 64] {

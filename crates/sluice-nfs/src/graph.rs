@@ -31,7 +31,7 @@
 //! ```
 
 use sluice_nf::graph::{Element, ElementGraph, LOCAL_BASE};
-use sluice_nf::{BuildContext, NetworkFunction, NfId, NfType, PortId, Resolver};
+use sluice_nf::{BuildContext, IngressPort, NetworkFunction, NfId, NfType, PortId, Resolver};
 use sluice_spec::{ConfigNode, SpecError};
 
 /// Most elements in one graph (each gets 16 of the NF's 1024 extended
@@ -52,6 +52,13 @@ impl Resolver for GraphResolver<'_> {
     }
     fn port(&self, name: &str) -> Option<PortId> {
         self.outer.port(name)
+    }
+    fn input_port(&self, name: &str) -> Option<PortId> {
+        self.outer.input_port(name)
+    }
+    /// Elements see the packets of the graph's chains.
+    fn chain_ingress(&self) -> Vec<IngressPort> {
+        self.outer.chain_ingress()
     }
     /// Elements run wherever the graph runs: as many copies as it.
     fn replicas(&self) -> u32 {

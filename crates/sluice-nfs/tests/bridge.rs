@@ -297,6 +297,10 @@ impl sluice_nf::Resolver for FarPorts {
             .position(|n| *n == name)
             .map(|i| PortId(5 + i as u16))
     }
+    /// Every port here both receives and transmits.
+    fn input_port(&self, name: &str) -> Option<PortId> {
+        self.port(name)
+    }
 }
 
 #[test]
@@ -389,6 +393,10 @@ impl sluice_nf::Resolver for ThreePorts {
             .position(|n| *n == name)
             .map(|i| PortId(5 + i as u16))
     }
+    /// Every port here both receives and transmits.
+    fn input_port(&self, name: &str) -> Option<PortId> {
+        self.port(name)
+    }
 }
 
 #[test]
@@ -402,6 +410,10 @@ fn floods_copy_the_frame_to_every_other_port_with_its_tagging() {
         }
         fn port(&self, name: &str) -> Option<PortId> {
             ThreePorts.port(name).or((name == "w").then_some(PortId(8)))
+        }
+        /// Every port here both receives and transmits.
+        fn input_port(&self, name: &str) -> Option<PortId> {
+            self.port(name)
         }
     }
     let node = sluice_spec::ConfigNode::from_json(json!({

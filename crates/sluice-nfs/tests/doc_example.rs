@@ -156,6 +156,9 @@ impl Resolver for NoNames {
     fn port(&self, _: &str) -> Option<PortId> {
         None
     }
+    fn input_port(&self, _: &str) -> Option<PortId> {
+        None
+    }
 }
 
 fn build_nf(config: serde_json::Value) -> Result<Box<dyn NetworkFunction>, SpecError> {

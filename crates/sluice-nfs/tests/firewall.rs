@@ -388,6 +388,20 @@ fn zones_keep_tenants_with_identical_tuples_apart() {
 }
 
 #[test]
+fn zones_and_in_port_name_input_only_ports() {
+    // `gen` is the test resolver's generator: it cannot transmit, but its
+    // packets come in with its index as `port_in`.
+    let mut fw = firewall(json!({
+        "zones": [{ "port": "gen", "zone": 5 }],
+        "rules": [{ "action": "accept", "in_port": "gen", "zone": 5, "proto": "udp" }],
+    }));
+    let q = udp(C, 1000, SV, 53);
+    let mut go = |f: &[u8], port: u16| fw.decide(f, &parse(f).unwrap(), port, u32::MAX, S);
+    assert_eq!(go(&q, GEN_PORT), Decision::New { rule: Some(0) });
+    assert!(matches!(go(&q, 0), Decision::Drop { rule: None, .. }));
+}
+
+#[test]
 fn reject_tcp_answers_with_an_rfc_9293_reset() {
     let mut fw = firewall(json!({ "default": "reject" }));
     let mut h = Harness::new();

@@ -95,6 +95,11 @@ fn descriptor() {
 }
 
 #[test]
+fn rules_file_must_be_a_regular_file_of_bounded_size() {
+    check_refuses_odd_input_files("ids", json!({}), "rules_file");
+}
+
+#[test]
 fn parses_a_full_rule() {
     let r = parse_rule(
         r#"drop tcp $EXTERNAL_NET ![1:1023,3389] <> $HOME_NET $HTTP_PORTS (msg:"a \"quoted\"; msg"; flow:to_server,established; content:"GET|20|/"; depth:5; content:!"x|3b|y"; nocase; distance:1; within:10; pcre:"/ab+c/iR"; sid:42; rev:3; classtype:web-application-attack; reference:url,example.org; metadata:policy balanced;)"#,

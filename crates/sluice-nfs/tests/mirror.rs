@@ -24,6 +24,9 @@ impl Resolver for Restarted {
     fn port(&self, _: &str) -> Option<PortId> {
         None
     }
+    fn input_port(&self, _: &str) -> Option<PortId> {
+        None
+    }
     fn restarts(&self) -> u32 {
         self.0
     }

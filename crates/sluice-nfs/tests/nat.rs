@@ -681,6 +681,34 @@ fn inside_by_ingress_port() {
 }
 
 #[test]
+fn an_input_only_port_is_inside_unless_hairpins_must_go_back_through_it() {
+    // `gen` is the test resolver's generator: packets come in through it,
+    // nothing can leave through it.
+    let base = json!({ "pool": ["192.0.2.1"], "inside_ports": ["gen"] });
+    let with = |extra: Value| {
+        let mut c = base.clone();
+        c.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        sluice_spec::ConfigNode::from_json(c).with_path("config")
+    };
+    for ok in [
+        json!({ "hairpin_output": "next" }),
+        json!({ "hairpin": false }),
+    ] {
+        if let Err(e) = build_node("nat", &with(ok.clone())) {
+            panic!("{ok}: {e}");
+        }
+    }
+    let Err(e) = build_node("nat", &with(json!({}))) else {
+        panic!("hairpins to an input-only ingress port accepted");
+    };
+    assert_eq!(e.field, "config.inside_ports[0]", "{e}");
+    assert!(e.message.contains("port `gen` cannot transmit"), "{e}");
+    assert!(e.message.contains("hairpin_output: next"), "{e}");
+}
+
+#[test]
 fn the_flow_cache_never_outlives_its_session() {
     let mut n = Nat::new(json!({}));
     let f = udp4("10.0.0.1", 5000, "198.51.100.7", 53);

@@ -725,6 +725,11 @@ fn routes_file_is_read_relative_paths_and_errors_carry_line_numbers() {
 }
 
 #[test]
+fn routes_file_must_be_a_regular_file_of_bounded_size() {
+    check_refuses_odd_input_files("router", config(), "routes_file");
+}
+
+#[test]
 fn config_errors_name_the_field() {
     for (cfg, path, msg) in [
         (json!(null), "", "needs a config"),

@@ -28,6 +28,10 @@ impl Resolver for DumResolver {
         let n: u16 = name.strip_prefix("dum")?.parse().ok()?;
         (usize::from(n) < DEVS).then_some(PortId(n))
     }
+    /// Every port here both receives and transmits.
+    fn input_port(&self, name: &str) -> Option<PortId> {
+        self.port(name)
+    }
 }
 
 /// Deletes the namespace when dropped (also on panic).

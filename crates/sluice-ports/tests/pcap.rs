@@ -270,6 +270,55 @@ fn replay_loops_with_increasing_timestamps_and_paces() {
         .is_none());
 }
 
+#[test]
+fn replay_keeps_the_intact_records_of_a_file_cut_in_its_last_record() {
+    // As tcpdump and tshark do: the records before the cut are replayed,
+    // and the cut one is counted and described instead of refusing the
+    // whole file.
+    let mut w = PcapWriter::new(Vec::new(), 0).unwrap();
+    for (ts, f) in sample() {
+        w.write_packet(ts, &f).unwrap();
+    }
+    let full = w.into_inner().unwrap();
+    let frames: Vec<Vec<u8>> = sample().into_iter().map(|(_, f)| f).collect();
+    let last_len = frames.last().unwrap().len();
+    let last_at = full.len() - 16 - last_len;
+    for (cut, words) in [
+        (full.len() - 1, "41 of 42 captured bytes"),
+        (last_at + 16, "0 of 42 captured bytes"),
+        (last_at + 6, "record header at offset"),
+    ] {
+        let reader = PcapReader::new(Cursor::new(full[..cut].to_vec())).unwrap();
+        let mut rp = PcapReplay::from_reader(reader, Some(1))
+            .unwrap_or_else(|e| panic!("cut at {cut}: refused: {e}"));
+        assert_eq!(rp.len(), frames.len() - 1, "cut at {cut}");
+        assert_eq!(rp.truncated_records(), 1, "cut at {cut}");
+        let why = rp.truncation().unwrap_or_default().to_string();
+        assert!(why.contains(&format!("offset {last_at}")), "{why}");
+        assert!(why.contains(words), "{why}");
+        let mut got = Vec::new();
+        while let Some((_, f)) = rp.next_frame() {
+            got.push(f.to_vec());
+        }
+        assert_eq!(got, frames[..frames.len() - 1]);
+    }
+    // A whole file, and one cut exactly at a record boundary, lose nothing.
+    for cut in [full.len(), last_at] {
+        let reader = PcapReader::new(Cursor::new(full[..cut].to_vec())).unwrap();
+        let rp = PcapReplay::from_reader(reader, Some(1)).unwrap();
+        assert_eq!(rp.truncated_records(), 0, "cut at {cut}");
+        assert_eq!(rp.truncation(), None);
+    }
+    // Corruption other than a short file still refuses the file.
+    let mut bad = full.clone();
+    bad[24 + 4..24 + 8].copy_from_slice(&2_000_000_000u32.to_ne_bytes());
+    let reader = PcapReader::new(Cursor::new(bad)).unwrap();
+    assert!(matches!(
+        PcapReplay::from_reader(reader, Some(1)),
+        Err(PcapError::InvalidTimestamp { .. })
+    ));
+}
+
 /// True if `tshark` can be run; prints a skip message otherwise.
 fn have_tshark(test: &str) -> bool {
     match Command::new("tshark").arg("--version").output() {

@@ -4,13 +4,15 @@ use std::path::Path;
 
 use crate::decode;
 use crate::error::SpecError;
+use crate::file::{read_regular_file, MAX_SPEC_BYTES};
 use crate::location::{Location, SourceName};
 use crate::model::Spec;
 use crate::validate::{self, TreeLocator};
 use crate::yaml;
 
-/// Reads, parses and validates the spec file at `path`. `known_nf_types`
-/// lists the NF types that exist. Relative file paths in the spec resolve
+/// Reads, parses and validates the spec file at `path`, which must be a
+/// regular file of at most [`MAX_SPEC_BYTES`]. `known_nf_types` lists the
+/// NF types that exist. Relative file paths in the spec resolve
 /// against the spec file's directory.
 ///
 /// # Errors
@@ -18,7 +20,7 @@ use crate::yaml;
 /// problem; a spec is never partly accepted.
 pub fn load(path: &Path, known_nf_types: &[&str]) -> Result<Spec, SpecError> {
     let source = SourceName::from(path);
-    let bytes = std::fs::read(path).map_err(|e| {
+    let bytes = read_regular_file(path, MAX_SPEC_BYTES).map_err(|e| {
         SpecError::new(
             source.as_str(),
             Location::GENERATED,

@@ -2,7 +2,8 @@
 //! `saphyr-parser`.
 //!
 //! Scalars are resolved with the YAML 1.2 core schema (so `yes`/`on` are
-//! strings, not booleans). Duplicate keys, non-scalar keys, multiple
+//! strings, not booleans). Characters YAML does not allow (NUL and other
+//! controls, see [`printable`]), duplicate keys, non-scalar keys, multiple
 //! documents, unknown tags, nesting deeper than [`MAX_DEPTH`] and alias
 //! expansion beyond [`MAX_NODES`] are errors.
 
@@ -14,6 +15,7 @@ use crate::config_node::{ConfigEntry, ConfigNode, ConfigValue};
 use crate::error::SpecError;
 use crate::location::{Location, SourceName};
 use crate::path;
+use crate::printable;
 use crate::scalar;
 
 /// Maximum nesting of sequences and mappings.
@@ -26,6 +28,7 @@ const COMPLEX_KEY: &str = "mapping keys must be plain scalars (strings), not seq
 /// Parses `text` (one YAML document) into a located tree whose root has the
 /// empty path. An empty document gives a null root.
 pub(crate) fn parse(text: &str, source: &SourceName) -> Result<ConfigNode, SpecError> {
+    printable::check(text, source)?;
     Builder::new(source).run(text)
 }
 

@@ -16,6 +16,9 @@ impl Resolver for NoNames {
     fn port(&self, _: &str) -> Option<PortId> {
         None
     }
+    fn input_port(&self, _: &str) -> Option<PortId> {
+        None
+    }
 }
 
 fn firewall() -> Firewall {

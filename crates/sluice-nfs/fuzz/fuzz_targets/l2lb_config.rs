@@ -19,6 +19,10 @@ impl Resolver for Ports {
             .position(|n| *n == name)
             .map(|i| PortId(i as u16))
     }
+    /// Every port here both receives and transmits.
+    fn input_port(&self, name: &str) -> Option<PortId> {
+        self.port(name)
+    }
 }
 
 const TYPES: [&str; 4] = ["bridge", "load_balancer", "policer", "shaper"];

@@ -115,6 +115,9 @@ pub struct FirewallConfig {
     pub conntrack: Settings,
 }
 
+/// The index of an ingress port (`zones[].port`, `rules[].in_port`): these
+/// match the port a packet came in on, so any port that receives resolves,
+/// input-only ones (`generator`, `pcap_in`) included.
 fn port_index(
     config: &ConfigNode,
     resolver: &dyn Resolver,
@@ -125,8 +128,11 @@ fn port_index(
         Scalar::Num(n) => u16::try_from(*n).map_err(|_| {
             config.error_at_path(field, format!("port index {n} is out of range 0-65535"))
         }),
-        Scalar::Text(s) => resolver.port(s).map(|p| p.0).ok_or_else(|| {
-            config.error_at_path(field, format!("unknown port `{s}` (a port name or index)"))
+        Scalar::Text(s) => resolver.input_port(s).map(|p| p.0).ok_or_else(|| {
+            config.error_at_path(
+                field,
+                format!("unknown port `{s}` (the name or index of a port packets come in through)"),
+            )
         }),
     }
 }
@@ -367,7 +373,7 @@ pub fn compile(
         .enumerate()
         .map(|(i, r)| compile_rule(config, resolver, i, r))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(FirewallConfig {
+    let compiled = FirewallConfig {
         rules,
         default,
         icmp_reject,
@@ -378,5 +384,7 @@ pub fn compile(
             timeouts: timeouts(config, &cfg.timeouts)?,
             tcp_loose: cfg.tcp_loose.unwrap_or(true),
         },
-    })
+    };
+    super::reply_ports::check(config, resolver, &compiled)?;
+    Ok(compiled)
 }

@@ -46,6 +46,7 @@
 
 pub mod config;
 pub mod reject;
+mod reply_ports;
 pub mod rules;
 
 use sluice_nf::{

@@ -214,12 +214,15 @@ fn load_rules(config: &ConfigNode, cfg: &Config) -> Result<Vec<Rule>, SpecError>
     let mut rules = Vec::new();
     if let Some(f) = &cfg.rules_file {
         let path = config.resolve_path(f);
-        let text = std::fs::read_to_string(&path).map_err(|e| {
-            config.error_at_path(
-                "rules_file",
-                format!("cannot read `{}`: {e}", path.display()),
-            )
-        })?;
+        // A regular file of bounded size: a FIFO or a device would hang or
+        // exhaust memory while the spec is merely validated.
+        let text =
+            sluice_spec::read_text_file(&path, sluice_spec::MAX_DATA_FILE_BYTES).map_err(|e| {
+                config.error_at_path(
+                    "rules_file",
+                    format!("cannot read `{}`: {e}", path.display()),
+                )
+            })?;
         rules = parse_rules_text(&text, f, &mut vars)
             .map_err(|m| config.error_at_path("rules_file", m))?;
     }

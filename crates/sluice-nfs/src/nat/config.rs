@@ -126,14 +126,24 @@ pub(crate) fn build(ctx: &BuildContext<'_>) -> Result<Built, SpecError> {
         })?;
         nets.push((n, m));
     }
+    // Inside ports are matched against the port a packet came in on, so
+    // input-only ports (a generator, a pcap_in) qualify; only when
+    // hairpinned packets go back out of their ingress port must it transmit.
+    let hairpin_to_ingress = cfg.hairpin && cfg.hairpin_output == HairpinOutput::Ingress;
     let mut ports = [0u64; 4];
     for (i, name) in cfg.inside_ports.iter().enumerate() {
-        let p = ctx.resolver.port(name).ok_or_else(|| {
+        let p = ctx.resolver.input_port(name).ok_or_else(|| {
             at(
                 &format!("inside_ports[{i}]"),
-                format!("no port named `{name}` that can also transmit (inside ports receive hairpinned and inbound traffic)"),
+                format!("no port named `{name}` that packets come in through"),
             )
         })?;
+        if hairpin_to_ingress && ctx.resolver.port(name).is_none() {
+            return Err(at(
+                &format!("inside_ports[{i}]"),
+                format!("port `{name}` cannot transmit, but hairpinned packets leave through the port they came in on; set `hairpin_output: next` or `hairpin: false`"),
+            ));
+        }
         let w = ports.get_mut(usize::from(p.0) / 64).ok_or_else(|| {
             at(
                 &format!("inside_ports[{i}]"),

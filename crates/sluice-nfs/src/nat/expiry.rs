@@ -31,6 +31,9 @@ mod tests {
         fn port(&self, _: &str) -> Option<PortId> {
             None
         }
+        fn input_port(&self, _: &str) -> Option<PortId> {
+            None
+        }
     }
 
     /// 150 session slots: two whole blocks and a partial one.

@@ -252,6 +252,10 @@ mod tests {
         fn port(&self, name: &str) -> Option<PortId> {
             (name == "in").then_some(PortId(0))
         }
+        /// Every port here both receives and transmits.
+        fn input_port(&self, name: &str) -> Option<PortId> {
+            self.port(name)
+        }
     }
 
     fn nat(by_port: bool) -> Nat {

@@ -290,12 +290,15 @@ pub fn compile(ctx: &BuildContext<'_>) -> Result<Router, SpecError> {
     }
     if let Some(file) = &cfg.routes_file {
         let path = ctx.config.resolve_path(file);
-        let text = std::fs::read_to_string(&path).map_err(|e| {
-            at(
-                "routes_file",
-                format!("cannot read {}: {e}", path.display()),
-            )
-        })?;
+        // A regular file of bounded size: a FIFO or a device would hang or
+        // exhaust memory while the spec is merely validated.
+        let text =
+            sluice_spec::read_text_file(&path, sluice_spec::MAX_DATA_FILE_BYTES).map_err(|e| {
+                at(
+                    "routes_file",
+                    format!("cannot read {}: {e}", path.display()),
+                )
+            })?;
         let mut err: Option<String> = None;
         let mut line = 0usize;
         let res = parse_routes(&text, |r| {

@@ -11,8 +11,12 @@ use sluice_spec::{ConfigNode, SpecError};
 /// Flow ids handed out by the harness stay below this.
 pub const FLOW_CAPACITY: u32 = 1024;
 
-/// A resolver knowing NFs `a`, `b` and ports `out`, `dump`.
+/// A resolver knowing NFs `a`, `b`, ports `out` and `dump` (which both
+/// receive and transmit) and the input-only port `gen` (a generator).
 pub struct TestResolver;
+
+/// [`TestResolver`]'s port index of `gen`, which cannot transmit.
+pub const GEN_PORT: u16 = 2;
 
 impl Resolver for TestResolver {
     fn nf(&self, name: &str) -> Option<NfId> {
@@ -27,6 +31,10 @@ impl Resolver for TestResolver {
             .position(|n| *n == name)
             .map(|i| PortId(i as u16))
     }
+    fn input_port(&self, name: &str) -> Option<PortId> {
+        self.port(name)
+            .or((name == "gen").then_some(PortId(GEN_PORT)))
+    }
 }
 
 /// [`TestResolver`]'s names, for an NF run as `.0` per-worker copies
@@ -39,6 +47,9 @@ impl Resolver for Replicated {
     }
     fn port(&self, name: &str) -> Option<PortId> {
         TestResolver.port(name)
+    }
+    fn input_port(&self, name: &str) -> Option<PortId> {
+        TestResolver.input_port(name)
     }
     fn replicas(&self) -> u32 {
         self.0
@@ -200,4 +211,64 @@ pub fn router_interfaces() -> serde_json::Value {
         { "port": "dump", "mac": "02:00:00:00:02:00",
           "addresses": ["192.168.2.1/24", "2001:db8:2::1/64"] },
     ])
+}
+
+/// [`build_err`] on another thread, failing the test if the build takes
+/// more than a few seconds (e.g. blocked opening a FIFO).
+pub fn build_err_promptly(ty: &'static str, config: serde_json::Value) -> SpecError {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(try_build(ty, config).err());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(10)) {
+        Ok(Some(e)) => e,
+        Ok(None) => panic!("{ty} config accepted but should be rejected"),
+        Err(_) => panic!("building {ty} hung"),
+    }
+}
+
+/// Creates a FIFO at `path` (with mkfifo(1): the tests deny unsafe code).
+pub fn mkfifo(path: &std::path::Path) {
+    let ok = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "mkfifo {} failed", path.display());
+}
+
+/// Input files a spec names must be regular files of at most
+/// `sluice_spec::MAX_DATA_FILE_BYTES`: checks that NF type `ty` refuses a
+/// FIFO, a device and a too large file given as `key`, promptly and
+/// naming the problem.
+pub fn check_refuses_odd_input_files(ty: &'static str, base: serde_json::Value, key: &str) {
+    let dir = std::env::temp_dir().join(format!("sluice-{ty}-{key}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("fifo");
+    mkfifo(&fifo);
+    let big = dir.join("big");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(sluice_spec::MAX_DATA_FILE_BYTES + 1)
+        .unwrap();
+    for (path, words) in [
+        (fifo.as_path(), "it is a FIFO, not a regular file"),
+        (
+            std::path::Path::new("/dev/zero"),
+            "it is a character device",
+        ),
+        (dir.as_path(), "it is a directory"),
+        (big.as_path(), "it is larger than 256 MiB"),
+    ] {
+        let mut cfg = base.clone();
+        cfg[key] = serde_json::json!(path.to_str().unwrap());
+        let e = build_err_promptly(ty, cfg);
+        assert!(e.field.ends_with(key), "{}: {e}", path.display());
+        assert!(e.message.contains(words), "{}: {e}", path.display());
+        assert!(
+            e.message.contains(path.to_str().unwrap()),
+            "{}: {e}",
+            path.display()
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

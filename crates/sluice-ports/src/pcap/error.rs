@@ -112,6 +112,18 @@ impl fmt::Display for PcapError {
     }
 }
 
+impl PcapError {
+    /// Whether the file simply ends inside a record (its header or its
+    /// data), as a capture cut short by a full disk or a killed writer
+    /// does: the records before it are intact.
+    pub fn is_truncated_record(&self) -> bool {
+        matches!(
+            self,
+            PcapError::TruncatedRecordHeader { .. } | PcapError::TruncatedRecord { .. }
+        )
+    }
+}
+
 impl std::error::Error for PcapError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {

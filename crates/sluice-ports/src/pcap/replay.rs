@@ -8,6 +8,12 @@ use super::{PcapError, PcapReader, LINKTYPE_ETHERNET};
 /// A pcap file loaded into memory (one contiguous byte buffer plus an
 /// index) and replayed `loops` times.
 ///
+/// A file that ends inside its last record (a capture cut short) is
+/// loaded up to that record, as tcpdump and tshark read it: the cut
+/// record is left out and reported by [`PcapReplay::truncated_records`]
+/// and [`PcapReplay::truncation`] for the caller to warn about (this crate
+/// does no logging). Any other corruption refuses the file.
+///
 /// Timestamps are rebased so the first record is at 0, and each further
 /// loop is shifted by the capture's span plus its mean inter-packet gap, so
 /// timestamps keep increasing across loops and a [`super::Pacer`] needs no
@@ -21,6 +27,8 @@ pub struct PcapReplay {
     loop_no: u64,
     pos: usize,
     period_ns: u64,
+    /// Why the last record was left out, if the file ends inside it.
+    truncation: Option<String>,
 }
 
 impl PcapReplay {
@@ -42,7 +50,19 @@ impl PcapReplay {
         let mut index = Vec::new();
         let mut first = None;
         let mut last = 0;
-        while let Some(p) = reader.next_packet()? {
+        let mut truncation = None;
+        loop {
+            let p = match reader.next_packet() {
+                Ok(Some(p)) => p,
+                Ok(None) => break,
+                // Only the end of the file can be cut short: every record
+                // before it was read whole.
+                Err(e) if e.is_truncated_record() => {
+                    truncation = Some(e.to_string());
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
             let t0 = *first.get_or_insert(p.timestamp_ns);
             let ts = p.timestamp_ns.saturating_sub(t0);
             last = last.max(ts);
@@ -58,7 +78,20 @@ impl PcapReplay {
             loop_no: 0,
             pos: 0,
             period_ns,
+            truncation,
         })
+    }
+
+    /// Records left out because the file ends inside them: 1 for a file
+    /// cut short in its last record, else 0.
+    pub fn truncated_records(&self) -> u64 {
+        u64::from(self.truncation.is_some())
+    }
+
+    /// What was cut short, e.g. `pcap record at offset 1846 truncated: 41
+    /// of 42 captured bytes`; `None` for a whole file.
+    pub fn truncation(&self) -> Option<&str> {
+        self.truncation.as_deref()
     }
 
     /// Records in one pass over the file.
