@@ -94,6 +94,7 @@ pub fn run(
         nf_slots: plan.nfs.len().max(1) as u32 * workers,
         workers,
         hugepages: settings.hugepages,
+        large_buffers: 0,
     })
     .map_err(|e| RunError::Setup(e.to_string()))?;
     if let Backing::NormalPagesFallback(why) = arena.backing() {

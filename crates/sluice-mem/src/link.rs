@@ -69,6 +69,13 @@ pub struct NfLink<'a> {
     control: &'a NfControl,
     in_flight: u32,
     quota: u32,
+    /// Indices from here on are large buffers.
+    large_base: u32,
+    /// Large buffers the NF holds, and how many it may: a quarter of the
+    /// large class, so one NF that keeps its super-packets cannot starve
+    /// the others' (its overall `quota` counts them too).
+    large_in_flight: u32,
+    large_quota: u32,
     scratch: [u32; MAX_BATCH],
     events: Vec<u32>,
 }
@@ -92,6 +99,9 @@ impl<'a> NfLink<'a> {
             control: arena.nf_control(slot),
             in_flight: 0,
             quota,
+            large_base: arena.buffers(),
+            large_in_flight: 0,
+            large_quota: (arena.large_buffers() / 4).max(1),
             scratch: [0; MAX_BATCH],
             events: Vec::with_capacity(MAX_BATCH),
         }
@@ -139,7 +149,10 @@ impl<'a> NfLink<'a> {
         pool: &BufferPool,
         batch: &mut HandleBatch,
     ) -> Result<usize, RingCorrupt> {
-        let n = batch.len().min(self.room()?);
+        let mut n = batch.len().min(self.room()?);
+        if self.large_base < pool.capacity() {
+            n = self.within_large_quota(&batch.raw()[..n]);
+        }
         if n == 0 {
             return Ok(0);
         }
@@ -154,6 +167,23 @@ impl<'a> NfLink<'a> {
         batch.consume_front(sent);
         self.in_flight += sent as u32;
         Ok(sent)
+    }
+
+    /// How many of `raw` (from the front) may go without the NF holding
+    /// more than its share of large buffers; counts those that go.
+    fn within_large_quota(&mut self, raw: &[u32]) -> usize {
+        let mut held = self.large_in_flight;
+        for (i, &r) in raw.iter().enumerate() {
+            if r >= self.large_base {
+                if held >= self.large_quota {
+                    self.large_in_flight = held;
+                    return i;
+                }
+                held += 1;
+            }
+        }
+        self.large_in_flight = held;
+        raw.len()
     }
 
     /// Queues an event (payload < 2³¹) to the NF; false if the ring is full.
@@ -233,7 +263,12 @@ impl<'a> NfLink<'a> {
                 outcome.events += 1;
             } else {
                 match pool.claim_packet_or_spare(raw, self.tag) {
-                    Claim::Packet => self.in_flight = self.in_flight.saturating_sub(1),
+                    Claim::Packet => {
+                        self.in_flight = self.in_flight.saturating_sub(1);
+                        if raw >= self.large_base {
+                            self.large_in_flight = self.large_in_flight.saturating_sub(1);
+                        }
+                    }
                     Claim::Originated => {
                         outcome.originated += 1;
                         self.spares_out = self.spares_out.saturating_sub(1);
@@ -278,6 +313,7 @@ impl<'a> NfLink<'a> {
         }
         self.reset_rings();
         self.in_flight = 0;
+        self.large_in_flight = 0;
         // A new instance starts with an empty stash and a zeroed control block.
         self.spares_sent = 0;
         self.spares_out = 0;
@@ -360,7 +396,7 @@ impl<'a> NfEndpoint<'a> {
             (index < self.arena.buffers()).then(|| RxEntry::Spare(PktHandle::from_raw_owned(index)))
         } else if raw & EVENT_BIT != 0 {
             Some(RxEntry::Event(raw & !EVENT_BIT))
-        } else if raw < self.arena.buffers() {
+        } else if raw < self.arena.total_buffers() {
             // The platform is the only producer on this ring and hands each
             // buffer to exactly one consumer, so this handle is ours alone.
             Some(RxEntry::Packet(PktHandle::from_raw_owned(raw)))
@@ -406,6 +442,7 @@ mod tests {
             nf_slots: 2,
             workers: 1,
             hugepages: false,
+            large_buffers: 0,
         })
         .unwrap()
     }
@@ -508,6 +545,51 @@ mod tests {
         }
         assert_eq!(sent, 64);
         assert_eq!(link.reclaim(&mut cache).packets, 64);
+    }
+
+    #[test]
+    fn an_nf_holds_at_most_a_quarter_of_the_large_buffers() {
+        let a = Arena::create(ArenaConfig {
+            large_buffers: 8,
+            ..arena().config().to_owned()
+        })
+        .unwrap();
+        let pool = BufferPool::for_arena(&a);
+        let mut cache = PoolCache::new(&pool, 32);
+        let mut link = NfLink::new(&a, 0);
+        let mut nf = NfEndpoint::new(&a, 0, 0);
+        // ordinary, large, large, large, ordinary: the third large one and
+        // what follows it wait (order is kept).
+        let mut b = HandleBatch::new();
+        b.push(cache.alloc().unwrap()).unwrap();
+        for _ in 0..3 {
+            b.push(cache.alloc_large().unwrap()).unwrap();
+        }
+        b.push(cache.alloc().unwrap()).unwrap();
+        assert_eq!(link.send(&pool, &mut b).unwrap(), 3);
+        assert_eq!(b.len(), 2);
+        assert_eq!(link.send(&pool, &mut b).unwrap(), 0);
+        // The NF gives one back: one more large buffer may go.
+        let mut raw = [0u32; 8];
+        let n = nf.recv_raw(&mut raw).unwrap();
+        let mut back = HandleBatch::new();
+        for &r in &raw[..n] {
+            if let Some(RxEntry::Packet(h)) = nf.decode(r) {
+                if h.index() >= a.buffers() && back.is_empty() {
+                    back.push(h).unwrap();
+                } else {
+                    let _still_the_nfs = h.into_raw();
+                }
+            }
+        }
+        nf.send(&mut back).unwrap();
+        let mut out = HandleBatch::new();
+        assert_eq!(link.recv(&pool, &mut out, 8).unwrap().received, 1);
+        assert_eq!(link.send(&pool, &mut b).unwrap(), 2);
+        out.drain(|h| cache.free(h));
+        assert_eq!(link.reclaim(&mut cache).packets, 4);
+        drop(cache);
+        assert_eq!(pool.audit().free, a.total_buffers());
     }
 
     #[test]
