@@ -391,6 +391,29 @@ impl<'a> Pkt<'a> {
         s.try_into().expect("scratch is SCRATCH_SIZE bytes")
     }
 
+    /// The offload state (GSO super-packet, partial checksum), as an NF may
+    /// have left it: check it (`Offload::check`) before acting on it.
+    #[inline]
+    pub fn offload(&self) -> sluice_packet::gso::Offload {
+        sluice_packet::gso::Offload {
+            gso_type: self.gso_type(),
+            flags: self.csum_flags(),
+            gso_size: self.gso_size(),
+            csum_start: self.csum_start(),
+            csum_offset: self.csum_offset(),
+        }
+    }
+
+    /// Sets the offload state.
+    #[inline]
+    pub fn set_offload(&mut self, o: &sluice_packet::gso::Offload) {
+        self.set_gso_type(o.gso_type);
+        self.set_csum_flags(o.flags);
+        self.set_gso_size(o.gso_size);
+        self.set_csum_start(o.csum_start);
+        self.set_csum_offset(o.csum_offset);
+    }
+
     /// Clears the offload state (a plain frame with complete checksums).
     #[inline]
     pub fn clear_offload(&mut self) {

@@ -21,7 +21,7 @@ pub mod verdict;
 pub use batch::{Batch, PacketsMut};
 pub use context::{Context, NO_CHAIN};
 pub use drop_reason::DropReason;
-pub use nf::{BuildContext, BuildFn, NetworkFunction, NfType, Resolver};
+pub use nf::{BuildContext, BuildFn, FrameNeeds, NetworkFunction, NfType, Resolver};
 pub use owned::{OwnedPacket, PacketIo};
 pub use packet::Packet;
 pub use verdict::{NfId, PortId, Verdict};

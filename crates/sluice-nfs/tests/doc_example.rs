@@ -137,6 +137,7 @@ pub const TYPE: NfType = NfType {
     drop_reasons: &["over_limit"],
     counters: &["marked"],
     build,
+    frames: sluice_nf::FrameNeeds::MtuFrames,
 };
 
 // ------------------------------------------------------------------ tests

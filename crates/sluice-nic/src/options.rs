@@ -61,6 +61,11 @@ pub struct AfPacketOptions {
     pub qdisc_bypass: bool,
     /// Receive ring layout (`ring`: v3 or v2, default v3).
     pub ring: RingVersion,
+    /// Exchange virtio-net headers with the kernel (`PACKET_VNET_HDR`,
+    /// `offload`, default false): GSO/GRO super-packets of up to 64 KiB
+    /// and frames with partial checksums are received whole with their
+    /// offload state, and sent back out as such for the kernel to segment.
+    pub offload: bool,
 }
 
 impl Default for AfPacketOptions {
@@ -75,6 +80,7 @@ impl Default for AfPacketOptions {
             block_timeout_ms: 1,
             qdisc_bypass: false,
             ring: RingVersion::V3,
+            offload: false,
         }
     }
 }
@@ -85,13 +91,25 @@ impl Default for AfPacketOptions {
 pub struct TapOptions {
     /// Queues of a multi-queue tap (`queues`, 1..=16, default 1).
     pub queues: u16,
+    /// Exchange virtio-net headers with the kernel (`IFF_VNET_HDR` and
+    /// `TUNSETOFFLOAD` for checksum and TCP segmentation offload;
+    /// `offload`, default false): the host stack then sends sluice
+    /// super-packets of up to 64 KiB and takes them back unsegmented.
+    pub offload: bool,
 }
 
 impl Default for TapOptions {
     fn default() -> Self {
-        TapOptions { queues: 1 }
+        TapOptions {
+            queues: 1,
+            offload: false,
+        }
     }
 }
+
+/// The receive slot of a TPACKET_V2 ring with `offload: true`: a whole
+/// 64 KiB super-packet, its headers and the virtio-net header.
+pub const V2_OFFLOAD_SLOT: u32 = 128 * 1024;
 
 fn decode<T: for<'de> Deserialize<'de> + Default>(node: &ConfigNode) -> Result<T, SpecError> {
     if node.is_null() || node.as_map().is_some_and(|m| m.is_empty()) {
@@ -128,6 +146,16 @@ impl AfPacketOptions {
             return Err(node.error_at_path(
                 "blocks",
                 format!("blocks must be between 2 and 1024, not {}", o.blocks),
+            ));
+        }
+        if o.offload && o.ring == RingVersion::V2 && o.block_size < V2_OFFLOAD_SLOT {
+            return Err(node.error_at_path(
+                "block_size",
+                format!(
+                    "with `offload: true` and `ring: v2` every slot holds a 64 KiB super-packet: \
+                     block_size must be at least {V2_OFFLOAD_SLOT}, not {}",
+                    o.block_size
+                ),
             ));
         }
         if !(1..=1000).contains(&o.block_timeout_ms) {
@@ -191,6 +219,22 @@ mod tests {
         assert_eq!(e.field, "ports[0].block_size");
         let e = AfPacketOptions::from_node(&node(r#"{"fanuot": "hash"}"#)).unwrap_err();
         assert!(e.message.contains("fanuot"), "{}", e.message);
+        let e = AfPacketOptions::from_node(&node(
+            r#"{"offload": true, "ring": "v2", "block_size": 65536}"#,
+        ))
+        .unwrap_err();
+        assert_eq!(e.field, "ports[0].block_size");
+        assert!(e.message.contains("offload"), "{}", e.message);
+        assert!(
+            AfPacketOptions::from_node(&node(r#"{"offload": true}"#))
+                .unwrap()
+                .offload
+        );
+        assert!(
+            TapOptions::from_node(&node(r#"{"offload": true}"#))
+                .unwrap()
+                .offload
+        );
         let e = TapOptions::from_node(&node(r#"{"queues": 17}"#)).unwrap_err();
         assert_eq!(e.field, "ports[0].queues");
     }

@@ -5,7 +5,9 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use crate::options::{AfPacketOptions, FanoutMode, RingVersion};
+use sluice_packet::gso::VNET_HDR_LEN;
+
+use crate::options::{AfPacketOptions, FanoutMode, RingVersion, V2_OFFLOAD_SLOT};
 use crate::sys::{check, os_error};
 use crate::NicError;
 
@@ -57,8 +59,15 @@ impl PacketSocket {
         // SAFETY: `fd` is a fresh descriptor nobody else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let raw = fd.as_raw_fd();
-        let frame_size = FRAME_SIZE as u32;
+        let frame_size = v2_slot(o) as u32;
         let frames = o.block_size / frame_size * o.blocks;
+        if o.offload {
+            // Before the ring: the kernel refuses it once a ring exists.
+            let one: libc::c_int = 1;
+            setsockopt(raw, libc::SOL_PACKET, PACKET_VNET_HDR, &one).map_err(|e| {
+                os_error("cannot set PACKET_VNET_HDR (needed by `offload: true`)", e)
+            })?;
+        }
         match o.ring {
             RingVersion::V3 => {
                 let v = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
@@ -185,13 +194,45 @@ impl PacketSocket {
     }
 }
 
+/// `PACKET_VNET_HDR` from <linux/if_packet.h>.
+const PACKET_VNET_HDR: libc::c_int = 15;
+
+/// The receive slot size: [`FRAME_SIZE`], or with `offload` (where a slot
+/// must hold a super-packet) [`V2_OFFLOAD_SLOT`]. TPACKET_V3 uses it only
+/// to count frames.
+pub(crate) fn v2_slot(o: &AfPacketOptions) -> usize {
+    if o.offload && o.ring == RingVersion::V2 {
+        V2_OFFLOAD_SLOT as usize
+    } else {
+        FRAME_SIZE
+    }
+}
+
 /// Up to this many frames per `sendmmsg` call.
 pub(crate) const SEND_BATCH: usize = 64;
+
+/// One frame to send: its bytes and, on a PACKET_VNET_HDR socket, the
+/// virtio-net header to put before it.
+#[derive(Clone, Copy)]
+pub(crate) struct OutFrame {
+    pub ptr: *const u8,
+    pub len: usize,
+    pub vnet: [u8; VNET_HDR_LEN],
+}
+
+impl OutFrame {
+    pub(crate) const EMPTY: OutFrame = OutFrame {
+        ptr: std::ptr::null(),
+        len: 0,
+        vnet: [0; VNET_HDR_LEN],
+    };
+}
 
 /// Reusable message headers for [`send_batch`], so sending allocates
 /// nothing.
 pub(crate) struct SendBufs {
-    iov: [libc::iovec; SEND_BATCH],
+    iov: [[libc::iovec; 2]; SEND_BATCH],
+    vnet: [[u8; VNET_HDR_LEN]; SEND_BATCH],
     msgs: [libc::mmsghdr; SEND_BATCH],
 }
 
@@ -218,35 +259,52 @@ pub(crate) enum SendOutcome {
     Refused,
 }
 
-/// Sends `frames` (pointer, length) on `fd` in one `sendmmsg` call.
+/// Sends `frames` on `fd` in one `sendmmsg` call, each after its
+/// virtio-net header when `vnet` (a PACKET_VNET_HDR socket).
 ///
 /// One syscall per batch, with the kernel copying straight from the arena
 /// buffers: no user-space copy into a TX ring first.
 pub(crate) fn send_batch(
     fd: RawFd,
     bufs: &mut SendBufs,
-    frames: &[(*const u8, usize)],
+    frames: &[OutFrame],
+    vnet: bool,
 ) -> SendOutcome {
     let n = frames.len().min(SEND_BATCH);
-    for (i, &(p, len)) in frames[..n].iter().enumerate() {
-        bufs.iov[i] = libc::iovec {
-            iov_base: p as *mut libc::c_void,
-            iov_len: len,
+    for (i, f) in frames[..n].iter().enumerate() {
+        let data = libc::iovec {
+            iov_base: f.ptr as *mut libc::c_void,
+            iov_len: f.len,
         };
-        let iov: *mut libc::iovec = &mut bufs.iov[i];
+        let parts = if vnet {
+            bufs.vnet[i] = f.vnet;
+            bufs.iov[i] = [
+                libc::iovec {
+                    iov_base: bufs.vnet[i].as_mut_ptr().cast(),
+                    iov_len: VNET_HDR_LEN,
+                },
+                data,
+            ];
+            2
+        } else {
+            bufs.iov[i][0] = data;
+            1
+        };
+        let iov: *mut libc::iovec = bufs.iov[i].as_mut_ptr();
         let m = &mut bufs.msgs[i];
         m.msg_hdr.msg_name = std::ptr::null_mut();
         m.msg_hdr.msg_namelen = 0;
         m.msg_hdr.msg_iov = iov;
-        m.msg_hdr.msg_iovlen = 1;
+        m.msg_hdr.msg_iovlen = parts;
         m.msg_hdr.msg_control = std::ptr::null_mut();
         m.msg_hdr.msg_controllen = 0;
         m.msg_hdr.msg_flags = 0;
         m.msg_len = 0;
     }
-    // SAFETY: `msgs[..n]` are initialised above and each points at one
-    // iovec describing `len` readable bytes that the caller keeps alive
-    // (arena buffers it owns) for the duration of the call.
+    // SAFETY: `msgs[..n]` are initialised above and each points at one or
+    // two iovecs in `bufs` describing readable bytes: its virtio-net header
+    // in `bufs.vnet` and `len` bytes of an arena buffer the caller owns,
+    // all alive for the duration of the call.
     let r = unsafe {
         libc::sendmmsg(
             fd,

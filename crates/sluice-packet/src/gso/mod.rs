@@ -81,6 +81,19 @@ impl GsoError {
         GsoError::NoRoom,
     ];
 
+    /// Position in [`GsoError::ALL`] (for counter arrays).
+    pub const fn index(self) -> usize {
+        match self {
+            GsoError::BadVnetHeader => 0,
+            GsoError::GsoSizeZero => 1,
+            GsoError::Unsupported => 2,
+            GsoError::BadHeaders => 3,
+            GsoError::TooManySegments => 4,
+            GsoError::BadChecksumOffset => 5,
+            GsoError::NoRoom => 6,
+        }
+    }
+
     /// Stable snake_case name for drop-reason metrics.
     pub const fn name(self) -> &'static str {
         match self {

@@ -213,6 +213,13 @@ fn bad_offload_state_is_named() {
 }
 
 #[test]
+fn error_indices_match_all() {
+    for (i, e) in GsoError::ALL.iter().enumerate() {
+        assert_eq!(e.index(), i, "{e}");
+    }
+}
+
+#[test]
 fn vnet_headers_round_trip() {
     let o = Offload {
         gso_type: GSO_TCPV4 | GSO_ECN,
