@@ -16,6 +16,7 @@ pub mod flow_table;
 pub mod nf_io;
 pub mod nf_process;
 pub mod nf_rt;
+pub mod offload;
 pub mod plan;
 pub mod ports;
 pub mod report;

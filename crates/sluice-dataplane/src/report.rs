@@ -290,7 +290,13 @@ impl RunReport {
         let duration_s = duration_ns as f64 / 1e9;
         let packets_in: u64 = w.ports.iter().map(|p| p.stats.rx_packets).sum();
         let packets_out: u64 = w.ports.iter().map(|p| p.stats.tx_packets).sum();
-        let packets_originated: u64 = w.nfs.iter().map(|n| n.originated).sum();
+        // Segments a port cut from a super-packet on transmit, beyond the
+        // first, are packets the platform originated.
+        let packets_originated: u64 = w.nfs.iter().map(|n| n.originated).sum::<u64>()
+            + w.ports
+                .iter()
+                .map(|p| p.stats.offload.gso_segments)
+                .sum::<u64>();
         let bytes_out: u64 = w.ports.iter().map(|p| p.stats.tx_bytes).sum();
         let mut drops = w.drops.named();
         for (i, nf) in w.nfs.iter().enumerate() {

@@ -94,7 +94,7 @@ pub fn run(
         nf_slots: plan.nfs.len().max(1) as u32 * workers,
         workers,
         hugepages: settings.hugepages,
-        large_buffers: 0,
+        large_buffers: crate::offload::large_buffers(&plan),
     })
     .map_err(|e| RunError::Setup(e.to_string()))?;
     if let Backing::NormalPagesFallback(why) = arena.backing() {
@@ -130,7 +130,7 @@ pub fn run(
             return Err(e);
         }
     };
-    let pool = BufferPool::new(arena.buffers());
+    let pool = BufferPool::for_arena(&arena);
     let mut worker = Worker::new(
         &arena,
         &pool,
@@ -196,7 +196,8 @@ pub(crate) fn open_ports(
     duration_ns: Option<u64>,
     shard: Shard,
 ) -> Result<Vec<PortRt>, RunError> {
-    plan.ports
+    let mut ports = plan
+        .ports
         .iter()
         .map(|p| {
             PortRt::open(
@@ -208,7 +209,15 @@ pub(crate) fn open_ports(
             )
             .map_err(|e| RunError::Setup(e.to_string()))
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    let offloads: Vec<bool> = ports.iter().map(|p| p.offloads()).collect();
+    for (p, rx_tx) in ports
+        .iter_mut()
+        .zip(crate::offload::plan_ports(plan, &offloads))
+    {
+        p.set_offload_plan(rx_tx);
+    }
+    Ok(ports)
 }
 
 /// Builds the runtime state of every NF, using NF control slots

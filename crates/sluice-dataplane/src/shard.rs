@@ -52,7 +52,7 @@ pub(crate) fn run_sharded(
     opts: &RunOptions,
 ) -> Result<RunReport, RunError> {
     let workers = templates.len() as u32;
-    let pool = BufferPool::new(arena.buffers());
+    let pool = BufferPool::for_arena(arena);
     let placement = sluice_sys::Placement::current();
     let duration_ns = opts.duration.map(|d| d.as_nanos() as u64);
     let barrier = Barrier::new(workers as usize);

@@ -129,6 +129,16 @@ pub fn check_options(kind: &PortKind) -> Result<(), SpecError> {
     }
 }
 
+/// Whether a port of this kind asks for offloads (`offload: true` on an
+/// `af_packet` or `tap` port), so the run needs large buffers.
+pub fn wants_offload(kind: &PortKind) -> bool {
+    match kind {
+        PortKind::AfPacket(n) => AfPacketOptions::from_node(&n.options).is_ok_and(|o| o.offload),
+        PortKind::Tap(n) => TapOptions::from_node(&n.options).is_ok_and(|o| o.offload),
+        _ => false,
+    }
+}
+
 /// Opens a NIC port of a kind this crate runs; `Ok(None)` for other kinds
 /// (and for `dpdk` when built without the `dpdk` feature).
 ///

@@ -482,6 +482,7 @@ impl<'a> Worker<'a> {
             }
         }
         for p in &mut self.ports {
+            p.release_held(&mut self.cache);
             if let Err(e) = p.flush() {
                 eprintln!("sluice: {e}");
             }
