@@ -365,3 +365,6 @@ pub fn configure(o: &mut PortOffload, (rx, tx): (bool, bool)) {
         o.enable();
     }
 }
+
+#[cfg(test)]
+mod tests;
