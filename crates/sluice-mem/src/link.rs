@@ -255,6 +255,7 @@ impl<'a> NfLink<'a> {
         max: usize,
     ) -> Result<RecvOutcome, RingCorrupt> {
         let max = max.min(MAX_BATCH - out.len());
+        let first = out.len();
         let n = self.tx.dequeue(&mut self.scratch[..max])?;
         let mut outcome = RecvOutcome::default();
         for &raw in &self.scratch[..n] {
@@ -263,12 +264,7 @@ impl<'a> NfLink<'a> {
                 outcome.events += 1;
             } else {
                 match pool.claim_packet_or_spare(raw, self.tag) {
-                    Claim::Packet => {
-                        self.in_flight = self.in_flight.saturating_sub(1);
-                        if raw >= self.large_base {
-                            self.large_in_flight = self.large_in_flight.saturating_sub(1);
-                        }
-                    }
+                    Claim::Packet => self.in_flight = self.in_flight.saturating_sub(1),
                     Claim::Originated => {
                         outcome.originated += 1;
                         self.spares_out = self.spares_out.saturating_sub(1);
@@ -281,6 +277,15 @@ impl<'a> NfLink<'a> {
                 out.push_raw_owned(raw);
                 outcome.received += 1;
             }
+        }
+        if self.large_in_flight > 0 {
+            // Large buffers coming back (spares are never large), counted
+            // in a second pass so runs without them pay nothing per packet.
+            let back = out.indices()[first..]
+                .iter()
+                .filter(|&&r| r >= self.large_base)
+                .count() as u32;
+            self.large_in_flight = self.large_in_flight.saturating_sub(back);
         }
         Ok(outcome)
     }
@@ -343,6 +348,10 @@ pub enum RxEntry {
 /// The NF's end of its ring pair.
 pub struct NfEndpoint<'a> {
     arena: &'a Arena,
+    /// Buffer indices below this are valid (ordinary and large).
+    buffers: u32,
+    /// Spares are ordinary buffers: indices below this.
+    spares: u32,
     rx: Consumer<'a>,
     tx: Producer<'a>,
     control: &'a NfControl,
@@ -354,6 +363,8 @@ impl<'a> NfEndpoint<'a> {
     pub fn new(arena: &'a Arena, slot: u32, worker: u32) -> Self {
         NfEndpoint {
             arena,
+            buffers: arena.total_buffers(),
+            spares: arena.buffers(),
             rx: arena.nf_rx_ring(slot).consumer(),
             tx: arena.nf_tx_ring(slot).producer(),
             control: arena.nf_control(slot),
@@ -393,10 +404,10 @@ impl<'a> NfEndpoint<'a> {
             let index = raw & !(EVENT_BIT | SPARE_BIT);
             // Same reasoning as for packets below: the platform handed this
             // spare to us alone.
-            (index < self.arena.buffers()).then(|| RxEntry::Spare(PktHandle::from_raw_owned(index)))
+            (index < self.spares).then(|| RxEntry::Spare(PktHandle::from_raw_owned(index)))
         } else if raw & EVENT_BIT != 0 {
             Some(RxEntry::Event(raw & !EVENT_BIT))
-        } else if raw < self.arena.total_buffers() {
+        } else if raw < self.buffers {
             // The platform is the only producer on this ring and hands each
             // buffer to exactly one consumer, so this handle is ours alone.
             Some(RxEntry::Packet(PktHandle::from_raw_owned(raw)))
