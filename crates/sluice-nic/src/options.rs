@@ -107,10 +107,6 @@ impl Default for TapOptions {
     }
 }
 
-/// The receive slot of a TPACKET_V2 ring with `offload: true`: a whole
-/// 64 KiB super-packet, its headers and the virtio-net header.
-pub const V2_OFFLOAD_SLOT: u32 = 128 * 1024;
-
 fn decode<T: for<'de> Deserialize<'de> + Default>(node: &ConfigNode) -> Result<T, SpecError> {
     if node.is_null() || node.as_map().is_some_and(|m| m.is_empty()) {
         return Ok(T::default());
@@ -146,16 +142,6 @@ impl AfPacketOptions {
             return Err(node.error_at_path(
                 "blocks",
                 format!("blocks must be between 2 and 1024, not {}", o.blocks),
-            ));
-        }
-        if o.offload && o.ring == RingVersion::V2 && o.block_size < V2_OFFLOAD_SLOT {
-            return Err(node.error_at_path(
-                "block_size",
-                format!(
-                    "with `offload: true` and `ring: v2` every slot holds a 64 KiB super-packet: \
-                     block_size must be at least {V2_OFFLOAD_SLOT}, not {}",
-                    o.block_size
-                ),
             ));
         }
         if !(1..=1000).contains(&o.block_timeout_ms) {
@@ -219,12 +205,6 @@ mod tests {
         assert_eq!(e.field, "ports[0].block_size");
         let e = AfPacketOptions::from_node(&node(r#"{"fanuot": "hash"}"#)).unwrap_err();
         assert!(e.message.contains("fanuot"), "{}", e.message);
-        let e = AfPacketOptions::from_node(&node(
-            r#"{"offload": true, "ring": "v2", "block_size": 65536}"#,
-        ))
-        .unwrap_err();
-        assert_eq!(e.field, "ports[0].block_size");
-        assert!(e.message.contains("offload"), "{}", e.message);
         assert!(
             AfPacketOptions::from_node(&node(r#"{"offload": true}"#))
                 .unwrap()

@@ -36,7 +36,9 @@ use crate::options::{AfPacketOptions, RingVersion};
 use crate::sys::{self, ReadySet};
 use crate::{NicError, NicPort, NicStats};
 use ring::RxRing;
-use socket::{send_batch, v2_slot, OutFrame, PacketSocket, SendBufs, SendOutcome, SEND_BATCH};
+use socket::{
+    recv_copied, send_batch, OutFrame, PacketSocket, SendBufs, SendOutcome, FRAME_SIZE, SEND_BATCH,
+};
 
 struct Queue {
     ring: RxRing,
@@ -84,7 +86,7 @@ impl AfPacketPort {
         let mut queues = Vec::with_capacity(o.queues as usize);
         for _ in 0..o.queues {
             let sock = PacketSocket::open(interface, ifindex, o, fanout)?;
-            let v2 = (o.ring == RingVersion::V2).then_some(v2_slot(o));
+            let v2 = (o.ring == RingVersion::V2).then_some(FRAME_SIZE);
             let ring = RxRing::map(
                 sock.fd(),
                 o.block_size as usize,
@@ -136,6 +138,65 @@ fn copy_frame(out: &mut [u8], frame: &[u8], tag: Option<(u16, u16)>) -> Option<u
     }
 }
 
+/// `TP_STATUS_COPY`: the frame was longer than the slot and is queued on
+/// the socket (<linux/if_packet.h>).
+const TP_STATUS_COPY: u32 = 1 << 1;
+
+impl AfPacketPort {
+    /// Reads a super-packet the kernel queued beside a TPACKET_V2 ring
+    /// into large buffer `h` (putting back a stripped VLAN `tag`); `None`
+    /// when it was refused (and counted).
+    fn rx_copied(
+        stats: &mut NicStats,
+        fd: RawFd,
+        arena: &Arena,
+        cache: &mut PoolCache<'_>,
+        mut h: sluice_mem::PktHandle,
+        tag: Option<(u16, u16)>,
+    ) -> Option<sluice_mem::PktHandle> {
+        let mut p = arena.pkt(&mut h);
+        p.reset(0);
+        let room = p.room_mut();
+        let skip = if tag.is_some() { 4 } else { 0 };
+        let room_len = room.len().min(MAX_PKT_LEN) - skip;
+        let mut hdr = [0u8; sluice_packet::gso::VNET_HDR_LEN];
+        let got = recv_copied(fd, &mut hdr, &mut room[skip..skip + room_len]);
+        let len = match got {
+            Ok(len) if len > 0 && len <= room_len => len,
+            _ => {
+                // Cut, or not there (the kernel found no room for it).
+                stats.rx_oversize += 1;
+                cache.free(h);
+                return None;
+            }
+        };
+        let o = match Offload::from_vnet(&hdr, len) {
+            Ok(o) => o.shifted(skip as u16),
+            Err(e) => {
+                stats.offload_error(e);
+                cache.free(h);
+                return None;
+            }
+        };
+        if let Some((tpid, tci)) = tag {
+            if len < 12 {
+                stats.rx_oversize += 1;
+                cache.free(h);
+                return None;
+            }
+            room.copy_within(4..16, 0);
+            room[12..14].copy_from_slice(&tpid.to_be_bytes());
+            room[14..16].copy_from_slice(&tci.to_be_bytes());
+        }
+        let len = len + skip;
+        p.set_len(len);
+        p.set_offload(&o);
+        stats.rx_gso += u64::from(o.is_gso());
+        stats.rx_bytes += len as u64;
+        Some(h)
+    }
+}
+
 impl NicPort for AfPacketPort {
     fn kind(&self) -> &'static str {
         "af_packet"
@@ -165,6 +226,25 @@ impl NicPort for AfPacketPort {
                     (tpid, f.vlan_tci)
                 });
                 let extra = if tag.is_some() { 4 } else { 0 };
+                if self.offload && f.status & TP_STATUS_COPY != 0 {
+                    // A super-packet on a TPACKET_V2 ring: its head is in
+                    // the slot, the frame itself in the socket's queue.
+                    if cache.pool().large_capacity() == 0 {
+                        self.stats.rx_oversize += 1;
+                    } else {
+                        let Some(h) = cache.alloc_large() else {
+                            return Ok(n); // later, with the slot
+                        };
+                        if let Some(h) =
+                            Self::rx_copied(&mut self.stats, q.sock.fd(), arena, cache, h, tag)
+                        {
+                            let _ = out.push(h);
+                            n += 1;
+                        }
+                    }
+                    q.ring.consume();
+                    continue;
+                }
                 let len = f.data.len() + extra;
                 let fits = if self.offload {
                     len <= DATA_ROOM || (len <= MAX_PKT_LEN && cache.pool().large_capacity() > 0)

@@ -7,7 +7,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use sluice_packet::gso::VNET_HDR_LEN;
 
-use crate::options::{AfPacketOptions, FanoutMode, RingVersion, V2_OFFLOAD_SLOT};
+use crate::options::{AfPacketOptions, FanoutMode, RingVersion};
 use crate::sys::{check, os_error};
 use crate::NicError;
 
@@ -59,8 +59,11 @@ impl PacketSocket {
         // SAFETY: `fd` is a fresh descriptor nobody else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let raw = fd.as_raw_fd();
-        let frame_size = v2_slot(o) as u32;
+        let frame_size = FRAME_SIZE as u32;
         let frames = o.block_size / frame_size * o.blocks;
+        if o.offload && o.ring == RingVersion::V2 {
+            copy_big_frames(raw)?;
+        }
         if o.offload {
             // Before the ring: the kernel refuses it once a ring exists.
             let one: libc::c_int = 1;
@@ -197,15 +200,63 @@ impl PacketSocket {
 /// `PACKET_VNET_HDR` from <linux/if_packet.h>.
 const PACKET_VNET_HDR: libc::c_int = 15;
 
-/// The receive slot size: [`FRAME_SIZE`], or with `offload` (where a slot
-/// must hold a super-packet) [`V2_OFFLOAD_SLOT`]. TPACKET_V3 uses it only
-/// to count frames.
-pub(crate) fn v2_slot(o: &AfPacketOptions) -> usize {
-    if o.offload && o.ring == RingVersion::V2 {
-        V2_OFFLOAD_SLOT as usize
-    } else {
-        FRAME_SIZE
+/// `PACKET_COPY_THRESH` from <linux/if_packet.h>.
+const PACKET_COPY_THRESH: libc::c_int = 7;
+
+/// Receive buffer for the super-packets a TPACKET_V2 socket with
+/// `offload` queues beside its ring: 256 of them.
+const COPY_RCVBUF: libc::c_int = 24 << 20;
+
+/// With TPACKET_V2 and `offload`, frames longer than a slot (super-packets)
+/// are not cut: the kernel puts their head in the slot with
+/// `TP_STATUS_COPY` and queues the whole frame on the socket
+/// (`PACKET_COPY_THRESH`), to be read with [`recv_copied`] straight into a
+/// large buffer. That is one copy of a super-packet instead of two (into
+/// the ring, then out of it), and slots stay 2 KiB.
+fn copy_big_frames(raw: RawFd) -> Result<(), NicError> {
+    let one: libc::c_int = 1;
+    setsockopt(raw, libc::SOL_PACKET, PACKET_COPY_THRESH, &one)
+        .map_err(|e| os_error("cannot set PACKET_COPY_THRESH", e))?;
+    // SO_RCVBUFFORCE passes rmem_max (CAP_NET_ADMIN); SO_RCVBUF is capped
+    // by it, which still works with fewer super-packets in flight.
+    if setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &COPY_RCVBUF).is_err() {
+        setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, &COPY_RCVBUF)
+            .map_err(|e| os_error("cannot size the socket's receive buffer", e))?;
     }
+    Ok(())
+}
+
+/// Reads the next frame queued on a `copy_big_frames` socket: its
+/// virtio-net header into `hdr`, the frame into `room`. Returns the
+/// frame's full length, which exceeds `room.len()` if it was cut.
+pub(crate) fn recv_copied(
+    fd: RawFd,
+    hdr: &mut [u8; VNET_HDR_LEN],
+    room: &mut [u8],
+) -> io::Result<usize> {
+    let mut iov = [
+        libc::iovec {
+            iov_base: hdr.as_mut_ptr().cast(),
+            iov_len: VNET_HDR_LEN,
+        },
+        libc::iovec {
+            iov_base: room.as_mut_ptr().cast(),
+            iov_len: room.len(),
+        },
+    ];
+    // SAFETY: msghdr is plain C data; all-zero (no name, no control) is
+    // valid, and the iovec fields are set right below.
+    let mut m: libc::msghdr = unsafe { std::mem::zeroed() };
+    m.msg_iov = iov.as_mut_ptr();
+    m.msg_iovlen = 2;
+    // SAFETY: `m` points at two iovecs over live, writable, disjoint
+    // buffers of the lengths given, alive across the call. MSG_TRUNC makes
+    // the kernel return the frame's real length.
+    let r = unsafe { libc::recvmsg(fd, &mut m, libc::MSG_DONTWAIT | libc::MSG_TRUNC) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((r as usize).saturating_sub(VNET_HDR_LEN))
 }
 
 /// Up to this many frames per `sendmmsg` call.
