@@ -324,10 +324,19 @@ fn udp_rtt(env: &WireEnv) -> Result<[f64; 2], String> {
         for i in 0..PINGS as u32 + 50 {
             let t = std::time::Instant::now();
             s.send(&i.to_be_bytes())?;
-            // A lost datagram just times out and is not counted.
-            if let Ok(4) = s.recv(&mut buf) {
-                if buf[..4] == i.to_be_bytes() && i >= 50 {
-                    rtts.push(t.elapsed().as_secs_f64() * 1e6);
+            // A lost datagram just times out and is not counted. Replies to
+            // earlier pings that come late (a backlog from the UDP run still
+            // draining) are skipped: reading one reply per ping would
+            // otherwise stay behind forever and match nothing.
+            while let Ok(n) = s.recv(&mut buf) {
+                if n == 4 && buf[..4] == i.to_be_bytes() {
+                    if i >= 50 {
+                        rtts.push(t.elapsed().as_secs_f64() * 1e6);
+                    }
+                    break;
+                }
+                if t.elapsed() > Duration::from_millis(100) {
+                    break;
                 }
             }
         }
