@@ -12,6 +12,13 @@
 //!
 //! The chain is one ACL with one rule (drop TCP to port 8081), the bridge
 //! gets `tcp dport 8081 drop` in an nftables bridge forward chain.
+//!
+//! With `--offloads on` (the default) the veths keep the kernel's default
+//! offloads (checksum, TSO, GSO), as a host's interfaces have them, and
+//! sluice's `af_packet` ports get `offload: true`: TCP crosses both bumps
+//! as 64 KiB super-packets, the ACL judging one per super-packet. With
+//! `--offloads off` everything moves at wire size (the earlier setup).
+//! AF_XDP ports take no offloads: `--port af_xdp` always runs with them off.
 
 use std::net::UdpSocket;
 use std::process::{ExitCode, Stdio};
@@ -21,7 +28,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::cli::{IsolationArg, RingArg, WireArgs, WirePortArg};
+use crate::cli::{IsolationArg, OnOff, RingArg, WireArgs, WirePortArg};
 use crate::wire_env::{
     in_netns, in_ns_cmd, ChildGuard, WireEnv, CLI_IP, SRV_IP, WIRE_CLI, WIRE_SRV,
 };
@@ -36,6 +43,13 @@ struct WireResult {
     port: &'static str,
     ring: &'static str,
     isolation: &'static str,
+    /// Offloads on the veths and `offload: true` on sluice's ports.
+    offloads: bool,
+    /// The two headline figures of one run: sluice's TCP throughput
+    /// (Gbit/s) and its ratios to Linux for TCP and for 64 B packets.
+    tcp_gbps: Option<f64>,
+    tcp_vs_linux: Option<f64>,
+    pps_vs_linux: f64,
     packet_size: u16,
     duration_s: f64,
     sluice_mpps: f64,
@@ -52,6 +66,10 @@ struct WireResult {
     linux_rtt_us: [f64; 2],
     sluice_leaked_buffers: u64,
     sluice_drops_total: u64,
+    /// Super-packets sluice's ports received whole, and how many of them
+    /// it had to cut into segments (0 when every NF takes super-packets).
+    sluice_gso_rx: u64,
+    sluice_gso_split: u64,
 }
 
 struct Measured {
@@ -81,13 +99,14 @@ pub fn run(a: WireArgs) -> ExitCode {
             } else {
                 let tcp = |g: Option<f64>| g.map_or("n/a".to_string(), |g| format!("{g:.2}"));
                 crate::print_stdout(&format!(
-                    "bump in the wire, {} ports (ring {}), ACL {}, 64 B UDP, {:.0} s each (offered {:.2} / {:.2} Mpps)\n\
+                    "bump in the wire, {} ports (ring {}, offloads {}), ACL {}, 64 B UDP, {:.0} s each (offered {:.2} / {:.2} Mpps)\n\
                      {:<8} {:>10} {:>12} {:>22}\n\
                      {:<8} {:>10.3} {:>12} {:>10.1} {:>11.1}\n\
                      {:<8} {:>10.3} {:>12} {:>10.1} {:>11.1}\n\
                      {:<8} {:>10.2} {:>12}\n",
                     r.port,
                     r.ring,
+                    if r.offloads { "on" } else { "off" },
                     r.isolation,
                     r.duration_s,
                     r.sluice_offered_mpps,
@@ -125,12 +144,16 @@ pub fn run(a: WireArgs) -> ExitCode {
 
 fn bench(a: &WireArgs) -> Result<WireResult, String> {
     let d = a.duration.duration().max(Duration::from_millis(500));
-    let env = WireEnv::new("b")?;
+    let offloads = a.offloads == OnOff::On && a.port == WirePortArg::AfPacket;
+    let env = WireEnv::with_offloads("b", offloads)?;
     let ring = match a.ring {
         RingArg::V3 => "v3",
         RingArg::V2 => "v2",
     };
     let (port, opts) = match a.port {
+        WirePortArg::AfPacket if offloads => {
+            ("af_packet", format!(", ring: {ring}, offload: true"))
+        }
         WirePortArg::AfPacket => ("af_packet", format!(", ring: {ring}")),
         WirePortArg::AfXdp => ("af_xdp", String::new()),
     };
@@ -185,10 +208,24 @@ fn bench(a: &WireArgs) -> Result<WireResult, String> {
         )
     })?;
     let ratio = |s: f64, l: f64| if l > 0.0 { s / l } else { 0.0 };
+    let tcp_ratio = sluice
+        .tcp_gbps
+        .zip(linux.tcp_gbps)
+        .map(|(s, l)| ratio(s, l));
+    let port_sum = |key: &str| -> u64 {
+        report["ports"]
+            .as_array()
+            .map(|ps| ps.iter().filter_map(|p| p[key].as_u64()).sum())
+            .unwrap_or(0)
+    };
     Ok(WireResult {
         port,
         ring,
         isolation,
+        offloads,
+        tcp_gbps: sluice.tcp_gbps,
+        tcp_vs_linux: tcp_ratio,
+        pps_vs_linux: ratio(sluice.mpps, linux.mpps),
         packet_size: 64,
         duration_s: d.as_secs_f64(),
         sluice_mpps: sluice.mpps,
@@ -198,14 +235,13 @@ fn bench(a: &WireArgs) -> Result<WireResult, String> {
         linux_offered_mpps: linux.offered_mpps,
         sluice_tcp_gbps: sluice.tcp_gbps,
         linux_tcp_gbps: linux.tcp_gbps,
-        tcp_ratio: sluice
-            .tcp_gbps
-            .zip(linux.tcp_gbps)
-            .map(|(s, l)| ratio(s, l)),
+        tcp_ratio,
         sluice_rtt_us: sluice.rtt_us,
         linux_rtt_us: linux.rtt_us,
         sluice_leaked_buffers: report["leaked_buffers"].as_u64().unwrap_or(u64::MAX),
         sluice_drops_total: report["drops_total"].as_u64().unwrap_or(0),
+        sluice_gso_rx: port_sum("gso_rx"),
+        sluice_gso_split: port_sum("gso_split"),
     })
 }
 
@@ -288,10 +324,19 @@ fn udp_rtt(env: &WireEnv) -> Result<[f64; 2], String> {
         for i in 0..PINGS as u32 + 50 {
             let t = std::time::Instant::now();
             s.send(&i.to_be_bytes())?;
-            // A lost datagram just times out and is not counted.
-            if let Ok(4) = s.recv(&mut buf) {
-                if buf[..4] == i.to_be_bytes() && i >= 50 {
-                    rtts.push(t.elapsed().as_secs_f64() * 1e6);
+            // A lost datagram just times out and is not counted. Replies to
+            // earlier pings that come late (a backlog from the UDP run still
+            // draining) are skipped: reading one reply per ping would
+            // otherwise stay behind forever and match nothing.
+            while let Ok(n) = s.recv(&mut buf) {
+                if n == 4 && buf[..4] == i.to_be_bytes() {
+                    if i >= 50 {
+                        rtts.push(t.elapsed().as_secs_f64() * 1e6);
+                    }
+                    break;
+                }
+                if t.elapsed() > Duration::from_millis(100) {
+                    break;
                 }
             }
         }

@@ -152,9 +152,23 @@ pub struct WireArgs {
     /// per-frame); ignored for other ports.
     #[arg(long, value_enum, default_value_t = RingArg::V3)]
     pub ring: RingArg,
+    /// Offloads on the veths and `offload: true` on sluice's ports (`on`:
+    /// TCP moves 64 KiB super-packets, as hosts do), or everything at wire
+    /// size (`off`: offloads off on the veths, plain ports).
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub offloads: OnOff,
     /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+/// A switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    /// On.
+    On,
+    /// Off.
+    Off,
 }
 
 /// AF_PACKET ring layout for `sluice bench wire`.

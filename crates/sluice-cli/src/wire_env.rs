@@ -7,11 +7,13 @@
 //!  [cli ns] c0 10.10.0.1 ── wc [wire ns: sluice or br0] ws ── s0 10.10.0.2 [srv ns]
 //! ```
 //!
-//! Offloads (checksum, TSO/GSO, GRO) are off on every veth: a bump reading
-//! with AF_PACKET sees frames as the wire would carry them, not 64 KiB
-//! super-frames with checksums left for hardware that does not exist.
-//! Everything created is removed when the [`WireEnv`] drops, even after a
-//! failed assertion.
+//! [`WireEnv::new`] turns offloads (checksum, TSO/GSO, GRO) off on every
+//! veth: a bump reading with AF_PACKET sees frames as the wire would carry
+//! them. [`WireEnv::with_offloads`] leaves the veths' defaults on, as a
+//! host has them: TCP then moves 64 KiB super-packets with partial
+//! checksums, which a bump must take with `offload: true`. Everything
+//! created is removed when the [`WireEnv`] drops, even after a failed
+//! assertion.
 #![allow(dead_code)] // the tests use a different subset than the benchmark
 
 use std::process::{Child, Command, Stdio};
@@ -108,9 +110,15 @@ pub struct WireEnv {
 }
 
 impl WireEnv {
-    /// Creates the three namespaces and two veth pairs; `tag` keeps
-    /// concurrent environments apart.
+    /// Creates the three namespaces and two veth pairs with offloads off;
+    /// `tag` keeps concurrent environments apart.
     pub fn new(tag: &str) -> Result<WireEnv, String> {
+        Self::with_offloads(tag, false)
+    }
+
+    /// As [`WireEnv::new`], with the veths' offloads left on when
+    /// `offloads` (the kernel's defaults: checksum offload, TSO, GSO).
+    pub fn with_offloads(tag: &str, offloads: bool) -> Result<WireEnv, String> {
         let id = format!("{tag}{}", std::process::id());
         let mut env = WireEnv {
             cli: format!("sl-cli-{id}"),
@@ -166,7 +174,9 @@ impl WireEnv {
             (&env.wire, WIRE_CLI),
             (&env.wire, WIRE_SRV),
         ] {
-            offloads_off(ns, dev)?;
+            if !offloads {
+                offloads_off(ns, dev)?;
+            }
             ip(&["-n", ns, "link", "set", dev, "up"])?;
         }
         Ok(env)

@@ -19,6 +19,7 @@ pub mod logbook;
 pub mod nf_io;
 pub mod nf_loop;
 pub mod nf_rt;
+pub mod offload;
 pub mod plan;
 pub mod ports;
 pub mod recipe;

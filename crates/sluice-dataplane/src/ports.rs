@@ -12,6 +12,8 @@ use sluice_ports::pcap::{Pacer, PcapReplay};
 use sluice_ports::{Generator, PcapWriter, Shard, Sink, SinkConfig, SinkReport};
 use sluice_spec::{GeneratorSpec, PortKind};
 
+use crate::offload::{self, OffloadDrops, OffloadStats, PortOffload};
+
 /// Counters of one port.
 #[derive(Debug, Clone, Default, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct PortStats {
@@ -35,6 +37,9 @@ pub struct PortStats {
     /// `pcap_in`: records left out because the file ends inside them (a
     /// capture cut short; the intact records before it are replayed).
     pub truncated_records: u64,
+    /// Super-packets and partial checksums (see [`crate::offload`]).
+    #[serde(flatten)]
+    pub offload: OffloadStats,
 }
 
 /// Adds another copy's counters (the same port run by several workers).
@@ -50,6 +55,7 @@ impl std::ops::AddAssign<&PortStats> for PortStats {
         self.rx_no_buffer += t.rx_no_buffer;
         self.rx_dropped += t.rx_dropped;
         self.truncated_records += t.truncated_records;
+        self.offload += &t.offload;
     }
 }
 
@@ -83,6 +89,8 @@ pub struct PortRt {
     pub stats: PortStats,
     io: PortIo,
     realtime_offset_ns: u64,
+    /// Where this port resolves offloaded packets.
+    off: PortOffload,
 }
 
 /// A port that cannot be opened.
@@ -216,7 +224,26 @@ impl PortRt {
             stats,
             io,
             realtime_offset_ns: realtime_offset_ns(),
+            off: PortOffload::default(),
         })
+    }
+
+    /// Whether this port takes offloaded packets as they are (a NIC port
+    /// with `offload: true`).
+    pub fn offloads(&self) -> bool {
+        matches!(&self.io, PortIo::Nic { port, .. } if port.offloads())
+    }
+
+    /// Sets where this port resolves offloaded packets
+    /// ([`offload::plan_ports`]).
+    pub fn set_offload_plan(&mut self, rx_tx: (bool, bool)) {
+        offload::configure(&mut self.off, rx_tx);
+    }
+
+    /// Frees the buffers of received frames the port has not delivered yet
+    /// (super-packets being cut on receive); call at shutdown.
+    pub fn release_held(&mut self, cache: &mut PoolCache<'_>) {
+        self.off.release(cache);
     }
 
     /// Whether this port produces packets.
@@ -310,7 +337,13 @@ impl PortRt {
             }
             PortIo::Nic { port, rx_failed } => {
                 let start = out.len();
-                match port.rx_burst(arena, cache, out, max) {
+                let got = if self.off.resolve_rx {
+                    let st = &mut self.stats.offload;
+                    self.off.rx(port.as_mut(), arena, cache, out, max, st)
+                } else {
+                    port.rx_burst(arena, cache, out, max)
+                };
+                match got {
                     Ok(_) => *rx_failed = false,
                     Err(e) if !*rx_failed => {
                         *rx_failed = true;
@@ -334,8 +367,8 @@ impl PortRt {
     }
 
     /// Transmits every packet of `batch` and frees its buffers. Returns
-    /// how many a NIC refused or could not take (to count as
-    /// `port_tx_error` drops).
+    /// how many a NIC refused or could not take, or were refused for bad
+    /// offload state (to count as `port_tx_error` drops).
     #[inline]
     pub fn tx(
         &mut self,
@@ -344,34 +377,25 @@ impl PortRt {
         cache: &mut PoolCache<'_>,
         now_ns: u64,
     ) -> u64 {
-        if let PortIo::Nic { port, .. } = &mut self.io {
-            return nic_tx(port.as_mut(), &mut self.stats, arena, batch, cache);
+        let wall = self.realtime_offset_ns;
+        if self.off.resolve_tx && offload::any_offloaded(arena, batch) {
+            let (io, stats) = (&mut self.io, &mut self.stats);
+            let mut st = OffloadStats::default();
+            let lost = self.off.tx(arena, batch, cache, &mut st, |b, cache| {
+                tx_plain(io, stats, wall, arena, b, cache, now_ns)
+            });
+            self.stats.offload += &st;
+            return lost;
         }
-        // Latency ends when the batch leaves, not when the loop pass began:
-        // one fresh clock read per batch.
-        let now_ns = if matches!(self.io, PortIo::Sink(_)) {
-            sluice_sys::monotonic_ns().max(now_ns)
-        } else {
-            now_ns
-        };
-        let stats = &mut self.stats;
-        let wall = now_ns + self.realtime_offset_ns;
-        let io = &mut self.io;
-        batch.drain(|mut h| {
-            let p = arena.pkt(&mut h);
-            let data = p.data();
-            stats.tx_packets += 1;
-            stats.tx_bytes += data.len() as u64;
-            match io {
-                PortIo::Sink(s) => s.observe(data, p.timestamp_ns(), now_ns),
-                PortIo::PcapOut(w) => {
-                    stats.tx_errors += u64::from(w.write_packet(wall, data).is_err())
-                }
-                _ => {}
-            }
-            cache.free(h);
-        });
-        0
+        tx_plain(
+            &mut self.io,
+            &mut self.stats,
+            wall,
+            arena,
+            batch,
+            cache,
+            now_ns,
+        )
     }
 
     /// Flushes buffered output (pcap files) and takes the final NIC
@@ -385,6 +409,7 @@ impl PortRt {
             let s = port.stats();
             self.stats.rx_dropped = s.rx_dropped;
             self.stats.rx_oversize = s.rx_oversize;
+            nic_offload_stats(&mut self.stats, &s);
         }
         if let PortIo::PcapOut(w) = &mut self.io {
             w.flush()
@@ -408,6 +433,49 @@ impl PortRt {
             _ => None,
         }
     }
+}
+
+/// Transmits `batch` as it is (see [`PortRt::tx`]).
+fn tx_plain(
+    io: &mut PortIo,
+    stats: &mut PortStats,
+    realtime_offset_ns: u64,
+    arena: &Arena,
+    batch: &mut HandleBatch,
+    cache: &mut PoolCache<'_>,
+    now_ns: u64,
+) -> u64 {
+    if let PortIo::Nic { port, .. } = io {
+        return nic_tx(port.as_mut(), stats, arena, batch, cache);
+    }
+    // Latency ends when the batch leaves, not when the loop pass began:
+    // one fresh clock read per batch.
+    let now_ns = if matches!(io, PortIo::Sink(_)) {
+        sluice_sys::monotonic_ns().max(now_ns)
+    } else {
+        now_ns
+    };
+    let wall = now_ns + realtime_offset_ns;
+    batch.drain(|mut h| {
+        let p = arena.pkt(&mut h);
+        let data = p.data();
+        stats.tx_packets += 1;
+        stats.tx_bytes += data.len() as u64;
+        match io {
+            PortIo::Sink(s) => s.observe(data, p.timestamp_ns(), now_ns),
+            PortIo::PcapOut(w) => stats.tx_errors += u64::from(w.write_packet(wall, data).is_err()),
+            _ => {}
+        }
+        cache.free(h);
+    });
+    0
+}
+
+/// Copies a NIC's offload counters (cumulative) into the port's.
+fn nic_offload_stats(stats: &mut PortStats, s: &NicStats) {
+    stats.offload.gso_rx = s.rx_gso;
+    stats.offload.gso_tx = s.tx_gso;
+    stats.offload.nic_offload_drops = OffloadDrops(s.offload_errors);
 }
 
 /// Sends `batch` on a NIC, retrying what the interface cannot take yet;
@@ -440,5 +508,6 @@ fn nic_tx(
     stats.tx_errors += refused + left;
     stats.rx_dropped = after.rx_dropped;
     stats.rx_oversize = after.rx_oversize;
+    nic_offload_stats(stats, &after);
     refused + left
 }

@@ -388,8 +388,15 @@ impl RunReport {
             ports.iter().map(|p| p.stats.rx_packets).sum::<u64>() + gone.ports.rx_packets;
         let packets_out: u64 =
             ports.iter().map(|p| p.stats.tx_packets).sum::<u64>() + gone.ports.tx_packets;
-        let packets_originated: u64 =
-            nfs.iter().map(|n| n.originated).sum::<u64>() + gone.originated;
+        // Segments a port cut from a super-packet on transmit, beyond the
+        // first, are packets the platform originated.
+        let packets_originated: u64 = nfs.iter().map(|n| n.originated).sum::<u64>()
+            + gone.originated
+            + ports
+                .iter()
+                .map(|p| p.stats.offload.gso_segments)
+                .sum::<u64>()
+            + gone.ports.offload.gso_segments;
         let bytes_out: u64 =
             ports.iter().map(|p| p.stats.tx_bytes).sum::<u64>() + gone.ports.tx_bytes;
         let mut drops = w.drops.named();

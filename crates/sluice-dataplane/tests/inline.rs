@@ -85,6 +85,7 @@ static REGISTRY: &[NfType] = &[
         drop_reasons: &[],
         counters: &["packets", "mismatched"],
         build: |_| Ok(Box::<FlowCheck>::default()),
+        frames: sluice_nf::FrameNeeds::MtuFrames,
     },
     sluice_nfs::forwarder::TYPE,
     sluice_nfs::monitor::TYPE,
@@ -95,6 +96,7 @@ static REGISTRY: &[NfType] = &[
         drop_reasons: &["short"],
         counters: &["packets", "flow_ends"],
         build: build_steer,
+        frames: sluice_nf::FrameNeeds::MtuFrames,
     },
 ];
 

@@ -70,6 +70,7 @@ fn hop(rounds: u64, wakes: bool) {
         nf_slots: 1,
         workers: 1,
         hugepages: false,
+        large_buffers: 0,
     })
     .expect("arena");
     let pool = BufferPool::new(arena.buffers());

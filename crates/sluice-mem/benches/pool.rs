@@ -89,6 +89,7 @@ fn hop(c: &mut Criterion) {
         nf_slots: 1,
         workers: 1,
         hugepages: false,
+        large_buffers: 0,
     })
     .expect("arena");
     let pool = BufferPool::new(arena.buffers());

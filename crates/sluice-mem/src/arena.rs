@@ -17,7 +17,7 @@ use std::sync::atomic::AtomicU32;
 use rustix::fs::{ftruncate, memfd_create, MemfdFlags};
 use rustix::mm::{mmap, munmap, MapFlags, ProtFlags};
 
-use crate::buffer::{Pkt, PktHandle, BUF_STRIDE};
+use crate::buffer::{Pkt, PktHandle, BUF_STRIDE, LARGE_STRIDE};
 use crate::control::NfControl;
 use crate::ring::{RingRef, RingShared};
 use crate::wake::WakeWord;
@@ -29,8 +29,12 @@ const LINE: usize = 128;
 /// Sizes of everything the arena holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ArenaConfig {
-    /// Packet buffers.
+    /// Packet buffers (ordinary, 2 KiB of data room each).
     pub buffers: u32,
+    /// Large packet buffers for GSO/GRO super-packets (64 KiB of data room
+    /// each), indexed after the ordinary ones; 0 when no port takes
+    /// offloads.
+    pub large_buffers: u32,
     /// Slots per descriptor ring (power of two).
     pub ring_size: u32,
     /// NF slots (each gets a control block, a receive and a transmit ring).
@@ -80,6 +84,7 @@ struct Offsets {
     rings: usize,
     ring_bytes: usize,
     buffers: usize,
+    large: usize,
     total: usize,
 }
 
@@ -98,7 +103,8 @@ impl Offsets {
             LINE,
         );
         let buffers = align(rings + 2 * c.nf_slots as usize * ring_bytes, PAGE);
-        let total = buffers + c.buffers as usize * BUF_STRIDE;
+        let large = align(buffers + c.buffers as usize * BUF_STRIDE, PAGE);
+        let total = large + c.large_buffers as usize * LARGE_STRIDE;
         Offsets {
             wakes,
             controls,
@@ -106,6 +112,7 @@ impl Offsets {
             rings,
             ring_bytes,
             buffers,
+            large,
             total,
         }
     }
@@ -144,6 +151,12 @@ impl Arena {
             return Err(ArenaError::Config(format!(
                 "buffers {} out of range",
                 config.buffers
+            )));
+        }
+        if config.large_buffers > (1 << 16) {
+            return Err(ArenaError::Config(format!(
+                "large_buffers {} out of range (at most 65536)",
+                config.large_buffers
             )));
         }
         let offsets = Offsets::compute(&config);
@@ -311,9 +324,19 @@ impl Arena {
         self.len
     }
 
-    /// Number of packet buffers.
+    /// Number of ordinary packet buffers (indices `0..buffers()`).
     pub fn buffers(&self) -> u32 {
         self.config.buffers
+    }
+
+    /// Number of large packet buffers (indices `buffers()..total_buffers()`).
+    pub fn large_buffers(&self) -> u32 {
+        self.config.large_buffers
+    }
+
+    /// Every buffer, ordinary and large.
+    pub fn total_buffers(&self) -> u32 {
+        self.config.buffers + self.config.large_buffers
     }
 
     /// A typed reference to a `T` at byte `offset`.
@@ -371,17 +394,36 @@ impl Arena {
     #[inline]
     pub fn pkt<'h>(&'h self, h: &'h mut PktHandle) -> Pkt<'h> {
         let i = h.index() as usize;
+        if i < self.config.buffers as usize {
+            // SAFETY: in bounds (buffer `i` of `config.buffers`, which start
+            // at `bufs` and end within the mapping); `PktHandle` is unique
+            // per buffer (issued by the pool, re-issued only after ownership
+            // validation), so holding `&mut PktHandle` gives exclusive access
+            // to these bytes in this process for the borrow's lifetime.
+            let bytes = unsafe { &mut *self.bufs.as_ptr().add(i) };
+            return Pkt::new(bytes);
+        }
+        self.large_pkt(i)
+    }
+
+    /// The view of large buffer `i` (an index past the ordinary ones).
+    #[inline(never)]
+    fn large_pkt(&self, i: usize) -> Pkt<'_> {
+        let j = i - self.config.buffers as usize;
         assert!(
-            i < self.config.buffers as usize,
+            j < self.config.large_buffers as usize,
             "handle from another arena"
         );
-        // SAFETY: in bounds (asserted: buffer `i` of `config.buffers`, which
-        // start at `bufs` and end within the mapping); `PktHandle` is unique
-        // per buffer (issued by the pool, re-issued only after ownership
-        // validation), so holding `&mut PktHandle` gives exclusive access to
-        // these bytes in this process for the borrow's lifetime.
-        let bytes = unsafe { &mut *self.bufs.as_ptr().add(i) };
-        Pkt::new(bytes)
+        let off = self.offsets.large + j * LARGE_STRIDE;
+        debug_assert!(off + LARGE_STRIDE <= self.len);
+        // SAFETY: large buffer `j` lies at `offsets.large + j * LARGE_STRIDE`,
+        // inside the mapping (`j < large_buffers`, counted in
+        // `offsets.total`). Exclusivity as for ordinary buffers: the caller
+        // holds the buffer's unique `&mut PktHandle` for the borrow, which
+        // `pkt` ties to the returned view.
+        let bytes =
+            unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr().add(off), LARGE_STRIDE) };
+        Pkt::over(bytes)
     }
 }
 
@@ -404,7 +446,50 @@ mod tests {
             nf_slots: 3,
             workers: 1,
             hugepages: false,
+            large_buffers: 0,
         }
+    }
+
+    #[test]
+    fn large_buffers_follow_the_ordinary_ones_and_do_not_overlap() {
+        let mut c = small();
+        c.large_buffers = 3;
+        let a = Arena::create(c).unwrap();
+        assert_eq!(a.total_buffers(), 259);
+        let pool = crate::pool::BufferPool::for_arena(&a);
+        let mut cache = crate::pool::PoolCache::new(&pool, 8);
+        let mut last = cache.alloc().unwrap();
+        let mut big: Vec<_> = (0..3).map(|_| cache.alloc_large().unwrap()).collect();
+        assert!(cache.alloc_large().is_none());
+        let mut ends = Vec::new();
+        for h in big.iter_mut() {
+            assert!(h.index() >= 256);
+            let i = h.index() as u8;
+            let mut p = a.pkt(h);
+            assert!(p.is_large());
+            p.reset(65_000);
+            p.data_mut().fill(i);
+            ends.push((p.data().as_ptr() as usize, p.data().len()));
+        }
+        // The last ordinary buffer ends before the first large one starts.
+        let mut p = a.pkt(&mut last);
+        p.reset(2048);
+        p.data_mut().fill(0xee);
+        for h in big.iter_mut() {
+            let i = h.index() as u8;
+            assert!(a.pkt(h).data().iter().all(|&b| b == i));
+        }
+        ends.sort();
+        for w in ends.windows(2) {
+            assert!(w[0].0 + w[0].1 <= w[1].0);
+        }
+        assert!(a.size() >= 256 * BUF_STRIDE + 3 * LARGE_STRIDE);
+        for h in big {
+            cache.free(h);
+        }
+        cache.free(last);
+        drop(cache);
+        assert_eq!(pool.audit().free, 259);
     }
 
     #[test]

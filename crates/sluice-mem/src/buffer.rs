@@ -1,10 +1,14 @@
 //! Packet buffers: layout, owned handles and the typed view of one buffer.
 //!
-//! Every buffer is `BUF_STRIDE` bytes in the arena:
+//! Every ordinary buffer is `BUF_STRIDE` bytes in the arena:
 //!
 //! ```text
 //! | metadata 64 B | headroom 128 B | data room 2048 B |
 //! ```
+//!
+//! Large buffers (`LARGE_STRIDE`, for GSO/GRO super-packets of up to
+//! 64 KiB) have the same metadata and headroom and a data room of
+//! `LARGE_DATA_ROOM`; a [`Pkt`] views either kind the same way.
 //!
 //! The metadata is plain bytes read and written at fixed offsets with
 //! `from_ne_bytes`/`to_ne_bytes` on a fixed-size array, so it compiles to
@@ -24,6 +28,14 @@ pub const DATA_ROOM: usize = 2048;
 pub const BUF_STRIDE: usize = META_SIZE + HEADROOM + DATA_ROOM;
 /// Default offset of the first packet byte within its buffer.
 pub const DATA_START: usize = META_SIZE + HEADROOM;
+/// Bytes of packet data room of a large buffer: a 64 KiB IP super-packet
+/// with its Ethernet header and a VLAN tag (`len` is 16 bits, so a packet
+/// is at most 65 535 bytes whatever the room).
+pub const LARGE_DATA_ROOM: usize = 65_536;
+/// Distance between consecutive large buffers (a multiple of 64).
+pub const LARGE_STRIDE: usize = META_SIZE + HEADROOM + LARGE_DATA_ROOM;
+/// Longest packet any buffer holds (the `len` field's range).
+pub const MAX_PKT_LEN: usize = u16::MAX as usize;
 
 const OFF_DATA_OFF: usize = 0;
 const OFF_LEN: usize = 2;
@@ -38,8 +50,15 @@ const OFF_TIMESTAMP: usize = 24;
 /// Offset and size of the scratch area NFs may use to annotate a packet for
 /// later NFs in the chain (Click's "annotations").
 const OFF_SCRATCH: usize = 32;
+/// Offload state (see `sluice_packet::gso::Offload`): GSO type, checksum
+/// flags, GSO size, checksum start and offset.
+const OFF_GSO_TYPE: usize = 56;
+const OFF_CSUM_FLAGS: usize = 57;
+const OFF_GSO_SIZE: usize = 58;
+const OFF_CSUM_START: usize = 60;
+const OFF_CSUM_OFFSET: usize = 62;
 /// Bytes of NF scratch space in the metadata.
-pub const SCRATCH_SIZE: usize = META_SIZE - OFF_SCRATCH;
+pub const SCRATCH_SIZE: usize = OFF_GSO_TYPE - OFF_SCRATCH;
 
 /// Exclusive ownership of one packet buffer.
 ///
@@ -75,9 +94,16 @@ impl PktHandle {
     }
 }
 
-/// Mutable view of one owned buffer: metadata accessors plus the packet bytes.
+/// Mutable view of one owned buffer, ordinary or large: metadata
+/// accessors plus the packet bytes.
+///
+/// The metadata is a fixed-size array, so its accessors need no bounds
+/// check; `room` is the rest of the buffer (headroom and data room), whose
+/// length is the buffer's kind. Offsets in the metadata (`data_off`) count
+/// from the buffer's start, metadata included, as they always have.
 pub struct Pkt<'a> {
-    b: &'a mut [u8; BUF_STRIDE],
+    meta: &'a mut [u8; META_SIZE],
+    room: &'a mut [u8],
 }
 
 macro_rules! meta_field {
@@ -87,22 +113,51 @@ macro_rules! meta_field {
         pub fn $get(&self) -> $ty {
             const N: usize = std::mem::size_of::<$ty>();
             let mut raw = [0u8; N];
-            raw.copy_from_slice(&self.b[$off..$off + N]);
+            raw.copy_from_slice(&self.meta[$off..$off + N]);
             <$ty>::from_ne_bytes(raw)
         }
         #[doc = concat!("Sets metadata: ", $doc)]
         #[inline]
         pub fn $set(&mut self, v: $ty) {
             const N: usize = std::mem::size_of::<$ty>();
-            self.b[$off..$off + N].copy_from_slice(&v.to_ne_bytes());
+            self.meta[$off..$off + N].copy_from_slice(&v.to_ne_bytes());
         }
     };
 }
 
 impl<'a> Pkt<'a> {
-    /// Views a whole buffer.
+    /// Views a whole ordinary buffer.
+    #[inline]
     pub fn new(b: &'a mut [u8; BUF_STRIDE]) -> Self {
-        Pkt { b }
+        Self::over(b)
+    }
+
+    /// Views a whole buffer of any kind (`b` is the buffer from its first
+    /// metadata byte to its last data byte).
+    ///
+    /// # Panics
+    /// If `b` is shorter than an ordinary buffer.
+    #[inline]
+    pub fn over(b: &'a mut [u8]) -> Self {
+        assert!(
+            b.len() >= BUF_STRIDE,
+            "a buffer is at least BUF_STRIDE bytes"
+        );
+        let (meta, room) = b.split_at_mut(META_SIZE);
+        let meta: &mut [u8; META_SIZE] = meta.try_into().expect("split at META_SIZE");
+        Pkt { meta, room }
+    }
+
+    /// Bytes of the whole buffer (`BUF_STRIDE` or `LARGE_STRIDE`).
+    #[inline(always)]
+    pub fn capacity(&self) -> usize {
+        META_SIZE + self.room.len()
+    }
+
+    /// Whether this is a large buffer.
+    #[inline]
+    pub fn is_large(&self) -> bool {
+        self.room.len() > BUF_STRIDE - META_SIZE
     }
 
     meta_field!(
@@ -169,6 +224,41 @@ impl<'a> Pkt<'a> {
         OFF_TIMESTAMP,
         "ingress time, CLOCK_MONOTONIC ns."
     );
+    meta_field!(
+        gso_type,
+        set_gso_type,
+        u8,
+        OFF_GSO_TYPE,
+        "GSO type of a super-packet (virtio-net `gso_type`; 0: none)."
+    );
+    meta_field!(
+        csum_flags,
+        set_csum_flags,
+        u8,
+        OFF_CSUM_FLAGS,
+        "checksum offload flags (virtio-net `flags`: 1 partial, 2 verified)."
+    );
+    meta_field!(
+        gso_size,
+        set_gso_size,
+        u16,
+        OFF_GSO_SIZE,
+        "payload bytes per segment of a super-packet."
+    );
+    meta_field!(
+        csum_start,
+        set_csum_start,
+        u16,
+        OFF_CSUM_START,
+        "start of a partial checksum's range, from the packet start."
+    );
+    meta_field!(
+        csum_offset,
+        set_csum_offset,
+        u16,
+        OFF_CSUM_OFFSET,
+        "checksum field of a partial checksum, from `csum_start`."
+    );
 
     /// Whether the packet has no bytes.
     #[inline]
@@ -176,12 +266,14 @@ impl<'a> Pkt<'a> {
         self.len() == 0
     }
 
-    /// Resets the metadata for a fresh packet of `len` bytes at the default offset.
+    /// Resets the metadata for a fresh packet of `len` bytes at the default
+    /// offset (no offloads).
     #[inline]
     pub fn reset(&mut self, len: usize) {
-        self.b[..META_SIZE].fill(0);
+        self.meta.fill(0);
         self.set_data_off(DATA_START as u16);
-        self.set_len_raw(len.min(DATA_ROOM) as u16);
+        let room = self.capacity() - DATA_START;
+        self.set_len_raw(len.min(room).min(MAX_PKT_LEN) as u16);
     }
 
     /// The byte range of the packet, clamped into the buffer.
@@ -195,10 +287,10 @@ impl<'a> Pkt<'a> {
     #[inline]
     fn range(&self) -> std::ops::Range<usize> {
         let (start, end) = self.raw_range();
-        if start >= META_SIZE && end <= BUF_STRIDE {
+        if start >= META_SIZE && end <= self.capacity() {
             start..end
         } else {
-            Self::clamped(start, end - start)
+            Self::clamped(start, end - start, self.capacity())
         }
     }
 
@@ -211,12 +303,12 @@ impl<'a> Pkt<'a> {
     }
 
     /// The clamp of [`Pkt::range`]: the start into
-    /// `META_SIZE..=BUF_STRIDE`, the end to the buffer's end.
+    /// `META_SIZE..=capacity`, the end to the buffer's end.
     #[cold]
     #[inline(never)]
-    fn clamped(data_off: usize, len: usize) -> std::ops::Range<usize> {
-        let start = data_off.clamp(META_SIZE, BUF_STRIDE);
-        let end = (start + len).min(BUF_STRIDE);
+    fn clamped(data_off: usize, len: usize, capacity: usize) -> std::ops::Range<usize> {
+        let start = data_off.clamp(META_SIZE, capacity);
+        let end = (start + len).min(capacity);
         start..end
     }
 
@@ -224,7 +316,7 @@ impl<'a> Pkt<'a> {
     /// if an NF wrote garbage).
     pub fn meta_is_sane(&self) -> bool {
         let start = self.data_off() as usize;
-        start >= META_SIZE && start + self.len() as usize <= BUF_STRIDE
+        start >= META_SIZE && start + self.len() as usize <= self.capacity()
     }
 
     /// The packet bytes: `&b[range()]`, written out so that the common
@@ -232,50 +324,53 @@ impl<'a> Pkt<'a> {
     #[inline]
     pub fn data(&self) -> &[u8] {
         let (start, end) = self.raw_range();
-        if start >= META_SIZE && end <= BUF_STRIDE {
-            // Within the buffer, so this slice needs no further check.
-            return &self.b[start..end];
+        if start >= META_SIZE && end <= self.capacity() {
+            // Within the room, so this slice needs no further check.
+            return &self.room[start - META_SIZE..end - META_SIZE];
         }
-        &self.b[Self::clamped(start, end - start)]
+        let r = Self::clamped(start, end - start, self.capacity());
+        &self.room[r.start - META_SIZE..r.end - META_SIZE]
     }
 
     /// The packet bytes, mutable (as [`Pkt::data`]).
     #[inline]
     pub fn data_mut(&mut self) -> &mut [u8] {
         let (start, end) = self.raw_range();
-        if start >= META_SIZE && end <= BUF_STRIDE {
-            return &mut self.b[start..end];
+        if start >= META_SIZE && end <= self.capacity() {
+            return &mut self.room[start - META_SIZE..end - META_SIZE];
         }
-        &mut self.b[Self::clamped(start, end - start)]
+        let r = Self::clamped(start, end - start, self.capacity());
+        &mut self.room[r.start - META_SIZE..r.end - META_SIZE]
     }
 
     /// The whole room after the packet start (to write a new packet), and
     /// sets the length afterwards with [`set_len`](Self::set_len).
     pub fn room_mut(&mut self) -> &mut [u8] {
         let start = self.range().start;
-        &mut self.b[start..]
+        &mut self.room[start - META_SIZE..]
     }
 
-    /// Sets the packet length, clamped to the room after the packet start;
-    /// returns the length actually set.
+    /// Sets the packet length, clamped to the room after the packet start
+    /// and to [`MAX_PKT_LEN`]; returns the length actually set.
     pub fn set_len(&mut self, len: usize) -> usize {
-        let room = BUF_STRIDE - self.range().start;
-        let len = len.min(room);
+        let room = self.capacity() - self.range().start;
+        let len = len.min(room).min(MAX_PKT_LEN);
         self.set_len_raw(len as u16);
         len
     }
 
     /// Grows the packet at the front by `n` bytes (into the headroom) and
-    /// returns the new front bytes, or `None` if the headroom is too small.
+    /// returns the new front bytes, or `None` if the headroom is too small
+    /// (or the packet would exceed [`MAX_PKT_LEN`]).
     pub fn push_front(&mut self, n: usize) -> Option<&mut [u8]> {
         let r = self.range();
-        if r.start < META_SIZE + n {
+        if r.start < META_SIZE + n || r.len() + n > MAX_PKT_LEN {
             return None;
         }
         let start = r.start - n;
         self.set_data_off(start as u16);
         self.set_len_raw((r.end - start) as u16);
-        Some(&mut self.b[start..start + n])
+        Some(&mut self.room[start - META_SIZE..start - META_SIZE + n])
     }
 
     /// Removes `n` bytes from the front of the packet (e.g. a decapsulated
@@ -292,8 +387,44 @@ impl<'a> Pkt<'a> {
 
     /// NF scratch space carried with the packet along the chain.
     pub fn scratch(&mut self) -> &mut [u8; SCRATCH_SIZE] {
-        let s = &mut self.b[OFF_SCRATCH..META_SIZE];
+        let s = &mut self.meta[OFF_SCRATCH..OFF_GSO_TYPE];
         s.try_into().expect("scratch is SCRATCH_SIZE bytes")
+    }
+
+    /// The offload state (GSO super-packet, partial checksum), as an NF may
+    /// have left it: check it (`Offload::check`) before acting on it.
+    #[inline]
+    pub fn offload(&self) -> sluice_packet::gso::Offload {
+        sluice_packet::gso::Offload {
+            gso_type: self.gso_type(),
+            flags: self.csum_flags(),
+            gso_size: self.gso_size(),
+            csum_start: self.csum_start(),
+            csum_offset: self.csum_offset(),
+        }
+    }
+
+    /// Sets the offload state.
+    #[inline]
+    pub fn set_offload(&mut self, o: &sluice_packet::gso::Offload) {
+        self.set_gso_type(o.gso_type);
+        self.set_csum_flags(o.flags);
+        self.set_gso_size(o.gso_size);
+        self.set_csum_start(o.csum_start);
+        self.set_csum_offset(o.csum_offset);
+    }
+
+    /// Clears the offload state (a plain frame with complete checksums).
+    #[inline]
+    pub fn clear_offload(&mut self) {
+        self.meta[OFF_GSO_TYPE..META_SIZE].fill(0);
+    }
+
+    /// Whether the packet carries offload state (a super-packet or a
+    /// partial checksum): one load of the two flag bytes.
+    #[inline]
+    pub fn has_offload(&self) -> bool {
+        self.gso_type() != 0 || self.csum_flags() & 1 != 0
     }
 }
 
@@ -376,6 +507,65 @@ mod tests {
                 assert_eq!((d.as_ptr() as usize - at, d.len()), (start, end - start));
             }
         }
+    }
+
+    #[test]
+    fn large_buffers_hold_64k_and_clamp_to_their_own_end() {
+        let mut raw = vec![0u8; LARGE_STRIDE];
+        let at = raw.as_ptr() as usize;
+        let mut p = Pkt::over(&mut raw);
+        assert!(p.is_large());
+        p.reset(100_000);
+        assert_eq!(p.len() as usize, MAX_PKT_LEN);
+        assert_eq!(p.set_len(70_000), MAX_PKT_LEN);
+        assert_eq!(p.data().len(), MAX_PKT_LEN);
+        assert!(p.push_front(4).is_none(), "would pass 65 535 bytes");
+        p.set_len(60_000);
+        assert!(p.push_front(4).is_some());
+        p.set_data_off(u16::MAX);
+        p.set_len_raw(u16::MAX);
+        assert!(!p.meta_is_sane());
+        let d = p.data();
+        let start = u16::MAX as usize;
+        assert_eq!(
+            (d.as_ptr() as usize - at, d.len()),
+            (start, LARGE_STRIDE - start)
+        );
+        // An ordinary buffer never reaches that far.
+        let mut small = Box::new([0u8; BUF_STRIDE]);
+        let mut q = Pkt::new(&mut small);
+        assert!(!q.is_large());
+        q.reset(100_000);
+        assert_eq!(q.len() as usize, DATA_ROOM);
+    }
+
+    #[test]
+    fn offload_state_lives_in_metadata_and_reset_clears_it() {
+        let mut raw = Box::new([0u8; BUF_STRIDE]);
+        let mut p = Pkt::new(&mut raw);
+        p.reset(60);
+        assert!(!p.has_offload());
+        p.scratch().fill(0xff);
+        assert!(
+            !p.has_offload(),
+            "scratch does not overlap the offload state"
+        );
+        p.set_gso_type(1);
+        p.set_gso_size(1448);
+        p.set_csum_flags(1);
+        p.set_csum_start(34);
+        p.set_csum_offset(16);
+        assert!(p.has_offload());
+        assert_eq!(
+            (p.gso_size(), p.csum_start(), p.csum_offset()),
+            (1448, 34, 16)
+        );
+        p.clear_offload();
+        assert!(!p.has_offload());
+        assert_eq!(p.scratch(), &[0xff; SCRATCH_SIZE]);
+        p.set_csum_flags(1);
+        p.reset(60);
+        assert!(!p.has_offload());
     }
 
     #[test]

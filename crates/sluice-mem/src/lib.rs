@@ -27,7 +27,10 @@ pub mod wake;
 #[cfg(not(loom))]
 pub use arena::{Arena, ArenaConfig, ArenaError, Backing};
 pub use batch::{HandleBatch, HandlesMut, MAX_BATCH};
-pub use buffer::{Pkt, PktHandle, BUF_STRIDE, DATA_ROOM, DATA_START, HEADROOM, META_SIZE};
+pub use buffer::{
+    Pkt, PktHandle, BUF_STRIDE, DATA_ROOM, DATA_START, HEADROOM, LARGE_DATA_ROOM, LARGE_STRIDE,
+    MAX_PKT_LEN, META_SIZE,
+};
 #[cfg(not(loom))]
 pub use control::{ExtCounters, NfControl, NfStats, EXT_COUNTERS, NF_COUNTERS};
 #[cfg(not(loom))]

@@ -80,6 +80,13 @@ pub struct NfLink<'a> {
     control: &'a NfControl,
     in_flight: u32,
     quota: u32,
+    /// Indices from here on are large buffers.
+    large_base: u32,
+    /// Large buffers the NF holds, and how many it may: a quarter of the
+    /// large class, so one NF that keeps its super-packets cannot starve
+    /// the others' (its overall `quota` counts them too).
+    large_in_flight: u32,
+    large_quota: u32,
     scratch: [u32; MAX_BATCH],
     events: Vec<u32>,
 }
@@ -106,6 +113,9 @@ impl<'a> NfLink<'a> {
             control: arena.nf_control(slot),
             in_flight: 0,
             quota,
+            large_base: arena.buffers(),
+            large_in_flight: 0,
+            large_quota: (arena.large_buffers() / 4).max(1),
             scratch: [0; MAX_BATCH],
             events: Vec::with_capacity(MAX_BATCH),
         }
@@ -153,7 +163,10 @@ impl<'a> NfLink<'a> {
         pool: &BufferPool,
         batch: &mut HandleBatch,
     ) -> Result<usize, RingCorrupt> {
-        let n = batch.len().min(self.room()?);
+        let mut n = batch.len().min(self.room()?);
+        if self.large_base < pool.capacity() {
+            n = self.within_large_quota(&batch.raw()[..n]);
+        }
         if n == 0 {
             return Ok(0);
         }
@@ -173,6 +186,23 @@ impl<'a> NfLink<'a> {
     /// Enqueues raw entries (message buffers, see `link_blob`).
     pub(crate) fn enqueue_raw(&mut self, entries: &[u32]) -> Result<usize, RingCorrupt> {
         self.rx.enqueue(entries)
+    }
+
+    /// How many of `raw` (from the front) may go without the NF holding
+    /// more than its share of large buffers; counts those that go.
+    fn within_large_quota(&mut self, raw: &[u32]) -> usize {
+        let mut held = self.large_in_flight;
+        for (i, &r) in raw.iter().enumerate() {
+            if r >= self.large_base {
+                if held >= self.large_quota {
+                    self.large_in_flight = held;
+                    return i;
+                }
+                held += 1;
+            }
+        }
+        self.large_in_flight = held;
+        raw.len()
     }
 
     /// Queues an event (payload < 2³¹) to the NF; false if the ring is full.
@@ -244,6 +274,7 @@ impl<'a> NfLink<'a> {
         max: usize,
     ) -> Result<RecvOutcome, RingCorrupt> {
         let max = max.min(MAX_BATCH - out.len());
+        let first = out.len();
         let n = self.tx.dequeue(&mut self.scratch[..max])?;
         let mut outcome = RecvOutcome::default();
         for &raw in &self.scratch[..n] {
@@ -276,6 +307,15 @@ impl<'a> NfLink<'a> {
                 out.push_raw_owned(raw);
                 outcome.received += 1;
             }
+        }
+        if self.large_in_flight > 0 {
+            // Large buffers coming back (spares are never large), counted
+            // in a second pass so runs without them pay nothing per packet.
+            let back = out.indices()[first..]
+                .iter()
+                .filter(|&&r| r >= self.large_base)
+                .count() as u32;
+            self.large_in_flight = self.large_in_flight.saturating_sub(back);
         }
         Ok(outcome)
     }
@@ -314,6 +354,7 @@ impl<'a> NfLink<'a> {
         self.reset_rings();
         self.in_flight = 0;
         self.blobs_out = 0;
+        self.large_in_flight = 0;
         // A new instance starts with an empty stash and a zeroed control block.
         self.spares_sent = 0;
         self.spares_out = 0;
@@ -342,6 +383,7 @@ impl<'a> NfLink<'a> {
         let mut events = Vec::new();
         let (mut packets, mut spares) = (0u32, 0u32);
         let mut blobs = 0u32;
+        let mut large = 0u32;
         for &raw in &queued {
             let (index, tag) = if raw & (EVENT_BIT | SPARE_BIT) == EVENT_BIT | SPARE_BIT {
                 (raw & !(EVENT_BIT | SPARE_BIT), self.spare_tag)
@@ -358,6 +400,7 @@ impl<'a> NfLink<'a> {
             }
             if tag == self.tag {
                 packets += 1;
+                large += u32::from(index >= self.large_base);
             } else if tag == self.spare_tag {
                 spares += 1;
             } else {
@@ -380,6 +423,7 @@ impl<'a> NfLink<'a> {
         self.tx_ring.reset();
         self.tx = self.tx_ring.consumer();
         self.in_flight = packets;
+        self.large_in_flight = large;
         // The new instance's control block starts with nothing consumed, and
         // the queued spares are what it will find.
         self.spares_sent = u64::from(spares);
@@ -414,6 +458,10 @@ pub enum RxEntry {
 /// The NF's end of its ring pair.
 pub struct NfEndpoint<'a> {
     arena: &'a Arena,
+    /// Buffer indices below this are valid (ordinary and large).
+    buffers: u32,
+    /// Spares are ordinary buffers: indices below this.
+    spares: u32,
     rx: Consumer<'a>,
     tx: Producer<'a>,
     control: &'a NfControl,
@@ -425,6 +473,8 @@ impl<'a> NfEndpoint<'a> {
     pub fn new(arena: &'a Arena, slot: u32, worker: u32) -> Self {
         NfEndpoint {
             arena,
+            buffers: arena.total_buffers(),
+            spares: arena.buffers(),
             rx: arena.nf_rx_ring(slot).consumer(),
             tx: arena.nf_tx_ring(slot).producer(),
             control: arena.nf_control(slot),
@@ -464,13 +514,13 @@ impl<'a> NfEndpoint<'a> {
             let index = raw & !(EVENT_BIT | SPARE_BIT);
             // Same reasoning as for packets below: the platform handed this
             // spare to us alone.
-            (index < self.arena.buffers()).then(|| RxEntry::Spare(PktHandle::from_raw_owned(index)))
+            (index < self.spares).then(|| RxEntry::Spare(PktHandle::from_raw_owned(index)))
         } else if raw & (EVENT_BIT | BLOB_BIT) == EVENT_BIT | BLOB_BIT {
             let index = raw & !(EVENT_BIT | BLOB_BIT);
-            (index < self.arena.buffers()).then(|| RxEntry::Blob(PktHandle::from_raw_owned(index)))
+            (index < self.spares).then(|| RxEntry::Blob(PktHandle::from_raw_owned(index)))
         } else if raw & EVENT_BIT != 0 {
             Some(RxEntry::Event(raw & !EVENT_BIT))
-        } else if raw < self.arena.buffers() {
+        } else if raw < self.buffers {
             // The platform is the only producer on this ring and hands each
             // buffer to exactly one consumer, so this handle is ours alone.
             Some(RxEntry::Packet(PktHandle::from_raw_owned(raw)))
@@ -522,6 +572,7 @@ mod tests {
             nf_slots: 2,
             workers: 1,
             hugepages: false,
+            large_buffers: 0,
         })
         .unwrap()
     }
@@ -691,6 +742,51 @@ mod tests {
         }
         assert_eq!(sent, 64);
         assert_eq!(link.reclaim(&mut cache).packets, 64);
+    }
+
+    #[test]
+    fn an_nf_holds_at_most_a_quarter_of_the_large_buffers() {
+        let a = Arena::create(ArenaConfig {
+            large_buffers: 8,
+            ..arena().config().to_owned()
+        })
+        .unwrap();
+        let pool = BufferPool::for_arena(&a);
+        let mut cache = PoolCache::new(&pool, 32);
+        let mut link = NfLink::new(&a, 0);
+        let mut nf = NfEndpoint::new(&a, 0, 0);
+        // ordinary, large, large, large, ordinary: the third large one and
+        // what follows it wait (order is kept).
+        let mut b = HandleBatch::new();
+        b.push(cache.alloc().unwrap()).unwrap();
+        for _ in 0..3 {
+            b.push(cache.alloc_large().unwrap()).unwrap();
+        }
+        b.push(cache.alloc().unwrap()).unwrap();
+        assert_eq!(link.send(&pool, &mut b).unwrap(), 3);
+        assert_eq!(b.len(), 2);
+        assert_eq!(link.send(&pool, &mut b).unwrap(), 0);
+        // The NF gives one back: one more large buffer may go.
+        let mut raw = [0u32; 8];
+        let n = nf.recv_raw(&mut raw).unwrap();
+        let mut back = HandleBatch::new();
+        for &r in &raw[..n] {
+            if let Some(RxEntry::Packet(h)) = nf.decode(r) {
+                if h.index() >= a.buffers() && back.is_empty() {
+                    back.push(h).unwrap();
+                } else {
+                    let _still_the_nfs = h.into_raw();
+                }
+            }
+        }
+        nf.send(&mut back).unwrap();
+        let mut out = HandleBatch::new();
+        assert_eq!(link.recv(&pool, &mut out, 8).unwrap().received, 1);
+        assert_eq!(link.send(&pool, &mut b).unwrap(), 2);
+        out.drain(|h| cache.free(h));
+        assert_eq!(link.reclaim(&mut cache).packets, 4);
+        drop(cache);
+        assert_eq!(pool.audit().free, a.total_buffers());
     }
 
     #[test]

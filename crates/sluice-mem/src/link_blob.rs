@@ -234,6 +234,7 @@ mod tests {
             nf_slots: 1,
             workers: 1,
             hugepages: false,
+            large_buffers: 0,
         })
         .unwrap();
         let pool = BufferPool::new(a.buffers());
@@ -293,6 +294,7 @@ mod tests {
             nf_slots: 1,
             workers: 1,
             hugepages: false,
+            large_buffers: 0,
         })
         .unwrap();
         let pool = BufferPool::new(a.buffers());

@@ -12,6 +12,12 @@
 //! Allocation goes through a per-worker [`PoolCache`]; the global stack is
 //! touched (under a mutex) once per `cache_size/2` operations, so the lock is
 //! off the per-packet path.
+//!
+//! Large buffers (super-packets, see `buffer.rs`) are a second class with
+//! indices after the ordinary ones, their own global stack and their own
+//! small per-cache stack; they share the ownership table, so every rule
+//! above (one owner, exact audits, reclaim by tag, NF quotas) covers them.
+//! `free` tells the classes apart by one compare of the index.
 
 use crate::buffer::PktHandle;
 use crate::sync::{AtomicU32, Mutex, Ordering};
@@ -61,9 +67,17 @@ pub enum Claim {
 /// The platform's pool of buffer indices plus the ownership table.
 pub struct BufferPool {
     capacity: u32,
+    /// Ordinary buffers: indices below this; large buffers from here on.
+    small: u32,
     free: Mutex<Vec<u32>>,
+    free_large: Mutex<Vec<u32>>,
     owners: Box<[AtomicU32]>,
 }
+
+/// Large buffers a cache takes from or gives back to the global stack at
+/// once: a super-packet carries up to 64 KiB, so the lock is amortised over
+/// far more bytes than for ordinary buffers even at this size.
+const LARGE_REFILL: usize = 4;
 
 /// A snapshot of buffer ownership.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -79,18 +93,44 @@ pub struct Audit {
 }
 
 impl BufferPool {
-    /// A pool owning buffer indices `0..capacity`, all free.
+    /// A pool owning ordinary buffer indices `0..capacity`, all free.
     pub fn new(capacity: u32) -> Self {
+        Self::with_large(capacity, 0)
+    }
+
+    /// A pool owning ordinary buffers `0..small` and large buffers
+    /// `small..small + large`, all free.
+    pub fn with_large(small: u32, large: u32) -> Self {
+        let capacity = small + large;
         BufferPool {
             capacity,
-            free: Mutex::new((0..capacity).rev().collect()),
+            small,
+            free: Mutex::new((0..small).rev().collect()),
+            free_large: Mutex::new((small..capacity).rev().collect()),
             owners: (0..capacity).map(|_| AtomicU32::new(OWNER_FREE)).collect(),
         }
     }
 
-    /// Number of buffers.
+    /// The pool for every buffer of `arena`, ordinary and large.
+    #[cfg(not(loom))]
+    pub fn for_arena(arena: &crate::arena::Arena) -> Self {
+        Self::with_large(arena.buffers(), arena.large_buffers())
+    }
+
+    /// Number of buffers (both classes).
     pub fn capacity(&self) -> u32 {
         self.capacity
+    }
+
+    /// Number of large buffers.
+    pub fn large_capacity(&self) -> u32 {
+        self.capacity - self.small
+    }
+
+    /// Whether buffer `index` is a large one.
+    #[inline]
+    pub fn is_large(&self, index: u32) -> bool {
+        index >= self.small
     }
 
     /// Current owner tag of buffer `index` (`None` if out of range).
@@ -163,13 +203,18 @@ impl BufferPool {
         a
     }
 
-    /// Buffers in the global stack (excludes worker caches).
+    /// Ordinary buffers in the global stack (excludes worker caches).
     pub fn global_free(&self) -> usize {
         self.free.lock().map(|f| f.len()).unwrap_or(0)
     }
 
-    fn take(&self, out: &mut Vec<u32>, n: usize) {
-        let Ok(mut free) = self.free.lock() else {
+    /// Large buffers in the global stack (excludes worker caches).
+    pub fn global_free_large(&self) -> usize {
+        self.free_large.lock().map(|f| f.len()).unwrap_or(0)
+    }
+
+    fn take(stack: &Mutex<Vec<u32>>, out: &mut Vec<u32>, n: usize) {
+        let Ok(mut free) = stack.lock() else {
             return;
         };
         let k = n.min(free.len());
@@ -177,10 +222,10 @@ impl BufferPool {
         out.extend(free.drain(at..));
     }
 
-    fn give(&self, from: &mut Vec<u32>, n: usize) {
+    fn give(stack: &Mutex<Vec<u32>>, from: &mut Vec<u32>, n: usize) {
         let n = n.min(from.len());
         let at = from.len() - n;
-        if let Ok(mut free) = self.free.lock() {
+        if let Ok(mut free) = stack.lock() {
             free.extend(from.drain(at..));
         }
     }
@@ -191,6 +236,7 @@ pub struct PoolCache<'p> {
     pool: &'p BufferPool,
     local: Vec<u32>,
     refill: usize,
+    local_large: Vec<u32>,
 }
 
 impl<'p> PoolCache<'p> {
@@ -201,6 +247,7 @@ impl<'p> PoolCache<'p> {
             pool,
             local: Vec::with_capacity(refill * 3),
             refill,
+            local_large: Vec::with_capacity(LARGE_REFILL * 3),
         }
     }
 
@@ -213,7 +260,7 @@ impl<'p> PoolCache<'p> {
     #[inline]
     pub fn alloc(&mut self) -> Option<PktHandle> {
         if self.local.is_empty() {
-            self.pool.take(&mut self.local, self.refill);
+            BufferPool::take(&self.pool.free, &mut self.local, self.refill);
         }
         let raw = self.local.pop()?;
         debug_assert_eq!(self.pool.owner(raw), Some(OWNER_FREE));
@@ -221,27 +268,53 @@ impl<'p> PoolCache<'p> {
         Some(PktHandle::from_raw_owned(raw))
     }
 
-    /// Returns a buffer to the pool.
+    /// Takes a free large buffer (for a super-packet), or `None` if there
+    /// is none (the pool has no large class, or all are in use).
+    #[inline]
+    pub fn alloc_large(&mut self) -> Option<PktHandle> {
+        if self.local_large.is_empty() {
+            BufferPool::take(&self.pool.free_large, &mut self.local_large, LARGE_REFILL);
+        }
+        let raw = self.local_large.pop()?;
+        debug_assert_eq!(self.pool.owner(raw), Some(OWNER_FREE));
+        self.pool.set_owner(raw, OWNER_PLATFORM);
+        Some(PktHandle::from_raw_owned(raw))
+    }
+
+    /// Returns a buffer (of either class) to the pool.
     #[inline]
     pub fn free(&mut self, h: PktHandle) {
         let raw = h.into_raw();
         self.pool.set_owner(raw, OWNER_FREE);
+        if raw >= self.pool.small {
+            return self.free_large(raw);
+        }
         self.local.push(raw);
         if self.local.len() >= self.refill * 2 {
-            self.pool.give(&mut self.local, self.refill);
+            BufferPool::give(&self.pool.free, &mut self.local, self.refill);
         }
     }
 
-    /// Buffers sitting in this cache.
+    #[inline(never)]
+    fn free_large(&mut self, raw: u32) {
+        self.local_large.push(raw);
+        if self.local_large.len() >= LARGE_REFILL * 2 {
+            BufferPool::give(&self.pool.free_large, &mut self.local_large, LARGE_REFILL);
+        }
+    }
+
+    /// Buffers sitting in this cache (both classes).
     pub fn cached(&self) -> usize {
-        self.local.len()
+        self.local.len() + self.local_large.len()
     }
 }
 
 impl Drop for PoolCache<'_> {
     fn drop(&mut self) {
         let n = self.local.len();
-        self.pool.give(&mut self.local, n);
+        BufferPool::give(&self.pool.free, &mut self.local, n);
+        let n = self.local_large.len();
+        BufferPool::give(&self.pool.free_large, &mut self.local_large, n);
     }
 }
 
@@ -277,6 +350,36 @@ mod tests {
             }
         );
         assert_eq!(pool.global_free(), 100);
+    }
+
+    #[test]
+    fn large_buffers_are_a_separate_class_with_exact_accounting() {
+        let pool = BufferPool::with_large(10, 3);
+        assert_eq!((pool.capacity(), pool.large_capacity()), (13, 3));
+        let mut cache = PoolCache::new(&pool, 4);
+        let small: Vec<_> = (0..10).map(|_| cache.alloc().unwrap()).collect();
+        assert!(
+            cache.alloc().is_none(),
+            "ordinary allocations never take large buffers"
+        );
+        let large: Vec<_> = (0..3).map(|_| cache.alloc_large().unwrap()).collect();
+        assert!(cache.alloc_large().is_none());
+        assert!(large.iter().all(|h| pool.is_large(h.index())));
+        assert!(small.iter().all(|h| !pool.is_large(h.index())));
+        assert_eq!(pool.audit().platform, 13);
+        for h in large {
+            cache.free(h);
+        }
+        assert!(
+            cache.alloc().is_none(),
+            "a freed large buffer is not handed out as ordinary"
+        );
+        for h in small {
+            cache.free(h);
+        }
+        drop(cache);
+        assert_eq!(pool.audit().free, 13);
+        assert_eq!((pool.global_free(), pool.global_free_large()), (10, 3));
     }
 
     #[test]

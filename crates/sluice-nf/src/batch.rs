@@ -140,6 +140,7 @@ mod tests {
             nf_slots: 1,
             workers: 1,
             hugepages: false,
+            large_buffers: 0,
         })
         .unwrap();
         let pool = BufferPool::new(arena.buffers());

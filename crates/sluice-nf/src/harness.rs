@@ -82,6 +82,7 @@ impl Harness {
             nf_slots: 1,
             workers: 1,
             hugepages: false,
+            large_buffers: 0,
         })
         .expect("a 2 MiB arena can be created");
         let pool = BufferPool::new(arena.buffers());

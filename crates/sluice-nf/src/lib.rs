@@ -21,7 +21,9 @@ pub mod verdict;
 pub use batch::{Batch, PacketsMut};
 pub use context::{Context, NO_CHAIN};
 pub use drop_reason::DropReason;
-pub use nf::{downcast, BuildContext, BuildFn, IngressPort, NetworkFunction, NfType, Resolver};
+pub use nf::{
+    downcast, BuildContext, BuildFn, FrameNeeds, IngressPort, NetworkFunction, NfType, Resolver,
+};
 pub use owned::{OwnedPacket, PacketIo};
 pub use packet::Packet;
 pub use verdict::{NfId, PortId, Verdict};

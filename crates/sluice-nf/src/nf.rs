@@ -172,6 +172,26 @@ pub struct BuildContext<'a> {
 /// Constructor of an NF type.
 pub type BuildFn = fn(&BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError>;
 
+/// What an NF type needs of the frames it is given.
+///
+/// Ports that take offloads (`offload: true`) hand sluice GSO/GRO
+/// super-packets (one header, up to 64 KiB of TCP payload) and frames whose
+/// TCP/UDP checksum is partial (the sender's stack left it to the NIC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FrameNeeds {
+    /// Wire-sized frames with complete checksums (the default, right for
+    /// any NF that rewrites headers, counts wire packets or reads
+    /// payloads): on a chain with such an NF, the platform segments
+    /// super-packets and completes partial checksums as they enter.
+    #[default]
+    MtuFrames,
+    /// Super-packets as they are: the NF judges headers only, so one
+    /// verdict per super-packet is the verdict for each of its segments
+    /// (an ACL, a stateful firewall, a monitor), as netfilter does for a
+    /// GSO skb. The NF must not rewrite headers nor rely on checksums.
+    SuperPackets,
+}
+
 /// An NF type: its name in specs, documentation and constructor.
 pub struct NfType {
     /// Name used as `type:` in specs.
@@ -184,6 +204,8 @@ pub struct NfType {
     pub counters: &'static [&'static str],
     /// Builds an instance from its config.
     pub build: BuildFn,
+    /// Whether it takes super-packets (see [`FrameNeeds`]).
+    pub frames: FrameNeeds,
 }
 
 impl std::fmt::Debug for NfType {

@@ -1,6 +1,7 @@
 //! The packet view an NF works with.
 
 use sluice_mem::Pkt;
+use sluice_packet::gso::Offload;
 use sluice_packet::parse::{parse, Headers};
 use sluice_packet::ParseError;
 
@@ -60,6 +61,15 @@ impl<'a> Packet<'a> {
         self.pkt.timestamp_ns()
     }
 
+    /// The packet's offload state: a GSO super-packet (`is_gso`, with its
+    /// `gso_size`) and/or a partial checksum (`needs_csum`). Only NFs
+    /// declaring [`FrameNeeds::SuperPackets`](crate::FrameNeeds) ever see
+    /// anything but [`Offload::NONE`].
+    #[inline]
+    pub fn offload(&self) -> Offload {
+        self.pkt.offload()
+    }
+
     /// The current verdict (`Next` unless this NF changed it).
     #[inline]
     pub fn verdict(&self) -> Verdict {
@@ -99,6 +109,7 @@ impl<'a> Packet<'a> {
         dst.set_flow_id(src.flow_id());
         dst.set_flow_hash(src.flow_hash());
         dst.set_timestamp_ns(src.timestamp_ns());
+        dst.set_offload(&src.offload());
     }
 
     /// Full buffer-level access (headroom push/pull, length, scratch space).

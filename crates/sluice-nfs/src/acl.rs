@@ -274,4 +274,6 @@ pub const TYPE: NfType = NfType {
     drop_reasons: &["denied", "non_ip"],
     counters: &["accepted", "denied", "rule_scans"],
     build,
+    // Judges headers only: one verdict per super-packet, as netfilter.
+    frames: sluice_nf::FrameNeeds::SuperPackets,
 };

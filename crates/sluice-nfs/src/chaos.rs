@@ -141,4 +141,5 @@ pub const TYPE: NfType = NfType {
     drop_reasons: &[],
     counters: &[],
     build,
+    frames: sluice_nf::FrameNeeds::MtuFrames,
 };

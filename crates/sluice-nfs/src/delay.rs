@@ -131,4 +131,5 @@ pub const TYPE: NfType = NfType {
     drop_reasons: &["queue_full"],
     counters: &["delayed", "held"],
     build,
+    frames: sluice_nf::FrameNeeds::MtuFrames,
 };

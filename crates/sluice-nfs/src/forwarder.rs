@@ -70,4 +70,5 @@ pub const TYPE: NfType = NfType {
     drop_reasons: &[],
     counters: &[],
     build,
+    frames: sluice_nf::FrameNeeds::MtuFrames,
 };

@@ -114,4 +114,6 @@ pub const TYPE: NfType = NfType {
         "largest_flow_packets",
     ],
     build,
+    // Judges headers only: one verdict per super-packet, as netfilter.
+    frames: sluice_nf::FrameNeeds::SuperPackets,
 };

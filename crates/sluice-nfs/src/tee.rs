@@ -77,4 +77,5 @@ pub const TYPE: NfType = NfType {
     drop_reasons: &[],
     counters: &["copies", "copies_missed"],
     build,
+    frames: sluice_nf::FrameNeeds::MtuFrames,
 };

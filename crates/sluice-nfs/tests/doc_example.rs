@@ -137,6 +137,10 @@ pub const TYPE: NfType = NfType {
     drop_reasons: &["over_limit"],
     counters: &["marked"],
     build,
+    // Rewrites headers: needs wire-sized frames with complete checksums
+    // (`SuperPackets` is for NFs that only judge headers; see
+    // `architecture.md`, "Offloads").
+    frames: sluice_nf::FrameNeeds::MtuFrames,
 };
 
 // ------------------------------------------------------------------ tests

@@ -41,6 +41,22 @@ pub struct NicStats {
     pub tx_bytes: u64,
     /// Frames the interface refused (counted, then freed).
     pub tx_errors: u64,
+    /// GSO/GRO super-packets received whole (ports with `offload: true`).
+    pub rx_gso: u64,
+    /// Super-packets handed to the interface whole, for it to segment.
+    pub tx_gso: u64,
+    /// Frames refused for bad offload state, by
+    /// [`GsoError::index`](sluice_packet::gso::GsoError::index): a
+    /// malformed virtio-net header or `gso_size` on receive, a super-packet
+    /// no buffer can hold, offload state an NF corrupted on transmit.
+    pub offload_errors: [u64; 7],
+}
+
+impl NicStats {
+    /// Counts a frame refused for `e`.
+    pub fn offload_error(&mut self, e: sluice_packet::gso::GsoError) {
+        self.offload_errors[e.index()] += 1;
+    }
 }
 
 /// An error opening or running a NIC port. The message says what to do.
@@ -84,6 +100,14 @@ pub trait NicPort: Send {
         batch: &mut HandleBatch,
     ) -> Result<usize, NicError>;
 
+    /// Whether the port takes offloaded packets as they are (GSO
+    /// super-packets, partial checksums) and hands them to the kernel with
+    /// a virtio-net header. Ports that do not get plain frames only: the
+    /// platform segments and completes checksums before `tx_burst`.
+    fn offloads(&self) -> bool {
+        false
+    }
+
     /// A descriptor that becomes readable when frames arrive (for an idle
     /// worker to sleep on), if the port has one.
     fn rx_fd(&self) -> Option<RawFd>;
@@ -102,6 +126,16 @@ pub fn check_options(kind: &PortKind) -> Result<(), SpecError> {
         #[cfg(feature = "dpdk")]
         PortKind::Dpdk(n) => dpdk::DpdkConfig::from_spec(n).map(|_| ()),
         _ => Ok(()),
+    }
+}
+
+/// Whether a port of this kind asks for offloads (`offload: true` on an
+/// `af_packet` or `tap` port), so the run needs large buffers.
+pub fn wants_offload(kind: &PortKind) -> bool {
+    match kind {
+        PortKind::AfPacket(n) => AfPacketOptions::from_node(&n.options).is_ok_and(|o| o.offload),
+        PortKind::Tap(n) => TapOptions::from_node(&n.options).is_ok_and(|o| o.offload),
+        _ => false,
     }
 }
 

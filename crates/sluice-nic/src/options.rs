@@ -50,7 +50,8 @@ pub struct AfPacketOptions {
     /// Bytes per receive-ring block (`block_size`, a power of two from
     /// 4096 to 4 MiB, default 256 KiB).
     pub block_size: u32,
-    /// Blocks in the receive ring (`blocks`, 2..=1024, default 16).
+    /// Blocks in the receive ring (`blocks`, 2..=1024, default 16, or
+    /// [`OFFLOAD_BLOCKS`] with `offload: true`).
     pub blocks: u32,
     /// How long the kernel may keep a partly filled block before handing
     /// it over (`block_timeout_ms`, 1..=1000, default 1). This bounds the
@@ -61,6 +62,11 @@ pub struct AfPacketOptions {
     pub qdisc_bypass: bool,
     /// Receive ring layout (`ring`: v3 or v2, default v3).
     pub ring: RingVersion,
+    /// Exchange virtio-net headers with the kernel (`PACKET_VNET_HDR`,
+    /// `offload`, default false): GSO/GRO super-packets of up to 64 KiB
+    /// and frames with partial checksums are received whole with their
+    /// offload state, and sent back out as such for the kernel to segment.
+    pub offload: bool,
 }
 
 impl Default for AfPacketOptions {
@@ -75,6 +81,7 @@ impl Default for AfPacketOptions {
             block_timeout_ms: 1,
             qdisc_bypass: false,
             ring: RingVersion::V3,
+            offload: false,
         }
     }
 }
@@ -85,11 +92,19 @@ impl Default for AfPacketOptions {
 pub struct TapOptions {
     /// Queues of a multi-queue tap (`queues`, 1..=16, default 1).
     pub queues: u16,
+    /// Exchange virtio-net headers with the kernel (`IFF_VNET_HDR` and
+    /// `TUNSETOFFLOAD` for checksum and TCP segmentation offload;
+    /// `offload`, default false): the host stack then sends sluice
+    /// super-packets of up to 64 KiB and takes them back unsegmented.
+    pub offload: bool,
 }
 
 impl Default for TapOptions {
     fn default() -> Self {
-        TapOptions { queues: 1 }
+        TapOptions {
+            queues: 1,
+            offload: false,
+        }
     }
 }
 
@@ -110,10 +125,20 @@ fn check_queues(node: &ConfigNode, queues: u16) -> Result<(), SpecError> {
     Ok(())
 }
 
+/// Default receive-ring blocks with `offload: true`: 16 MiB of 256 KiB
+/// blocks, room for ≈ 250 super-packets. The default 4 MiB holds ≈ 60, and
+/// a worker that loses its core for a few milliseconds under a 10 Gbit/s
+/// TCP stream then drops whole super-packets (measured: 10–50 ring drops
+/// and 300–2200 retransmissions in 4 s with 4 MiB, none and 4–6 with 16 MiB).
+pub const OFFLOAD_BLOCKS: u32 = 64;
+
 impl AfPacketOptions {
     /// Decodes and checks the options node of an `af_packet` port.
     pub fn from_node(node: &ConfigNode) -> Result<AfPacketOptions, SpecError> {
-        let o: AfPacketOptions = decode(node)?;
+        let mut o: AfPacketOptions = decode(node)?;
+        if o.offload && node.get("blocks").is_none() {
+            o.blocks = OFFLOAD_BLOCKS;
+        }
         check_queues(node, o.queues)?;
         if !o.block_size.is_power_of_two() || !(4096..=4 << 20).contains(&o.block_size) {
             return Err(node.error_at_path(
@@ -191,6 +216,16 @@ mod tests {
         assert_eq!(e.field, "ports[0].block_size");
         let e = AfPacketOptions::from_node(&node(r#"{"fanuot": "hash"}"#)).unwrap_err();
         assert!(e.message.contains("fanuot"), "{}", e.message);
+        assert!(
+            AfPacketOptions::from_node(&node(r#"{"offload": true}"#))
+                .unwrap()
+                .offload
+        );
+        assert!(
+            TapOptions::from_node(&node(r#"{"offload": true}"#))
+                .unwrap()
+                .offload
+        );
         let e = TapOptions::from_node(&node(r#"{"queues": 17}"#)).unwrap_err();
         assert_eq!(e.field, "ports[0].queues");
     }

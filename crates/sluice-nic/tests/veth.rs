@@ -54,6 +54,7 @@ fn arena() -> Arena {
         nf_slots: 1,
         workers: 1,
         hugepages: false,
+        large_buffers: 0,
     })
     .expect("arena")
 }

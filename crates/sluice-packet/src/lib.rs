@@ -52,6 +52,7 @@ pub mod error;
 pub mod ethernet;
 pub mod flow;
 pub mod gre;
+pub mod gso;
 pub mod icmpv4;
 pub mod icmpv6;
 pub mod ip;

@@ -36,6 +36,8 @@ pub struct ArenaLayout {
     pub workers: u32,
     /// Backed by huge pages.
     pub hugepages: bool,
+    /// 64 KiB buffers after the ordinary ones.
+    pub large_buffers: u32,
     /// Mapped length in bytes.
     pub len: usize,
 }
@@ -50,6 +52,7 @@ impl ArenaLayout {
             nf_slots: c.nf_slots,
             workers: c.workers,
             hugepages: matches!(arena.backing(), sluice_mem::Backing::HugePages),
+            large_buffers: c.large_buffers,
             len: arena.size(),
         }
     }
@@ -62,6 +65,7 @@ impl ArenaLayout {
             nf_slots: self.nf_slots,
             workers: self.workers,
             hugepages: self.hugepages,
+            large_buffers: self.large_buffers,
         }
     }
 }

@@ -139,13 +139,14 @@ impl Runtime {
             nf_slots: settings.max_nfs.max(1) * workers,
             workers,
             hugepages: settings.hugepages,
+            large_buffers: settings.large_buffers,
         })
         .map_err(|e| RunError::Setup(e.to_string()))?;
         if let Backing::NormalPagesFallback(why) = arena.backing() {
             tracing::warn!("{why}");
         }
         let arena = Arc::new(arena);
-        let pool = Arc::new(BufferPool::new(arena.buffers()));
+        let pool = Arc::new(BufferPool::for_arena(&arena));
         let placement = sluice_sys::Placement::current();
         let mut rt = Runtime {
             slots: (0..workers)
@@ -297,6 +298,13 @@ impl Runtime {
         let t0 = sluice_sys::monotonic_ns();
         self.settings.accepts(spec).map_err(RunError::Spec)?;
         let plan = compile(spec, self.registry, &self.target(), Some(&self.plan))?;
+        if crate::offload::large_buffers(&plan) > self.settings.large_buffers {
+            return Err(RunError::Setup(
+                "a port with `offload: true` needs the platform's large buffers, and this one \
+                 started without: start it with a spec that has the port"
+                    .into(),
+            ));
+        }
         let diff = Diff::between(&self.plan, &plan);
         let restart = spec.settings.restart.clone();
         let wakeup = WakePolicy::from_settings(&spec.settings.wakeup);

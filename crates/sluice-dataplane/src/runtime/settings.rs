@@ -20,6 +20,9 @@ pub struct PlatformSettings {
     pub batch: u16,
     /// Ask for 2 MiB huge pages.
     pub hugepages: bool,
+    /// 64 KiB buffers for super-packets (ports with `offload: true`; 0
+    /// when none will come).
+    pub large_buffers: u32,
     /// Flow-table entries per worker.
     pub flow_capacity: u32,
     /// Idle time after which a flow ends, ms.
@@ -58,6 +61,15 @@ impl PlatformSettings {
             ring_size: s.ring_size,
             batch: s.batch,
             hugepages: s.hugepages,
+            large_buffers: if spec
+                .ports
+                .iter()
+                .any(|p| sluice_nic::wants_offload(&p.kind))
+            {
+                crate::offload::LARGE_BUFFERS
+            } else {
+                0
+            },
             flow_capacity: s.flow_table.capacity,
             idle_timeout_ms: s.flow_table.idle_timeout_ms,
             restart: s.restart.clone(),
@@ -83,6 +95,8 @@ impl PlatformSettings {
         s.max_ports = 256;
         s.max_chains = 4096;
         s.start_host = true;
+        // A daemon may get offloading ports at any time.
+        s.large_buffers = crate::offload::LARGE_BUFFERS;
         s
     }
 

@@ -335,6 +335,21 @@ impl<'a> Worker<'a> {
             }
         }
         self.plan = plan;
+        // Where super-packets are cut depends on every port and chain.
+        let offloads: Vec<bool> = self
+            .ports
+            .iter()
+            .map(|p| p.as_ref().is_some_and(PortRt::offloads))
+            .collect();
+        for (p, rx_tx) in self
+            .ports
+            .iter_mut()
+            .zip(crate::offload::plan_ports(&self.plan, &offloads))
+        {
+            if let Some(p) = p {
+                p.set_offload_plan(rx_tx);
+            }
+        }
         self.holding.retain(|&i| {
             self.nfs
                 .get(i as usize)
@@ -488,6 +503,7 @@ impl<'a> Worker<'a> {
     }
 
     fn remove_port(&mut self, mut p: PortRt) {
+        p.release_held(&mut self.cache);
         if let Err(e) = p.flush() {
             tracing::warn!("port {}: {e}", p.name);
         }

@@ -100,6 +100,7 @@ impl<'a> Worker<'a> {
             }
         }
         for p in self.ports.iter_mut().flatten() {
+            p.release_held(&mut self.cache);
             if let Err(e) = p.flush() {
                 tracing::error!("{e}");
             }

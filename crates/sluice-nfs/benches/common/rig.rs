@@ -21,6 +21,7 @@ impl Rig {
             nf_slots: 1,
             workers: 1,
             hugepages: false,
+            large_buffers: 0,
         })
         .unwrap();
         let pool = BufferPool::new(arena.buffers());

@@ -252,4 +252,5 @@ pub const TYPE: NfType = NfType {
         "copy_failed",
     ],
     build,
+    frames: sluice_nf::FrameNeeds::MtuFrames,
 };

@@ -153,4 +153,5 @@ pub const TYPE: NfType = NfType {
     drop_reasons: &[],
     counters: &["fixed", "checked"],
     build,
+    frames: sluice_nf::FrameNeeds::MtuFrames,
 };

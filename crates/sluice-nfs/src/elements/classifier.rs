@@ -178,4 +178,5 @@ pub const TYPE: NfType = NfType {
     drop_reasons: &["filtered"],
     counters: &["matched", "defaulted", "filtered"],
     build,
+    frames: sluice_nf::FrameNeeds::MtuFrames,
 };

@@ -97,4 +97,5 @@ pub const TYPE: NfType = NfType {
     drop_reasons: &[],
     counters: &["packets", "iterations"],
     build,
+    frames: sluice_nf::FrameNeeds::MtuFrames,
 };

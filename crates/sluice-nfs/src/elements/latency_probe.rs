@@ -154,6 +154,7 @@ pub const TYPE: NfType = NfType {
     drop_reasons: &[],
     counters: &["samples", "p50_ns", "p99_ns", "max_ns", "unstamped"],
     build,
+    frames: sluice_nf::FrameNeeds::MtuFrames,
 };
 
 #[cfg(test)]

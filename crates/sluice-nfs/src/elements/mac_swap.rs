@@ -42,4 +42,5 @@ pub const TYPE: NfType = NfType {
     drop_reasons: &[],
     counters: &["swapped"],
     build,
+    frames: sluice_nf::FrameNeeds::MtuFrames,
 };

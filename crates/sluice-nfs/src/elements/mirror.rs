@@ -313,4 +313,5 @@ pub const TYPE: NfType = NfType {
     drop_reasons: &[],
     counters: &["captured", "bytes_written", "write_errors"],
     build,
+    frames: sluice_nf::FrameNeeds::MtuFrames,
 };

@@ -284,4 +284,5 @@ pub const TYPE: NfType = NfType {
     drop_reasons: &[],
     counters: &["rewritten"],
     build,
+    frames: sluice_nf::FrameNeeds::MtuFrames,
 };

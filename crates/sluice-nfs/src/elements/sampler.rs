@@ -155,4 +155,5 @@ pub const TYPE: NfType = NfType {
     drop_reasons: &["not_sampled"],
     counters: &["sampled", "unsampled"],
     build,
+    frames: sluice_nf::FrameNeeds::MtuFrames,
 };

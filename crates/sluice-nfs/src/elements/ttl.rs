@@ -71,4 +71,5 @@ pub const TYPE: NfType = NfType {
     drop_reasons: &["expired"],
     counters: &["decremented", "expired"],
     build,
+    frames: sluice_nf::FrameNeeds::MtuFrames,
 };

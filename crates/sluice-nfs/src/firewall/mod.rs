@@ -714,4 +714,6 @@ pub const TYPE: NfType = NfType {
         "untracked",
     ],
     build,
+    // Judges headers only: one verdict per super-packet, as netfilter.
+    frames: sluice_nf::FrameNeeds::SuperPackets,
 };

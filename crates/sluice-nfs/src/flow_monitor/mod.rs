@@ -369,4 +369,5 @@ pub const TYPE: NfType = NfType {
         "untracked",
     ],
     build,
+    frames: sluice_nf::FrameNeeds::MtuFrames,
 };

@@ -313,4 +313,5 @@ pub const TYPE: NfType = NfType {
         "alert_log_dropped",
     ],
     build,
+    frames: sluice_nf::FrameNeeds::MtuFrames,
 };

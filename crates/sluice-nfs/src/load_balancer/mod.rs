@@ -154,4 +154,5 @@ pub const TYPE: NfType = NfType {
         "connections",
     ],
     build,
+    frames: sluice_nf::FrameNeeds::MtuFrames,
 };

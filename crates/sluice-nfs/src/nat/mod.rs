@@ -246,4 +246,5 @@ pub const TYPE: NfType = NfType {
         "untranslated",
     ],
     build,
+    frames: sluice_nf::FrameNeeds::MtuFrames,
 };

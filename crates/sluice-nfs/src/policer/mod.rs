@@ -193,6 +193,7 @@ pub const TYPE: NfType = NfType {
         "unclassified",
     ],
     build,
+    frames: sluice_nf::FrameNeeds::MtuFrames,
 };
 
 /// Colour names by `Color as usize`, for reports and tests.

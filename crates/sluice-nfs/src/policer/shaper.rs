@@ -383,6 +383,7 @@ pub const TYPE: NfType = NfType {
         "released_bytes",
     ],
     build,
+    frames: sluice_nf::FrameNeeds::MtuFrames,
 };
 
 #[cfg(test)]

@@ -542,4 +542,5 @@ pub const TYPE: NfType = NfType {
         "requests_unsent",
     ],
     build,
+    frames: sluice_nf::FrameNeeds::MtuFrames,
 };

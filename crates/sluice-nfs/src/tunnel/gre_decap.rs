@@ -186,4 +186,5 @@ pub const TYPE: NfType = NfType {
     ],
     counters: &["decapsulated", "not_gre", "invalid"],
     build,
+    frames: sluice_nf::FrameNeeds::MtuFrames,
 };

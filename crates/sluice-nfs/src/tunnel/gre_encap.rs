@@ -143,4 +143,5 @@ pub const TYPE: NfType = NfType {
     drop_reasons: &["mtu_exceeded", "no_headroom", "non_ip"],
     counters: &["encapsulated", "mtu_exceeded", "no_headroom", "non_ip"],
     build,
+    frames: sluice_nf::FrameNeeds::MtuFrames,
 };

@@ -166,4 +166,5 @@ pub const TYPE: NfType = NfType {
     ],
     counters: &["decapsulated", "not_vxlan", "invalid"],
     build,
+    frames: sluice_nf::FrameNeeds::MtuFrames,
 };

@@ -157,4 +157,5 @@ pub const TYPE: NfType = NfType {
     drop_reasons: &["mtu_exceeded", "no_headroom"],
     counters: &["encapsulated", "mtu_exceeded", "no_headroom"],
     build,
+    frames: sluice_nf::FrameNeeds::MtuFrames,
 };

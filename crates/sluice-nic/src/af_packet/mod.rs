@@ -14,6 +14,13 @@
 //!
 //! Frames the port sends are not read back (PACKET_IGNORE_OUTGOING), so the
 //! same interface can be a chain's input and another chain's output.
+//!
+//! With `offload: true` the socket has PACKET_VNET_HDR: the kernel puts a
+//! virtio-net header before every received frame and expects one before
+//! every sent frame. GSO/GRO super-packets then arrive whole (into a large
+//! buffer) with their GSO type and size, frames with partial checksums
+//! with their checksum offsets, and both leave as they came: the kernel
+//! (or the next device, for a veth) segments and checksums them.
 
 mod ring;
 mod socket;
@@ -22,13 +29,16 @@ use std::cell::Cell;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
-use sluice_mem::{Arena, HandleBatch, PoolCache, DATA_ROOM};
+use sluice_mem::{Arena, HandleBatch, PoolCache, DATA_ROOM, MAX_PKT_LEN};
+use sluice_packet::gso::{GsoError, Offload};
 
 use crate::options::{AfPacketOptions, RingVersion};
 use crate::sys::{self, ReadySet};
 use crate::{NicError, NicPort, NicStats};
 use ring::RxRing;
-use socket::{send_batch, PacketSocket, SendBufs, SendOutcome, FRAME_SIZE, SEND_BATCH};
+use socket::{
+    recv_copied, send_batch, OutFrame, PacketSocket, SendBufs, SendOutcome, FRAME_SIZE, SEND_BATCH,
+};
 
 struct Queue {
     ring: RxRing,
@@ -42,6 +52,8 @@ pub struct AfPacketPort {
     next_rx: usize,
     ready: Option<ReadySet>,
     send: Box<SendBufs>,
+    /// PACKET_VNET_HDR is on (`offload: true`).
+    offload: bool,
     stats: NicStats,
     /// Kernel ring drops read so far (PACKET_STATISTICS resets on read)
     /// and when they were last read.
@@ -74,8 +86,14 @@ impl AfPacketPort {
         let mut queues = Vec::with_capacity(o.queues as usize);
         for _ in 0..o.queues {
             let sock = PacketSocket::open(interface, ifindex, o, fanout)?;
-            let v2_slot = (o.ring == RingVersion::V2).then_some(FRAME_SIZE);
-            let ring = RxRing::map(sock.fd(), o.block_size as usize, o.blocks as usize, v2_slot)?;
+            let v2 = (o.ring == RingVersion::V2).then_some(FRAME_SIZE);
+            let ring = RxRing::map(
+                sock.fd(),
+                o.block_size as usize,
+                o.blocks as usize,
+                v2,
+                o.offload,
+            )?;
             queues.push(Queue { ring, sock });
         }
         let ready = if queues.len() > 1 {
@@ -89,6 +107,7 @@ impl AfPacketPort {
             next_rx: 0,
             ready,
             send: SendBufs::new(),
+            offload: o.offload,
             stats: NicStats::default(),
             kernel_drops: Cell::new((0, None)),
         })
@@ -116,6 +135,65 @@ fn copy_frame(out: &mut [u8], frame: &[u8], tag: Option<(u16, u16)>) -> Option<u
             out[16..len].copy_from_slice(&frame[12..]);
             Some(len)
         }
+    }
+}
+
+/// `TP_STATUS_COPY`: the frame was longer than the slot and is queued on
+/// the socket (<linux/if_packet.h>).
+const TP_STATUS_COPY: u32 = 1 << 1;
+
+impl AfPacketPort {
+    /// Reads a super-packet the kernel queued beside a TPACKET_V2 ring
+    /// into large buffer `h` (putting back a stripped VLAN `tag`); `None`
+    /// when it was refused (and counted).
+    fn rx_copied(
+        stats: &mut NicStats,
+        fd: RawFd,
+        arena: &Arena,
+        cache: &mut PoolCache<'_>,
+        mut h: sluice_mem::PktHandle,
+        tag: Option<(u16, u16)>,
+    ) -> Option<sluice_mem::PktHandle> {
+        let mut p = arena.pkt(&mut h);
+        p.reset(0);
+        let room = p.room_mut();
+        let skip = if tag.is_some() { 4 } else { 0 };
+        let room_len = room.len().min(MAX_PKT_LEN) - skip;
+        let mut hdr = [0u8; sluice_packet::gso::VNET_HDR_LEN];
+        let got = recv_copied(fd, &mut hdr, &mut room[skip..skip + room_len]);
+        let len = match got {
+            Ok(len) if len > 0 && len <= room_len => len,
+            _ => {
+                // Cut, or not there (the kernel found no room for it).
+                stats.rx_oversize += 1;
+                cache.free(h);
+                return None;
+            }
+        };
+        let o = match Offload::from_vnet(&hdr, len) {
+            Ok(o) => o.shifted(skip as u16),
+            Err(e) => {
+                stats.offload_error(e);
+                cache.free(h);
+                return None;
+            }
+        };
+        if let Some((tpid, tci)) = tag {
+            if len < 12 {
+                stats.rx_oversize += 1;
+                cache.free(h);
+                return None;
+            }
+            room.copy_within(4..16, 0);
+            room[12..14].copy_from_slice(&tpid.to_be_bytes());
+            room[14..16].copy_from_slice(&tci.to_be_bytes());
+        }
+        let len = len + skip;
+        p.set_len(len);
+        p.set_offload(&o);
+        stats.rx_gso += u64::from(o.is_gso());
+        stats.rx_bytes += len as u64;
+        Some(h)
     }
 }
 
@@ -148,15 +226,62 @@ impl NicPort for AfPacketPort {
                     (tpid, f.vlan_tci)
                 });
                 let extra = if tag.is_some() { 4 } else { 0 };
-                if f.wire_len as usize != f.data.len() || f.data.len() + extra > DATA_ROOM {
-                    // Larger than a buffer: jumbo frames, or GRO/GSO
-                    // super-frames (turn those offloads off on the
-                    // interface: `ethtool -K <if> gro off gso off tso off`).
+                if self.offload && f.status & TP_STATUS_COPY != 0 {
+                    // A super-packet on a TPACKET_V2 ring: its head is in
+                    // the slot, the frame itself in the socket's queue.
+                    if cache.pool().large_capacity() == 0 {
+                        self.stats.rx_oversize += 1;
+                    } else {
+                        let Some(h) = cache.alloc_large() else {
+                            return Ok(n); // later, with the slot
+                        };
+                        if let Some(h) =
+                            Self::rx_copied(&mut self.stats, q.sock.fd(), arena, cache, h, tag)
+                        {
+                            let _ = out.push(h);
+                            n += 1;
+                        }
+                    }
+                    q.ring.consume();
+                    continue;
+                }
+                let len = f.data.len() + extra;
+                let fits = if self.offload {
+                    len <= DATA_ROOM || (len <= MAX_PKT_LEN && cache.pool().large_capacity() > 0)
+                } else {
+                    len <= DATA_ROOM
+                };
+                if f.wire_len as usize != f.data.len() || !fits {
+                    // Larger than any buffer: jumbo frames, or (without
+                    // `offload: true`) GRO/GSO super-frames.
                     self.stats.rx_oversize += 1;
                     q.ring.consume();
                     continue;
                 }
-                let Some(mut h) = cache.alloc() else {
+                let offload = if self.offload {
+                    let o = f
+                        .vnet
+                        .ok_or(GsoError::BadVnetHeader)
+                        .and_then(|h| Offload::from_vnet(&h, f.data.len()));
+                    match o {
+                        // The kernel's offsets count from the frame it
+                        // stripped the tag from.
+                        Ok(o) => o.shifted(extra as u16),
+                        Err(e) => {
+                            self.stats.offload_error(e);
+                            q.ring.consume();
+                            continue;
+                        }
+                    }
+                } else {
+                    Offload::NONE
+                };
+                let h = if len <= DATA_ROOM {
+                    cache.alloc()
+                } else {
+                    cache.alloc_large()
+                };
+                let Some(mut h) = h else {
                     // No buffer: leave the frame in the ring for later.
                     return Ok(n);
                 };
@@ -165,6 +290,10 @@ impl NicPort for AfPacketPort {
                 match copy_frame(p.room_mut(), f.data, tag) {
                     Some(len) => {
                         p.set_len(len);
+                        if offload != Offload::NONE {
+                            p.set_offload(&offload);
+                            self.stats.rx_gso += u64::from(offload.is_gso());
+                        }
                         self.stats.rx_bytes += len as u64;
                         let _ = out.push(h);
                         n += 1;
@@ -191,29 +320,56 @@ impl NicPort for AfPacketPort {
         batch: &mut HandleBatch,
     ) -> Result<usize, NicError> {
         let fd = self.queues[0].sock.fd();
-        let mut frames = [(std::ptr::null::<u8>(), 0usize); SEND_BATCH];
+        let mut frames = [OutFrame::EMPTY; SEND_BATCH];
         let mut removed = 0;
         while !batch.is_empty() {
             let n = batch.len().min(SEND_BATCH);
             let mut bytes = [0usize; SEND_BATCH];
+            let mut gso = [false; SEND_BATCH];
+            let mut ready = 0;
+            let mut bad = None;
             for (i, slot) in frames[..n].iter_mut().enumerate() {
                 let Some(h) = batch.get_mut(i) else { break };
                 let p = arena.pkt(h);
                 let d = p.data();
                 // The pointer stays valid after the view ends: the arena
                 // mapping is fixed and `batch` keeps owning the buffer.
-                *slot = (d.as_ptr(), d.len());
+                *slot = OutFrame {
+                    ptr: d.as_ptr(),
+                    len: d.len(),
+                    vnet: [0; sluice_packet::gso::VNET_HDR_LEN],
+                };
+                if self.offload && p.has_offload() {
+                    // Offload state is metadata an NF may have written.
+                    let o = p.offload();
+                    if let Err(e) = o.check(d.len()) {
+                        bad = Some(e);
+                        break;
+                    }
+                    slot.vnet = o.vnet();
+                    gso[i] = o.is_gso();
+                }
                 bytes[i] = d.len();
+                ready += 1;
             }
-            let (sent, refused) = match send_batch(fd, &mut self.send, &frames[..n]) {
-                SendOutcome::Sent(k) => (k, 0),
-                SendOutcome::Busy => break,
-                // The first frame was refused (too long for the MTU, link
-                // down): count it and go on with the rest.
-                SendOutcome::Refused => (0, 1),
+            let (sent, refused) = if ready == 0 {
+                // The first frame's offload state is corrupt: refuse it.
+                if let Some(e) = bad {
+                    self.stats.offload_error(e);
+                }
+                (0, 1)
+            } else {
+                match send_batch(fd, &mut self.send, &frames[..ready], self.offload) {
+                    SendOutcome::Sent(k) => (k, 0),
+                    SendOutcome::Busy => break,
+                    // The first frame was refused (too long for the MTU,
+                    // link down): count it and go on with the rest.
+                    SendOutcome::Refused => (0, 1),
+                }
             };
             self.stats.tx_packets += sent as u64;
             self.stats.tx_bytes += bytes[..sent].iter().sum::<usize>() as u64;
+            self.stats.tx_gso += gso[..sent].iter().filter(|&&g| g).count() as u64;
             self.stats.tx_errors += refused as u64;
             let take = sent + refused;
             let mut i = 0;
@@ -225,11 +381,15 @@ impl NicPort for AfPacketPort {
                 |h| cache.free(h),
             );
             removed += take;
-            if take < n {
+            if take == 0 || (take < n && bad.is_none()) {
                 break;
             }
         }
         Ok(removed)
+    }
+
+    fn offloads(&self) -> bool {
+        self.offload
     }
 
     fn rx_fd(&self) -> Option<RawFd> {

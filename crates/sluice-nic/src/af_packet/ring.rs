@@ -8,6 +8,8 @@ use std::os::fd::RawFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use sluice_packet::gso::VNET_HDR_LEN;
+
 use crate::sys::{check, os_error};
 use crate::NicError;
 
@@ -29,6 +31,10 @@ pub(crate) struct Frame<'r> {
     pub vlan_tci: u16,
     /// Its TPID if `status` has VLAN_TPID_VALID.
     pub vlan_tpid: u16,
+    /// The virtio-net header the kernel wrote right before the frame
+    /// (sockets with PACKET_VNET_HDR); `None` if there is no room for one,
+    /// which only a corrupt ring gives.
+    pub vnet: Option<[u8; VNET_HDR_LEN]>,
 }
 
 /// A mapped receive ring.
@@ -38,6 +44,9 @@ pub(crate) struct RxRing {
     blocks: usize,
     /// TPACKET_V2 slot size, or `None` for TPACKET_V3.
     v2_slot: Option<usize>,
+    /// The socket has PACKET_VNET_HDR: every frame is preceded by a
+    /// virtio-net header.
+    vnet: bool,
     /// Block being read.
     cur: usize,
     /// Frames not yet consumed in the current block (0: not opened).
@@ -58,6 +67,7 @@ impl RxRing {
         block_size: usize,
         blocks: usize,
         v2_slot: Option<usize>,
+        vnet: bool,
     ) -> Result<RxRing, NicError> {
         let len = block_size * blocks;
         // SAFETY: a fresh shared mapping of the socket's ring; the kernel
@@ -103,6 +113,7 @@ impl RxRing {
             block_size,
             blocks,
             v2_slot,
+            vnet,
             cur: 0,
             left: 0,
             off: 0,
@@ -148,6 +159,27 @@ impl RxRing {
         unsafe { self.block().add(at).cast::<u16>().read_unaligned() }
     }
 
+    /// The virtio-net header before the frame at `start` of the current
+    /// unit, whose frame header ends at `hdr_end`: the kernel puts it
+    /// between the two.
+    fn vnet_before(&self, hdr_end: usize, start: usize) -> Option<[u8; VNET_HDR_LEN]> {
+        if !self.vnet || start < hdr_end + VNET_HDR_LEN || start > self.unit() {
+            return None;
+        }
+        let mut h = [0u8; VNET_HDR_LEN];
+        // SAFETY: `start - VNET_HDR_LEN..start` lies inside the current
+        // unit (checked above), which user space owns while its status has
+        // TP_STATUS_USER; `h` is a separate local array.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.block().add(start - VNET_HDR_LEN),
+                h.as_mut_ptr(),
+                VNET_HDR_LEN,
+            )
+        };
+        Some(h)
+    }
+
     /// The next frame, if the kernel has handed over one.
     pub(crate) fn peek(&mut self) -> Option<Frame<'_>> {
         if let Some(slot) = self.v2_slot {
@@ -184,6 +216,7 @@ impl RxRing {
             let start = off + mac;
             let end = (start + snaplen).min(self.block_size);
             let start = start.min(end);
+            let vnet = self.vnet_before(off + 48, start);
             // SAFETY: `start..end` lies inside the current block (clamped
             // above), which we own until `release`; the borrow of `self`
             // keeps the block from being released while `data` lives.
@@ -194,6 +227,7 @@ impl RxRing {
                 status,
                 vlan_tci,
                 vlan_tpid,
+                vnet,
             });
         }
     }
@@ -215,6 +249,8 @@ impl RxRing {
         let vlan_tpid = self.read_u16(26);
         let end = (mac + snaplen).min(slot);
         let start = mac.min(end);
+        // tpacket2_hdr is 32 bytes.
+        let vnet = self.vnet_before(32, start);
         // SAFETY: `start..end` lies inside the current slot, which we own
         // while its status has TP_STATUS_USER, until `consume`.
         let data = unsafe { std::slice::from_raw_parts(self.block().add(start), end - start) };
@@ -224,6 +260,7 @@ impl RxRing {
             status,
             vlan_tci,
             vlan_tpid,
+            vnet,
         })
     }
 

@@ -5,6 +5,8 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+use sluice_packet::gso::VNET_HDR_LEN;
+
 use crate::options::{AfPacketOptions, FanoutMode, RingVersion};
 use crate::sys::{check, os_error};
 use crate::NicError;
@@ -59,6 +61,16 @@ impl PacketSocket {
         let raw = fd.as_raw_fd();
         let frame_size = FRAME_SIZE as u32;
         let frames = o.block_size / frame_size * o.blocks;
+        if o.offload && o.ring == RingVersion::V2 {
+            copy_big_frames(raw)?;
+        }
+        if o.offload {
+            // Before the ring: the kernel refuses it once a ring exists.
+            let one: libc::c_int = 1;
+            setsockopt(raw, libc::SOL_PACKET, PACKET_VNET_HDR, &one).map_err(|e| {
+                os_error("cannot set PACKET_VNET_HDR (needed by `offload: true`)", e)
+            })?;
+        }
         match o.ring {
             RingVersion::V3 => {
                 let v = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
@@ -185,13 +197,93 @@ impl PacketSocket {
     }
 }
 
+/// `PACKET_VNET_HDR` from <linux/if_packet.h>.
+const PACKET_VNET_HDR: libc::c_int = 15;
+
+/// `PACKET_COPY_THRESH` from <linux/if_packet.h>.
+const PACKET_COPY_THRESH: libc::c_int = 7;
+
+/// Receive buffer for the super-packets a TPACKET_V2 socket with
+/// `offload` queues beside its ring: 256 of them.
+const COPY_RCVBUF: libc::c_int = 24 << 20;
+
+/// With TPACKET_V2 and `offload`, frames longer than a slot (super-packets)
+/// are not cut: the kernel puts their head in the slot with
+/// `TP_STATUS_COPY` and queues the whole frame on the socket
+/// (`PACKET_COPY_THRESH`), to be read with [`recv_copied`] straight into a
+/// large buffer. That is one copy of a super-packet instead of two (into
+/// the ring, then out of it), and slots stay 2 KiB.
+fn copy_big_frames(raw: RawFd) -> Result<(), NicError> {
+    let one: libc::c_int = 1;
+    setsockopt(raw, libc::SOL_PACKET, PACKET_COPY_THRESH, &one)
+        .map_err(|e| os_error("cannot set PACKET_COPY_THRESH", e))?;
+    // SO_RCVBUFFORCE passes rmem_max (CAP_NET_ADMIN); SO_RCVBUF is capped
+    // by it, which still works with fewer super-packets in flight.
+    if setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &COPY_RCVBUF).is_err() {
+        setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, &COPY_RCVBUF)
+            .map_err(|e| os_error("cannot size the socket's receive buffer", e))?;
+    }
+    Ok(())
+}
+
+/// Reads the next frame queued on a `copy_big_frames` socket: its
+/// virtio-net header into `hdr`, the frame into `room`. Returns the
+/// frame's full length, which exceeds `room.len()` if it was cut.
+pub(crate) fn recv_copied(
+    fd: RawFd,
+    hdr: &mut [u8; VNET_HDR_LEN],
+    room: &mut [u8],
+) -> io::Result<usize> {
+    let mut iov = [
+        libc::iovec {
+            iov_base: hdr.as_mut_ptr().cast(),
+            iov_len: VNET_HDR_LEN,
+        },
+        libc::iovec {
+            iov_base: room.as_mut_ptr().cast(),
+            iov_len: room.len(),
+        },
+    ];
+    // SAFETY: msghdr is plain C data; all-zero (no name, no control) is
+    // valid, and the iovec fields are set right below.
+    let mut m: libc::msghdr = unsafe { std::mem::zeroed() };
+    m.msg_iov = iov.as_mut_ptr();
+    m.msg_iovlen = 2;
+    // SAFETY: `m` points at two iovecs over live, writable, disjoint
+    // buffers of the lengths given, alive across the call. MSG_TRUNC makes
+    // the kernel return the frame's real length.
+    let r = unsafe { libc::recvmsg(fd, &mut m, libc::MSG_DONTWAIT | libc::MSG_TRUNC) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((r as usize).saturating_sub(VNET_HDR_LEN))
+}
+
 /// Up to this many frames per `sendmmsg` call.
 pub(crate) const SEND_BATCH: usize = 64;
+
+/// One frame to send: its bytes and, on a PACKET_VNET_HDR socket, the
+/// virtio-net header to put before it.
+#[derive(Clone, Copy)]
+pub(crate) struct OutFrame {
+    pub ptr: *const u8,
+    pub len: usize,
+    pub vnet: [u8; VNET_HDR_LEN],
+}
+
+impl OutFrame {
+    pub(crate) const EMPTY: OutFrame = OutFrame {
+        ptr: std::ptr::null(),
+        len: 0,
+        vnet: [0; VNET_HDR_LEN],
+    };
+}
 
 /// Reusable message headers for [`send_batch`], so sending allocates
 /// nothing.
 pub(crate) struct SendBufs {
-    iov: [libc::iovec; SEND_BATCH],
+    iov: [[libc::iovec; 2]; SEND_BATCH],
+    vnet: [[u8; VNET_HDR_LEN]; SEND_BATCH],
     msgs: [libc::mmsghdr; SEND_BATCH],
 }
 
@@ -218,35 +310,52 @@ pub(crate) enum SendOutcome {
     Refused,
 }
 
-/// Sends `frames` (pointer, length) on `fd` in one `sendmmsg` call.
+/// Sends `frames` on `fd` in one `sendmmsg` call, each after its
+/// virtio-net header when `vnet` (a PACKET_VNET_HDR socket).
 ///
 /// One syscall per batch, with the kernel copying straight from the arena
 /// buffers: no user-space copy into a TX ring first.
 pub(crate) fn send_batch(
     fd: RawFd,
     bufs: &mut SendBufs,
-    frames: &[(*const u8, usize)],
+    frames: &[OutFrame],
+    vnet: bool,
 ) -> SendOutcome {
     let n = frames.len().min(SEND_BATCH);
-    for (i, &(p, len)) in frames[..n].iter().enumerate() {
-        bufs.iov[i] = libc::iovec {
-            iov_base: p as *mut libc::c_void,
-            iov_len: len,
+    for (i, f) in frames[..n].iter().enumerate() {
+        let data = libc::iovec {
+            iov_base: f.ptr as *mut libc::c_void,
+            iov_len: f.len,
         };
-        let iov: *mut libc::iovec = &mut bufs.iov[i];
+        let parts = if vnet {
+            bufs.vnet[i] = f.vnet;
+            bufs.iov[i] = [
+                libc::iovec {
+                    iov_base: bufs.vnet[i].as_mut_ptr().cast(),
+                    iov_len: VNET_HDR_LEN,
+                },
+                data,
+            ];
+            2
+        } else {
+            bufs.iov[i][0] = data;
+            1
+        };
+        let iov: *mut libc::iovec = bufs.iov[i].as_mut_ptr();
         let m = &mut bufs.msgs[i];
         m.msg_hdr.msg_name = std::ptr::null_mut();
         m.msg_hdr.msg_namelen = 0;
         m.msg_hdr.msg_iov = iov;
-        m.msg_hdr.msg_iovlen = 1;
+        m.msg_hdr.msg_iovlen = parts;
         m.msg_hdr.msg_control = std::ptr::null_mut();
         m.msg_hdr.msg_controllen = 0;
         m.msg_hdr.msg_flags = 0;
         m.msg_len = 0;
     }
-    // SAFETY: `msgs[..n]` are initialised above and each points at one
-    // iovec describing `len` readable bytes that the caller keeps alive
-    // (arena buffers it owns) for the duration of the call.
+    // SAFETY: `msgs[..n]` are initialised above and each points at one or
+    // two iovecs in `bufs` describing readable bytes: its virtio-net header
+    // in `bufs.vnet` and `len` bytes of an arena buffer the caller owns,
+    // all alive for the duration of the call.
     let r = unsafe {
         libc::sendmmsg(
             fd,

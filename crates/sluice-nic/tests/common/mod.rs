@@ -270,6 +270,7 @@ pub fn arena() -> Arena {
         nf_slots: 1,
         workers: 1,
         hugepages: false,
+        large_buffers: 0,
     })
     .unwrap()
 }
