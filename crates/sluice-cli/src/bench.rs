@@ -93,7 +93,20 @@ pub fn run(args: BenchArgs) -> ExitCode {
         BenchKind::Nfs(a) => crate::bench_nfs::run(a),
         BenchKind::Wire(a) => crate::bench_wire::run(a),
         BenchKind::Jitter(a) => crate::bench_jitter::run(a),
+        BenchKind::Deploy(a) => crate::bench_deploy::run(a),
     }
+}
+
+/// The CPU model, as /proc/cpuinfo names it (benchmark figures depend on it).
+pub(crate) fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
 }
 
 /// Names of every NF type this binary has.

@@ -92,6 +92,21 @@ pub enum BenchKind {
     /// How much of each CPU the host takes away: gaps in a pinned busy
     /// loop per CPU (interrupts, kernel threads, other tasks, hypervisor).
     Jitter(JitterArgs),
+    /// How fast a running daemon changes: an API request that adds a chain
+    /// of process NFs to its first packet out, and a rule update to the
+    /// first packet that sees it.
+    Deploy(DeployArgs),
+}
+
+/// `sluice bench deploy`.
+#[derive(Debug, Args)]
+pub struct DeployArgs {
+    /// Chains deployed, and rule updates made.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=500))]
+    pub count: u32,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `sluice bench jitter`.

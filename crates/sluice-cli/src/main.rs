@@ -2,6 +2,7 @@
 
 mod args;
 mod bench;
+mod bench_deploy;
 mod bench_jitter;
 mod bench_nfs;
 mod bench_wire;

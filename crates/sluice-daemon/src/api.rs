@@ -114,6 +114,9 @@ async fn put_spec(
                 diff: c.applied.diff,
                 quiesce_us: c.applied.quiesce_us,
                 took_us: c.applied.took_us,
+                compile_us: c.applied.compile_us,
+                prepare_us: c.applied.prepare_us,
+                commit_us: c.applied.commit_us,
             })
         })
         .await?

@@ -50,6 +50,12 @@ pub struct ApplyResponse {
     pub quiesce_us: u64,
     /// Time from the request to the change running on every worker, µs.
     pub took_us: u64,
+    /// Of it: compiling and diffing the spec, µs.
+    pub compile_us: u64,
+    /// Opening ports, building NFs and starting new process NFs, µs.
+    pub prepare_us: u64,
+    /// Installing the change on every worker, µs.
+    pub commit_us: u64,
 }
 
 /// `GET /v1/spec`.

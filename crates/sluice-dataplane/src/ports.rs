@@ -40,6 +40,10 @@ pub struct PortStats {
     /// Super-packets and partial checksums (see [`crate::offload`]).
     #[serde(flatten)]
     pub offload: OffloadStats,
+    /// When the port first transmitted, ns since the Unix epoch (0: never):
+    /// how long a new chain took to carry traffic (`sluice bench deploy`).
+    #[serde(default)]
+    pub first_tx_unix_ns: u64,
 }
 
 /// Adds another copy's counters (the same port run by several workers).
@@ -56,6 +60,12 @@ impl std::ops::AddAssign<&PortStats> for PortStats {
         self.rx_dropped += t.rx_dropped;
         self.truncated_records += t.truncated_records;
         self.offload += &t.offload;
+        // The earliest of the copies that transmitted at all.
+        self.first_tx_unix_ns = match (self.first_tx_unix_ns, t.first_tx_unix_ns) {
+            (0, b) => b,
+            (a, 0) => a,
+            (a, b) => a.min(b),
+        };
     }
 }
 
@@ -378,6 +388,9 @@ impl PortRt {
         now_ns: u64,
     ) -> u64 {
         let wall = self.realtime_offset_ns;
+        if self.stats.first_tx_unix_ns == 0 && !batch.is_empty() {
+            self.stats.first_tx_unix_ns = now_ns + wall;
+        }
         if self.off.resolve_tx && offload::any_offloaded(arena, batch) {
             let (io, stats) = (&mut self.io, &mut self.stats);
             let mut st = OffloadStats::default();

@@ -160,7 +160,7 @@ impl<Out: Serialize, In: DeserializeOwned> Channel<Out, In> {
             &self.sock,
             &[io::IoSlice::new(&[0xfd])],
             &mut control,
-            SendFlags::empty(),
+            SendFlags::NOSIGNAL,
         );
         self.sock.set_nonblocking(true)?;
         r?;

@@ -122,35 +122,44 @@ impl ForkHost {
                 )
             })?;
         let mut chan = Chan::new(ours)?;
+        // A program that is not a template may exit before it reads
+        // anything, so a failed send (EPIPE) means the same as a closed
+        // socket: say what the program did, not what the socket said.
         let setup = chan
             .send_fd(self.arena_fd.as_fd())
             .and_then(|()| chan.send(&ToTemplate::Hello(self.hello.clone())));
         let deadline = sluice_sys::monotonic_ns() + START_TIMEOUT_MS * 1_000_000;
         let mut msgs = Vec::new();
-        let ready = setup.and_then(|()| loop {
-            chan.flush();
-            let _ = sluice_sys::wait_readable(chan.as_fd(), 20);
-            chan.recv(&mut msgs);
-            if msgs.iter().any(|m| matches!(m, FromTemplate::Ready { .. })) {
-                return Ok(());
-            }
-            if chan.is_closed() {
-                let why = match child.wait() {
-                    Ok(s) => format!("it exited ({s})"),
-                    Err(e) => e.to_string(),
-                };
-                return Err(io::Error::other(format!(
-                    "the NF template ({}) stopped before it was ready: {why}; was it built with \
-                     `template_main_if_invoked` in main?",
-                    self.cfg.program.display()
-                )));
-            }
-            if sluice_sys::monotonic_ns() > deadline {
-                return Err(io::Error::other(format!(
-                    "the NF template did not start within {START_TIMEOUT_MS} ms"
-                )));
-            }
-        });
+        let program = self.cfg.program.display();
+        let stopped = |child: &mut std::process::Child| {
+            let why = match child.wait() {
+                Ok(s) => format!("it exited ({s})"),
+                Err(e) => e.to_string(),
+            };
+            io::Error::other(format!(
+                "the NF template ({program}) stopped before it was ready: {why}; was it built \
+                 with `template_main_if_invoked` in main?"
+            ))
+        };
+        let ready = match setup {
+            Err(_) => Err(stopped(&mut child)),
+            Ok(()) => loop {
+                chan.flush();
+                let _ = sluice_sys::wait_readable(chan.as_fd(), 20);
+                chan.recv(&mut msgs);
+                if msgs.iter().any(|m| matches!(m, FromTemplate::Ready { .. })) {
+                    break Ok(());
+                }
+                if chan.is_closed() {
+                    break Err(stopped(&mut child));
+                }
+                if sluice_sys::monotonic_ns() > deadline {
+                    break Err(io::Error::other(format!(
+                        "the NF template did not start within {START_TIMEOUT_MS} ms"
+                    )));
+                }
+            },
+        };
         if let Err(e) = ready {
             let _ = child.kill();
             let _ = child.wait();

@@ -87,6 +87,14 @@ pub struct Applied {
     pub reconfigure_failed: Vec<String>,
     /// Time from the call to the commit on every worker, µs.
     pub took_us: u64,
+    /// Of it: compiling and diffing the spec, µs.
+    pub compile_us: u64,
+    /// Opening ports, building NFs and starting new process NFs on every
+    /// worker, µs.
+    pub prepare_us: u64,
+    /// Installing the change on every worker (with a drain, and live
+    /// config changes answered), µs.
+    pub commit_us: u64,
 }
 
 struct WorkerHandle {
@@ -326,6 +334,7 @@ impl Runtime {
             }
         }
         let plan = Arc::new(plan);
+        let compiled = sluice_sys::monotonic_ns();
         let mut changes = self.changes_for(&plan, &diff, &restart, wakeup)?;
         // Prepare everywhere; all must succeed.
         let mut replies = Vec::new();
@@ -359,6 +368,7 @@ impl Runtime {
             // Aborted instances free their slots once they are gone.
             return Err(RunError::Setup(e));
         }
+        let prepared = sluice_sys::monotonic_ns();
         // Commit everywhere.
         let mut commits: Vec<std::sync::mpsc::Receiver<Committed>> = Vec::new();
         for w in 0..self.workers.len() {
@@ -398,7 +408,11 @@ impl Runtime {
         self.settings.wakeup = spec.settings.wakeup.clone();
         self.plan = plan;
         self.source = spec.source.as_str().to_string();
-        applied.took_us = (sluice_sys::monotonic_ns() - t0) / 1000;
+        let end = sluice_sys::monotonic_ns();
+        applied.took_us = (end - t0) / 1000;
+        applied.compile_us = (compiled - t0) / 1000;
+        applied.prepare_us = (prepared - compiled) / 1000;
+        applied.commit_us = (end - prepared) / 1000;
         Ok(applied)
     }
 

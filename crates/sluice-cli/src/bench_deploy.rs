@@ -1,0 +1,228 @@
+//! `sluice bench deploy`: how fast a running daemon changes.
+//!
+//! - **deploy → first packet**: from the API request that adds a chain
+//!   (its own generator and sink, and three process NFs) to the first
+//!   packet of that chain leaving its sink (the sink port's
+//!   `first_tx_unix_ns`, the same wall clock as the request's start);
+//! - **rule update → effect**: from the API request that changes a
+//!   process ACL's rules from dropping everything to accepting to the
+//!   first packet that passes it (the ACL takes its new config live, on
+//!   its ring).
+//!
+//! The daemon is this binary started as a child, talked to over its UNIX
+//! socket, as a user would. Changes accumulate: the n-th deploy runs
+//! beside the n - 1 chains before it.
+
+use std::process::{Child, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::cli::DeployArgs;
+use crate::client::{Client, Endpoint};
+
+/// Percentiles of a sample, ms.
+#[derive(Debug, Serialize)]
+struct Spread {
+    p50: f64,
+    p99: f64,
+    max: f64,
+}
+
+fn spread(mut v: Vec<f64>) -> Spread {
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        if v.is_empty() {
+            return 0.0;
+        }
+        v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1]
+    };
+    Spread {
+        p50: at(0.5),
+        p99: at(0.99),
+        max: v.last().copied().unwrap_or(0.0),
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct DeployResult {
+    count: u32,
+    /// Request sent → first packet of the new chain out of its sink.
+    deploy_to_first_packet_ms: Spread,
+    /// Request sent → first packet through the reconfigured ACL.
+    rule_update_to_effect_ms: Spread,
+    /// The deploy requests' own round trips (the daemon answers once the
+    /// new NFs run and the chain is installed).
+    deploy_request_ms: Spread,
+    cpu: String,
+}
+
+struct Daemon {
+    child: Child,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn now_unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The spec with `deploys` chains deployed and the first `accepted` ACLs
+/// of `count` accepting.
+fn spec(count: u32, deploys: u32, accepted: u32) -> String {
+    let mut ports = String::new();
+    let mut nfs = String::new();
+    let mut chains = String::new();
+    for i in 0..count {
+        // A rule trial: a flow dropped by its ACL until the ACL accepts.
+        ports += &format!(
+            "  - {{ name: rg{i}, kind: generator, flows: 1, protocol: udp, size: 64, rate_pps: 100000 }}\n  - {{ name: rs{i}, kind: sink }}\n"
+        );
+        let default = if i < accepted { "accept" } else { "drop" };
+        nfs += &format!(
+            "  - {{ name: racl{i}, type: acl, isolation: process, config: {{ default: {default} }} }}\n"
+        );
+        chains += &format!("  - {{ name: rc{i}, from: rg{i}, nfs: [racl{i}], to: rs{i} }}\n");
+    }
+    for i in 0..deploys {
+        ports += &format!(
+            "  - {{ name: dg{i}, kind: generator, flows: 1, protocol: udp, size: 64, rate_pps: 100000 }}\n  - {{ name: ds{i}, kind: sink }}\n"
+        );
+        let names: Vec<String> = (0..3).map(|k| format!("d{i}n{k}")).collect();
+        for n in &names {
+            nfs += &format!("  - {{ name: {n}, type: forwarder, isolation: process }}\n");
+        }
+        chains += &format!(
+            "  - {{ name: dc{i}, from: dg{i}, nfs: [{}], to: ds{i} }}\n",
+            names.join(", ")
+        );
+    }
+    format!("ports:\n{ports}nfs:\n{nfs}chains:\n{chains}")
+}
+
+/// Applies `text`; returns the request's start (Unix ns) and round trip.
+fn apply(c: &Client, text: &str) -> Result<(u64, f64), String> {
+    let version = c.get::<Value>("/v1/spec")?["resource_version"]
+        .as_u64()
+        .unwrap_or(0);
+    let body = json!({ "spec": text, "resource_version": version });
+    let t0 = now_unix_ns();
+    let started = Instant::now();
+    let a = c.call("PUT", "/v1/spec", Some(&body))?;
+    let took = started.elapsed().as_secs_f64() * 1e3;
+    if a.status != 200 {
+        return Err(a.error_text());
+    }
+    Ok((t0, took))
+}
+
+/// Waits until port `name` has transmitted; returns when it first did.
+fn first_tx(c: &Client, name: &str) -> Result<u64, String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let p: Value = c.get(&format!("/v1/ports/{name}"))?;
+        let t = p["stats"]["first_tx_unix_ns"].as_u64().unwrap_or(0);
+        if t > 0 {
+            return Ok(t);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("port {name} carried nothing within 30 s"));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn start_daemon() -> Result<(Daemon, Client), String> {
+    let dir = std::env::temp_dir().join(format!("sluice-bench-deploy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let socket = dir.join("sluice.sock");
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let child = std::process::Command::new(exe)
+        .args(["daemon", "--socket"])
+        .arg(&socket)
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start the daemon: {e}"))?;
+    let d = Daemon { child, dir };
+    let t = Instant::now();
+    while !socket.exists() {
+        if t.elapsed() > Duration::from_secs(30) {
+            return Err("the daemon did not start within 30 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok((d, Client::new(Endpoint::Unix(socket))?))
+}
+
+fn bench(a: &DeployArgs) -> Result<DeployResult, String> {
+    let (_d, c) = start_daemon()?;
+    let n = a.count;
+    // The rule trials' chains first, every ACL dropping.
+    apply(&c, &spec(n, 0, 0))?;
+    let mut deploy = Vec::new();
+    let mut request = Vec::new();
+    for i in 0..n {
+        let (t0, took) = apply(&c, &spec(n, i + 1, 0))?;
+        let t1 = first_tx(&c, &format!("ds{i}"))?;
+        deploy.push(t1.saturating_sub(t0) as f64 / 1e6);
+        request.push(took);
+    }
+    let mut rules = Vec::new();
+    for i in 0..n {
+        let (t0, _) = apply(&c, &spec(n, n, i + 1))?;
+        let t1 = first_tx(&c, &format!("rs{i}"))?;
+        rules.push(t1.saturating_sub(t0) as f64 / 1e6);
+    }
+    Ok(DeployResult {
+        count: n,
+        deploy_to_first_packet_ms: spread(deploy),
+        rule_update_to_effect_ms: spread(rules),
+        deploy_request_ms: spread(request),
+        cpu: crate::bench::cpu_model(),
+    })
+}
+
+/// `sluice bench deploy`.
+pub fn run(a: DeployArgs) -> ExitCode {
+    match bench(&a) {
+        Ok(r) => {
+            let text = if a.json {
+                serde_json::to_string_pretty(&r).unwrap_or_default() + "\n"
+            } else {
+                format!(
+                    "deploy → first packet  p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms  ({} chains of 3 process NFs)\n\
+                     rule update → effect   p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms\n\
+                     deploy request         p50 {:.2} ms  p99 {:.2} ms\n",
+                    r.deploy_to_first_packet_ms.p50,
+                    r.deploy_to_first_packet_ms.p99,
+                    r.deploy_to_first_packet_ms.max,
+                    r.count,
+                    r.rule_update_to_effect_ms.p50,
+                    r.rule_update_to_effect_ms.p99,
+                    r.rule_update_to_effect_ms.max,
+                    r.deploy_request_ms.p50,
+                    r.deploy_request_ms.p99,
+                )
+            };
+            crate::print_stdout(&text);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("sluice: bench deploy: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
