@@ -67,7 +67,6 @@ pub fn run(cfg: DaemonConfig, registry: &'static [NfType]) -> Result<(), String>
         .map_err(|e| format!("cannot start the API runtime: {e}"))?;
     let served = rt.block_on(serve(control, &socket_path, cfg.listen, cfg.token));
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
-    let _ = std::fs::remove_file(&socket_path);
     // The last handle on the control thread is gone: it stops the data
     // plane and exits.
     let _ = thread.join();
@@ -84,7 +83,9 @@ async fn serve(
     let app = |authed: Option<String>| {
         let router = api::routes(state.clone())
             .merge(metrics::routes(state.clone()))
-            .merge(dashboard::routes());
+            .merge(dashboard::routes())
+            .fallback(|| async { error::ApiError::not_found("no such path") })
+            .method_not_allowed_fallback(|| async { error::ApiError::method_not_allowed() });
         let router = match authed {
             Some(t) => auth::require_token(router, t),
             None => router,
@@ -93,6 +94,10 @@ async fn serve(
     };
     let unix = socket::bind(socket_path)
         .map_err(|e| format!("cannot listen on {}: {e}", socket_path.display()))?;
+    // Removed when serving ends, however it ends; only the daemon that
+    // bound the socket removes it (one refused because another daemon
+    // listens there must not unlink that daemon's socket).
+    let _socket_file = socket::Bound(socket_path.to_path_buf());
     tracing::info!("listening on {}", socket_path.display());
     let shutdown = shutdown_signal();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
