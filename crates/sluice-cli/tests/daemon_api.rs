@@ -391,6 +391,46 @@ fn concurrent_applies_of_one_version_have_exactly_one_winner() {
 }
 
 #[test]
+fn settings_at_their_limits_run_and_past_them_are_refused() {
+    let mut d = Daemon::start();
+    // Every u64 the schema allows, at its maximum: traffic flows (a
+    // deadline computed from one must not overflow on the packet path).
+    let max = u64::MAX;
+    let spec = format!(
+        "settings:\n  buffers: 4096\n  restart: {{ backoff_ms: {max} }}\n  flow_table: {{ idle_timeout_ms: 31536000000 }}\n\
+         ports:\n  - {{ name: gen, kind: generator, flows: 8, protocol: udp, size: 64, rate_pps: {max}, count: {max}, packets_per_flow: 4294967295 }}\n  - {{ name: out, kind: sink }}\n\
+         nfs:\n  - {{ name: f, type: forwarder }}\nchains:\n  - {{ name: main, from: gen, nfs: [f], to: out }}\n"
+    );
+    // An idle timeout of u64::MAX ms once passed validation and made the
+    // worker thread panic on its first flow (now + timeout overflowed).
+    // Asked of the empty daemon, which takes a spec's settings as they
+    // are (a running one refuses other settings whatever their values).
+    for v in ["31536000001".to_string(), max.to_string()] {
+        let bad = spec.replace(
+            "idle_timeout_ms: 31536000000",
+            &format!("idle_timeout_ms: {v}"),
+        );
+        let r = d.put_spec(&json!({ "spec": bad }));
+        assert_error(&r, 422, Some("settings.flow_table.idle_timeout_ms"), &v);
+        assert!(r.text().contains("must be an integer between"), "{r}");
+    }
+    assert_eq!(d.get("/v1/spec")["resource_version"], 0);
+    d.apply(&spec, &root().join("limits.yaml"));
+    let first = d.wait_traffic(10);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let second = d.packets_out();
+    assert!(
+        second > first,
+        "traffic stopped: {first} then {second}\n{}",
+        d.log_text()
+    );
+    d.assert_alive("settings at their limits");
+    assert!(!d.log_text().contains("panicked"), "{}", d.log_text());
+    let status = d.stop(15).expect("the daemon should stop on SIGTERM");
+    assert!(status.success(), "{status}");
+}
+
+#[test]
 fn the_socket_is_0660_and_the_state_dir_private() {
     use std::os::unix::fs::{FileTypeExt, PermissionsExt};
     let d = Daemon::start();
