@@ -449,22 +449,28 @@ fn the_socket_is_0660_and_the_state_dir_private() {
 #[test]
 fn a_second_daemon_does_not_take_over_a_live_socket() {
     let d = Daemon::start();
+    d.apply(&inline_spec(1000, &["fwd"]), &root().join("one.yaml"));
+    // Same socket, same state directory: refused before it starts a data
+    // plane or re-applies the state, and the first daemon keeps its socket.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
         .arg("daemon")
         .arg("--socket")
         .arg(&d.socket)
         .arg("--state-dir")
-        .arg(d.dir.join("other-state"))
+        .arg(&d.state_dir)
+        .env("RUST_LOG", "info")
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("already listens"), "{err}");
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("already listens"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        !err.contains("re-applied"),
+        "it started the data plane: {err}"
     );
     assert_eq!(d.get("/v1/version")["api"], "v1");
+    assert_eq!(d.get("/v1/spec")["resource_version"], 1);
 }
 
 #[test]
