@@ -250,6 +250,19 @@ impl Daemon {
     /// Starts a daemon whose socket, state directory and log are in
     /// `dir` (a restarted daemon reuses the directory of the first).
     pub fn start_in(dir: &Path, opts: Options) -> Daemon {
+        // A free TCP port may be taken between our look and the daemon's
+        // bind: try another then.
+        let mut tries = 0;
+        loop {
+            match Self::try_start_in(dir, &opts) {
+                Ok(d) => return d,
+                Err(log) if tries < 3 && log.contains("cannot listen on 127.0.0.1") => tries += 1,
+                Err(log) => panic!("{log}"),
+            }
+        }
+    }
+
+    fn try_start_in(dir: &Path, opts: &Options) -> Result<Daemon, String> {
         let socket = dir.join("sluice.sock");
         let state_dir = dir.join("state");
         let log = dir.join(format!(
@@ -293,8 +306,8 @@ impl Daemon {
             tcp,
             log,
         };
-        d.wait_ready();
-        d
+        d.wait_ready()?;
+        Ok(d)
     }
 
     /// The daemon's pid.
@@ -307,14 +320,15 @@ impl Daemon {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    fn wait_ready(&mut self) {
+    fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(st) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!(
+                self.child = None;
+                return Err(format!(
                     "the daemon exited ({st}) while starting:\n{}",
                     self.log_text()
-                );
+                ));
             }
             if let Ok(r) = self.try_req("GET", "/v1/version", None) {
                 if r.status == 200 {
@@ -325,14 +339,15 @@ impl Daemon {
                             continue;
                         }
                     }
-                    return;
+                    return Ok(());
                 }
             }
-            assert!(
-                Instant::now() < deadline,
-                "the daemon did not answer within 30 s:\n{}",
-                self.log_text()
-            );
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "the daemon did not answer within 30 s:\n{}",
+                    self.log_text()
+                ));
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
