@@ -92,6 +92,8 @@ fn metrics_have_per_chain_latency_and_logs_show_nf_starts() {
             "-s",
             "--unix-socket",
             d.socket.to_str().unwrap(),
+            "-H",
+            "Accept: application/openmetrics-text; version=1.0.0",
             "http://x/metrics",
         ])
         .output();

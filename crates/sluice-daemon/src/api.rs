@@ -4,7 +4,7 @@
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{FromRequestParts, Path, RawQuery, State};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::de::DeserializeOwned;
@@ -38,10 +38,33 @@ pub fn parse_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> R
         return Err(ApiError::too_large(BODY_LIMIT));
     }
     let de = &mut serde_json::Deserializer::from_slice(&body);
-    serde_path_to_error::deserialize(de).map_err(|e| {
+    let value = serde_path_to_error::deserialize(&mut *de).map_err(|e| {
         let field = e.path().to_string();
         ApiError::bad_request(format!("invalid request body: {}", e.inner()), Some(field))
-    })
+    })?;
+    // One JSON document: `{...}}` or `{...} {...}` is not a body.
+    de.end()
+        .map_err(|e| ApiError::bad_request(format!("invalid request body: {e}"), None))?;
+    Ok(value)
+}
+
+/// The `{name}` of a path, or a JSON 400 naming it (a name that is not
+/// UTF-8 once percent-decoded), where axum's own extractor answers in
+/// plain text.
+pub struct Name(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for Name {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|Path(n)| Name(n))
+            .map_err(|e| ApiError::bad_request(e.body_text(), Some("name".into())))
+    }
 }
 
 /// Parses a query string strictly.
@@ -167,12 +190,12 @@ async fn list_ports(State(app): State<AppState>) -> Result<Json<Vec<PortView>>, 
 }
 
 #[utoipa::path(get, path = "/v1/ports/{name}", tag = "ports",
-    params(("name" = String, Path, description = "Port name")),
+    params(("name" = String, Path, description = "Port name", example = "gen")),
     responses((status = 200, description = "The port", body = PortView),
               (status = 404, description = "No such port", body = ErrorBody)))]
 async fn get_port(
     State(app): State<AppState>,
-    Path(name): Path<String>,
+    Name(name): Name,
 ) -> Result<Json<PortView>, ApiError> {
     app.control
         .call(move |s| {
@@ -216,13 +239,10 @@ async fn list_nfs(State(app): State<AppState>) -> Result<Json<Vec<NfView>>, ApiE
 }
 
 #[utoipa::path(get, path = "/v1/nfs/{name}", tag = "nfs",
-    params(("name" = String, Path, description = "NF name")),
+    params(("name" = String, Path, description = "NF name", example = "acl")),
     responses((status = 200, description = "The NF", body = NfView),
               (status = 404, description = "No such NF", body = ErrorBody)))]
-async fn get_nf(
-    State(app): State<AppState>,
-    Path(name): Path<String>,
-) -> Result<Json<NfView>, ApiError> {
+async fn get_nf(State(app): State<AppState>, Name(name): Name) -> Result<Json<NfView>, ApiError> {
     app.control
         .call(move |s| {
             nf_views(s, &s.rt.report(), &s.rt.instances())
@@ -235,13 +255,13 @@ async fn get_nf(
 }
 
 #[utoipa::path(get, path = "/v1/nfs/{name}/logs", tag = "nfs",
-    params(("name" = String, Path, description = "NF name"), LogsQuery),
+    params(("name" = String, Path, description = "NF name", example = "acl"), LogsQuery),
     responses((status = 200, description = "Its log lines", body = LogsResponse),
               (status = 400, description = "Bad query", body = ErrorBody),
               (status = 404, description = "No such NF", body = ErrorBody)))]
 async fn nf_logs(
     State(app): State<AppState>,
-    Path(name): Path<String>,
+    Name(name): Name,
     RawQuery(q): RawQuery,
 ) -> Result<Json<LogsResponse>, ApiError> {
     let q: LogsQuery = parse_query(q)?;
@@ -286,12 +306,12 @@ async fn list_chains(State(app): State<AppState>) -> Result<Json<Vec<ChainView>>
 }
 
 #[utoipa::path(get, path = "/v1/chains/{name}", tag = "chains",
-    params(("name" = String, Path, description = "Chain name")),
+    params(("name" = String, Path, description = "Chain name", example = "main")),
     responses((status = 200, description = "The chain", body = ChainView),
               (status = 404, description = "No such chain", body = ErrorBody)))]
 async fn get_chain(
     State(app): State<AppState>,
-    Path(name): Path<String>,
+    Name(name): Name,
 ) -> Result<Json<ChainView>, ApiError> {
     app.control
         .call(move |s| {
@@ -313,6 +333,8 @@ async fn delete(
     let q: DeleteQuery = parse_query(q)?;
     app.control
         .call(move |s| {
+            // A stale version is a conflict whatever else is wrong.
+            s.check_version(q.resource_version)?;
             let spec = s.without(kind, &name)?;
             let c = s.change(spec, q.resource_version, false)?;
             Ok(DeleteResponse {
@@ -325,42 +347,45 @@ async fn delete(
 }
 
 #[utoipa::path(delete, path = "/v1/ports/{name}", tag = "ports",
-    params(("name" = String, Path, description = "Port name"), DeleteQuery),
+    params(("name" = String, Path, description = "Port name", example = "gen"), DeleteQuery),
     responses((status = 200, description = "Deleted", body = DeleteResponse),
+              (status = 400, description = "Bad query", body = ErrorBody),
               (status = 404, description = "No such port", body = ErrorBody),
               (status = 409, description = "Another change came first", body = ErrorBody),
               (status = 422, description = "Something still uses it (nothing changed)", body = ErrorBody)))]
 async fn delete_port(
     State(app): State<AppState>,
-    Path(name): Path<String>,
+    Name(name): Name,
     RawQuery(q): RawQuery,
 ) -> Result<Json<DeleteResponse>, ApiError> {
     delete(app, "port", name, q).await
 }
 
 #[utoipa::path(delete, path = "/v1/nfs/{name}", tag = "nfs",
-    params(("name" = String, Path, description = "NF name"), DeleteQuery),
+    params(("name" = String, Path, description = "NF name", example = "acl"), DeleteQuery),
     responses((status = 200, description = "Deleted", body = DeleteResponse),
+              (status = 400, description = "Bad query", body = ErrorBody),
               (status = 404, description = "No such NF", body = ErrorBody),
               (status = 409, description = "Another change came first", body = ErrorBody),
               (status = 422, description = "A chain still uses it (nothing changed)", body = ErrorBody)))]
 async fn delete_nf(
     State(app): State<AppState>,
-    Path(name): Path<String>,
+    Name(name): Name,
     RawQuery(q): RawQuery,
 ) -> Result<Json<DeleteResponse>, ApiError> {
     delete(app, "nf", name, q).await
 }
 
 #[utoipa::path(delete, path = "/v1/chains/{name}", tag = "chains",
-    params(("name" = String, Path, description = "Chain name"), DeleteQuery),
+    params(("name" = String, Path, description = "Chain name", example = "main"), DeleteQuery),
     responses((status = 200, description = "Deleted", body = DeleteResponse),
+              (status = 400, description = "Bad query", body = ErrorBody),
               (status = 404, description = "No such chain", body = ErrorBody),
               (status = 409, description = "Another change came first", body = ErrorBody),
               (status = 422, description = "Something still uses it (nothing changed)", body = ErrorBody)))]
 async fn delete_chain(
     State(app): State<AppState>,
-    Path(name): Path<String>,
+    Name(name): Name,
     RawQuery(q): RawQuery,
 ) -> Result<Json<DeleteResponse>, ApiError> {
     delete(app, "chain", name, q).await

@@ -21,6 +21,7 @@ use crate::pcapng;
 
 /// Query of `GET /v1/capture`.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct CaptureQuery {
     /// A port (both directions) or an NF (`NAME`, `NAME:in` or `NAME:out`).

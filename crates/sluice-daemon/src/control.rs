@@ -169,15 +169,7 @@ impl State {
         expect: Option<u64>,
         dry_run: bool,
     ) -> Result<Changed, ApiError> {
-        if let Some(v) = expect {
-            if v != self.version {
-                return Err(ApiError::conflict(format!(
-                    "the desired state is at version {}, not {v}: another change came first; \
-                     read it again and retry",
-                    self.version
-                )));
-            }
-        }
+        self.check_version(expect)?;
         if dry_run {
             // A platform with nothing running takes the spec's settings on
             // apply (see `apply_spec`): judge the spec on its own then.
@@ -210,6 +202,18 @@ impl State {
         self.desired = Some(spec);
         self.version = version;
         Ok(Changed { version, applied })
+    }
+
+    /// A 409 unless the desired state is at version `expect` (or `None`).
+    pub fn check_version(&self, expect: Option<u64>) -> Result<(), ApiError> {
+        match expect {
+            Some(v) if v != self.version => Err(ApiError::conflict(format!(
+                "the desired state is at version {}, not {v}: another change came first; \
+                 read it again and retry",
+                self.version
+            ))),
+            _ => Ok(()),
+        }
     }
 
     fn is_empty(&self) -> bool {
@@ -249,6 +253,54 @@ impl State {
         }
         if (spec.ports.len(), spec.nfs.len(), spec.chains.len()) == before {
             return Err(ApiError::not_found(format!("no {kind} named {name}")));
+        }
+        // Refuse, naming them, while chains use it: the spec left would
+        // be invalid, and its error would name a field path, not the chain.
+        let users: Vec<(&str, String)> = spec
+            .chains
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| {
+                let at = match kind {
+                    "nf" => c
+                        .nfs
+                        .iter()
+                        .position(|n| n == name)
+                        .map(|j| format!("chains[{i}].nfs[{j}]")),
+                    "port" if c.from == name => Some(format!("chains[{i}].from")),
+                    _ if c.to == name => Some(format!("chains[{i}].to")),
+                    _ => None,
+                };
+                at.map(|at| (c.name.as_str(), at))
+            })
+            .collect();
+        if let Some((_, field)) = users.first() {
+            let names: Vec<&str> = users.iter().map(|(n, _)| *n).collect();
+            let (noun, them) = if names.len() == 1 {
+                ("chain", "it")
+            } else {
+                ("chains", "them")
+            };
+            let mut e = ApiError::unprocessable(
+                "in_use",
+                format!(
+                    "{kind} {name} is used by {noun} {}: delete or change {them} first",
+                    names.join(", ")
+                ),
+            );
+            e.body.error.field = Some(field.clone());
+            return Err(e);
+        }
+        if spec.chains.is_empty() {
+            // A spec needs a chain (sluice-spec's rule): say so, rather than
+            // blame the file the desired state came from.
+            return Err(ApiError::unprocessable(
+                "last_chain",
+                format!(
+                    "chain {name} is the last chain, and a desired state needs at least one: \
+                     apply a spec without it instead"
+                ),
+            ));
         }
         Ok(spec)
     }

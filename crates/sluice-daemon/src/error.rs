@@ -17,9 +17,9 @@ pub struct ErrorBody {
 /// What went wrong.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ErrorDetail {
-    /// A stable code: `bad_request`, `invalid_spec`, `conflict`,
-    /// `not_found`, `unauthorized`, `too_large`, `setup_failed`,
-    /// `unavailable`.
+    /// A stable code: `bad_request`, `invalid_spec`, `in_use`,
+    /// `last_chain`, `conflict`, `not_found`, `method_not_allowed`, `unauthorized`,
+    /// `too_large`, `setup_failed`, `unavailable`.
     pub code: String,
     /// A sentence for people.
     pub message: String,
@@ -102,6 +102,15 @@ impl ApiError {
             StatusCode::UNAUTHORIZED,
             "unauthorized",
             "this listener needs `Authorization: Bearer <token>` (the daemon's --token-file)",
+        )
+    }
+
+    /// 405.
+    pub fn method_not_allowed() -> ApiError {
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "this path does not take that method",
         )
     }
 

@@ -60,16 +60,30 @@ pub fn run(cfg: DaemonConfig, registry: &'static [NfType]) -> Result<(), String>
         .socket
         .clone()
         .unwrap_or_else(|| default_socket(&cfg.state_dir));
-    let (control, thread) = control::Control::start(cfg.platform.clone(), registry, dir)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("sluice-api")
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the API runtime: {e}"))?;
-    let served = rt.block_on(serve(control, &socket_path, cfg.listen, cfg.token));
+    // The socket first: a daemon refused because another one listens
+    // there must start nothing (no data plane, no NF processes, no
+    // re-applied state). Requests that arrive while the data plane
+    // starts wait in the listen queue.
+    let unix = {
+        let _in_runtime = rt.enter();
+        socket::bind(&socket_path)
+            .map_err(|e| format!("cannot listen on {}: {e}", socket_path.display()))?
+    };
+    tracing::info!("listening on {}", socket_path.display());
+    // Removed however this function ends; only the daemon that bound the
+    // socket removes it (one refused because another daemon listens
+    // there must not unlink that daemon's socket).
+    let socket_file = socket::Bound(socket_path.clone());
+    let (control, thread) = control::Control::start(cfg.platform.clone(), registry, dir)?;
+    let served = rt.block_on(serve(control, unix, cfg.listen, cfg.token));
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
-    let _ = std::fs::remove_file(&socket_path);
+    drop(socket_file);
     // The last handle on the control thread is gone: it stops the data
     // plane and exits.
     let _ = thread.join();
@@ -78,7 +92,7 @@ pub fn run(cfg: DaemonConfig, registry: &'static [NfType]) -> Result<(), String>
 
 async fn serve(
     control: control::Control,
-    socket_path: &std::path::Path,
+    unix: tokio::net::UnixListener,
     listen: Option<SocketAddr>,
     token: Option<String>,
 ) -> Result<(), String> {
@@ -87,16 +101,15 @@ async fn serve(
         let router = api::routes(state.clone())
             .merge(metrics::routes(state.clone()))
             .merge(capture::routes(state.clone()))
-            .merge(dashboard::routes());
+            .merge(dashboard::routes())
+            .fallback(|| async { error::ApiError::not_found("no such path") })
+            .method_not_allowed_fallback(|| async { error::ApiError::method_not_allowed() });
         let router = match authed {
             Some(t) => auth::require_token(router, t),
             None => router,
         };
         router.layer(axum::extract::DefaultBodyLimit::max(api::BODY_LIMIT))
     };
-    let unix = socket::bind(socket_path)
-        .map_err(|e| format!("cannot listen on {}: {e}", socket_path.display()))?;
-    tracing::info!("listening on {}", socket_path.display());
     let shutdown = shutdown_signal();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut tasks = Vec::new();

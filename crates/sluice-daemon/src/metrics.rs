@@ -1,7 +1,10 @@
 //! `GET /metrics`: the platform's counters in the OpenMetrics text format
-//! (`prometheus-client`), built from one report and one instance list
-//! per scrape, so every value is read at the same moment. Names and
-//! labels are documented in `docs/metrics.md`.
+//! (`prometheus-client`) to a scraper that asks for it (Prometheus does,
+//! in its `Accept` header), else in the Prometheus text format 0.0.4 that
+//! every other consumer reads (`curl`, `promtool check metrics`, older
+//! scrapers). Both are built from one report and one instance list per
+//! scrape, so every value is read at the same moment. Names and labels
+//! are documented in `docs/metrics.md`.
 
 use axum::extract::State;
 use axum::http::header;
@@ -22,6 +25,8 @@ use crate::error::ApiError;
 
 /// The OpenMetrics content type.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// The Prometheus text format's content type.
+pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 pub fn routes(state: AppState) -> Router {
     Router::new()
@@ -29,15 +34,68 @@ pub fn routes(state: AppState) -> Router {
         .with_state(state)
 }
 
-async fn scrape(State(app): State<AppState>) -> Result<impl IntoResponse, ApiError> {
+async fn scrape(
+    State(app): State<AppState>,
+    headers: axum::http::HeaderMap,
+) -> Result<impl IntoResponse, ApiError> {
     let (report, instances) = app
         .control
         .call(|s| (s.rt.report(), s.rt.instances()))
         .await?;
-    Ok((
-        [(header::CONTENT_TYPE, CONTENT_TYPE)],
-        render(&report, &instances),
-    ))
+    let text = render(&report, &instances);
+    let openmetrics = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/openmetrics-text"));
+    Ok(if openmetrics {
+        ([(header::CONTENT_TYPE, CONTENT_TYPE)], text)
+    } else {
+        (
+            [(header::CONTENT_TYPE, TEXT_CONTENT_TYPE)],
+            to_prometheus_text(&text),
+        )
+    })
+}
+
+/// OpenMetrics text as the Prometheus text format 0.0.4: a counter
+/// family is named like its samples (`x_total`, where OpenMetrics names
+/// it `x`), and there are no `# UNIT` or `# EOF` lines. The samples are
+/// the same.
+pub fn to_prometheus_text(openmetrics: &str) -> String {
+    let mut out = String::with_capacity(openmetrics.len());
+    let mut help: Option<&str> = None;
+    for line in openmetrics.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            // Held until the TYPE line says whether the name gets `_total`.
+            help = Some(rest);
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap_or((rest, "unknown"));
+            let name = if kind == "counter" {
+                format!("{name}_total")
+            } else {
+                name.to_string()
+            };
+            if let Some(h) = help.take() {
+                let text = h.split_once(' ').map_or("", |(_, t)| t);
+                out += &format!("# HELP {name} {text}\n");
+            }
+            let kind = if kind == "unknown" { "untyped" } else { kind };
+            out += &format!("# TYPE {name} {kind}\n");
+            continue;
+        }
+        if let Some(h) = help.take() {
+            out += &format!("# HELP {h}\n");
+        }
+        if line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        }
+        out += line;
+        out.push('\n');
+    }
+    out
 }
 
 type Labels = Vec<(String, String)>;
@@ -286,4 +344,24 @@ fn escape(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prometheus_text_names_counter_families_like_their_samples() {
+        let om = "# HELP a_bytes Bytes.\n# TYPE a_bytes counter\n# UNIT a_bytes bytes\n\
+                  a_bytes_total{p=\"x\"} 1.0\n# HELP g A gauge.\n# TYPE g gauge\ng 2\n\
+                  # HELP h_seconds H.\n# TYPE h_seconds histogram\n# UNIT h_seconds seconds\n\
+                  h_seconds_bucket{le=\"+Inf\"} 1\nh_seconds_count 1\n# EOF\n";
+        assert_eq!(
+            to_prometheus_text(om),
+            "# HELP a_bytes_total Bytes.\n# TYPE a_bytes_total counter\n\
+             a_bytes_total{p=\"x\"} 1.0\n# HELP g A gauge.\n# TYPE g gauge\ng 2\n\
+             # HELP h_seconds H.\n# TYPE h_seconds histogram\n\
+             h_seconds_bucket{le=\"+Inf\"} 1\nh_seconds_count 1\n"
+        );
+    }
 }

@@ -46,3 +46,12 @@ pub fn bind(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))?;
     Ok(l)
 }
+
+/// The socket file of a bound listener: removed on drop.
+pub struct Bound(pub PathBuf);
+
+impl Drop for Bound {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}

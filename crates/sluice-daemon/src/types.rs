@@ -22,6 +22,9 @@ pub struct VersionInfo {
 #[serde(deny_unknown_fields)]
 pub struct ApplyRequest {
     /// The spec document, YAML or JSON text (see docs/spec-reference.md).
+    #[schema(
+        example = "ports:\n  - { name: gen, kind: generator, rate_pps: 1000 }\n  - { name: out, kind: sink }\nnfs:\n  - { name: acl, type: acl, config: { default: accept } }\nchains:\n  - { name: main, from: gen, nfs: [acl], to: out }\n"
+    )]
     pub spec: String,
     /// The file the spec came from: errors name it and relative paths in
     /// it resolve beside it. Default: `<api>` (relative paths resolve
@@ -121,6 +124,7 @@ pub struct ChainView {
 
 /// Query of `DELETE` requests.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct DeleteQuery {
     /// Delete only if the desired state is still at this version.
@@ -129,6 +133,7 @@ pub struct DeleteQuery {
 
 /// Query of `GET /v1/nfs/{name}/logs`.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct LogsQuery {
     /// Only lines after this sequence number (follow with the previous

@@ -77,7 +77,9 @@ impl NetworkFunction for Delay {
     fn process(&mut self, batch: &mut Batch<'_>, ctx: &mut Context<'_>) {
         let now = ctx.now_ns();
         self.release(now, ctx);
-        let due = now + self.delay_ns;
+        // Saturating: the longest delays are due at the end of time, not
+        // in the past.
+        let due = now.saturating_add(self.delay_ns);
         let (held, capacity) = (&mut self.held, self.capacity);
         let mut room = capacity - held.len();
         batch.take_if(

@@ -84,3 +84,22 @@ fn delay_rejects_a_zero_delay() {
     let e = try_build("delay", json!({ "delay_us": 0 })).err().unwrap();
     assert!(e.to_string().contains("delay_us"), "{e}");
 }
+
+#[test]
+fn the_longest_delay_holds_packets_until_stop_instead_of_overflowing() {
+    // delay_us: u64::MAX passed validation, then `now + delay` overflowed
+    // on the first packet and the NF panicked on every restart.
+    let mut nf = build("delay", json!({ "delay_us": u64::MAX }));
+    let mut h = Harness::new();
+    h.set_now_ns(1_000_000_000);
+    let out = h.run(nf.as_mut(), &frames(5));
+    assert!(out.is_empty());
+    h.set_now_ns(u64::MAX - 1);
+    h.tick(nf.as_mut());
+    assert!(
+        h.take_emitted().is_empty(),
+        "not due before the end of time"
+    );
+    h.stop(nf.as_mut());
+    assert_eq!(h.take_emitted().len(), 5);
+}

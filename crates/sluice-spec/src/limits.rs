@@ -37,8 +37,10 @@ pub(crate) const BACKOFF_MS: Limit = range(0, u64::MAX);
 pub(crate) const HOLD_MS: Limit = range(0, 3_600_000);
 /// `settings.flow_table.capacity`.
 pub(crate) const FLOW_CAPACITY: Limit = pow2(1024, 16_777_216);
-/// `settings.flow_table.idle_timeout_ms`.
-pub(crate) const IDLE_TIMEOUT_MS: Limit = range(1, u64::MAX);
+/// `settings.flow_table.idle_timeout_ms`: at most a year. The flow table
+/// keeps deadlines in nanoseconds of the monotonic clock, where a timeout
+/// of about 584 years or more overflows (a worker panicked on it).
+pub(crate) const IDLE_TIMEOUT_MS: Limit = range(1, 31_536_000_000);
 /// `settings.wakeup.max_batch`.
 pub(crate) const WAKE_MAX_BATCH: Limit = range(1, 256);
 /// `settings.wakeup.timeout_us`.

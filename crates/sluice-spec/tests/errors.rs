@@ -466,6 +466,13 @@ ports:
     check(
         "
 settings:
+  flow_table: { idle_timeout_ms: 18446744073709551615 }
+",
+        "bad.yaml:2:34: settings.flow_table.idle_timeout_ms: must be an integer between 1 and 31536000000, got 18446744073709551615",
+    );
+    check(
+        "
+settings:
   ring_size: 64
   batch: 128
 ",
