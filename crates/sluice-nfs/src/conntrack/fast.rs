@@ -13,6 +13,7 @@ use std::num::NonZeroU8;
 
 use sluice_packet::{FlowKey, Headers, IpProtocol};
 
+use super::tcp_window::Seg;
 use super::L4;
 
 const FIN_SYN_RST: u8 = 0x07;
@@ -76,7 +77,9 @@ impl<'a> RawTuple<'a> {
                 if flags & FIN_SYN_RST != 0 || flags & ACK == 0 {
                     return None;
                 }
-                L4::Tcp { flags: ACK }
+                let t = frame.get(l4off..usize::from(h.payload_offset))?;
+                let seg = Seg::read(t, usize::from(h.payload_len))?;
+                L4::Tcp { flags, seg }
             }
             IpProtocol::UDP => L4::Udp,
             _ => return None,
@@ -222,6 +225,8 @@ pub(crate) struct V4Tuple {
     /// 6 (TCP, an ACK-class segment) or 17 (UDP): a fast-path tuple has
     /// no other, so this also gives its class.
     proto: NonZeroU8,
+    /// The TCP segment's numbers (default for UDP).
+    seg: Seg,
 }
 
 impl RawTuple<'_> {
@@ -234,6 +239,10 @@ impl RawTuple<'_> {
                 addrs,
                 ports: self.ports,
                 proto: NonZeroU8::new(self.proto)?,
+                seg: match self.l4 {
+                    L4::Tcp { seg, .. } => seg,
+                    _ => Seg::default(),
+                },
             }),
             Addrs::V6(_) => None,
         }
@@ -250,7 +259,10 @@ impl V4Tuple {
             ports: self.ports,
             proto: self.proto.get(),
             l4: if self.proto.get() == 6 {
-                L4::Tcp { flags: ACK }
+                L4::Tcp {
+                    flags: self.seg.flags,
+                    seg: self.seg,
+                }
             } else {
                 L4::Udp
             },
@@ -286,7 +298,11 @@ fn transport<const AT: usize, const IP: usize>(
             if thl < 20 || thl + IP > len || t[13] & (FIN_SYN_RST | ACK) != ACK {
                 return None;
             }
-            L4::Tcp { flags: ACK }
+            let seg = Seg::read(f.get(AT..AT + thl)?, len - IP - thl)?;
+            L4::Tcp {
+                flags: seg.flags,
+                seg,
+            }
         }
         _ => return None,
     };
@@ -501,10 +517,15 @@ mod tests {
 
     #[test]
     fn only_ack_class_tcp_qualifies() {
-        let f = |flags| read(&tcp("10.0.0.1", 1, "10.0.0.2", 2, flags)).map(|r| r.l4);
+        let f = |flags| {
+            read(&tcp("10.0.0.1", 1, "10.0.0.2", 2, flags)).map(|r| match r.l4 {
+                L4::Tcp { flags, .. } => flags,
+                _ => 0,
+            })
+        };
         assert_eq!(
             f(TcpFlags::ACK | TcpFlags::PSH | TcpFlags::URG | TcpFlags::ECE | TcpFlags::CWR),
-            Some(L4::Tcp { flags: ACK })
+            Some(0xf8)
         );
         assert_eq!(f(TcpFlags::SYN), None);
         assert_eq!(f(TcpFlags::SYN | TcpFlags::ACK), None);

@@ -73,6 +73,8 @@ struct TimeoutsCfg {
     udp_stream: Option<f64>,
     icmp: Option<f64>,
     generic: Option<f64>,
+    tcp_retrans: Option<f64>,
+    tcp_unack: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -90,6 +92,10 @@ struct Config {
     capacity: Option<i64>,
     #[serde(default)]
     tcp_loose: Option<bool>,
+    #[serde(default)]
+    liberal: Option<bool>,
+    #[serde(default)]
+    checksum: Option<bool>,
     #[serde(default)]
     zones: Vec<ZoneCfg>,
     #[serde(default)]
@@ -278,6 +284,8 @@ fn timeouts(config: &ConfigNode, t: &TimeoutsCfg) -> Result<Timeouts, SpecError>
         ("udp_stream", t.udp_stream, &mut out.udp_stream),
         ("icmp", t.icmp, &mut out.icmp),
         ("generic", t.generic, &mut out.generic),
+        ("tcp_retrans", t.tcp_retrans, &mut out.tcp_retrans),
+        ("tcp_unack", t.tcp_unack, &mut out.tcp_unack),
     ] {
         if let Some(s) = v {
             *slot = ns(name, s)?;
@@ -300,6 +308,8 @@ pub fn compile(
             non_ip: None,
             capacity: None,
             tcp_loose: None,
+            liberal: None,
+            checksum: None,
             zones: Vec::new(),
             timeouts: TimeoutsCfg::default(),
             rules: Vec::new(),
@@ -377,6 +387,8 @@ pub fn compile(
             capacity: capacity as usize,
             timeouts: timeouts(config, &cfg.timeouts)?,
             tcp_loose: cfg.tcp_loose.unwrap_or(true),
+            liberal: cfg.liberal.unwrap_or(false),
+            checksum: cfg.checksum.unwrap_or(true),
         },
     })
 }

@@ -69,6 +69,9 @@ pub const TABLE_FULL: DropReason = DropReason::nf_local(2);
 pub const FRAGMENT: DropReason = DropReason::nf_local(3);
 /// A frame without IP, with `non_ip: drop`.
 pub const NON_IP: DropReason = DropReason::nf_local(4);
+/// A bad IPv4 header, TCP, UDP, ICMP or ICMPv6 checksum (INVALID to
+/// Linux conntrack with `nf_conntrack_checksum = 1`).
+pub const CHECKSUM: DropReason = DropReason::nf_local(5);
 
 /// Counter indices, into `TYPE.counters`.
 pub mod counters {
@@ -93,6 +96,9 @@ pub mod counters {
     pub const TABLE_FULL: usize = 8;
     /// Untracked packets (ICMP other than echo/errors) accepted by a rule.
     pub const UNTRACKED: usize = 9;
+    /// Packets dropped for a bad checksum (also INVALID to Linux, counted
+    /// apart).
+    pub const BAD_CHECKSUM: usize = 10;
 }
 
 /// Expired entries looked at per batch (amortised sweep; the lazy check
@@ -195,7 +201,7 @@ struct Scratch {
 }
 
 #[derive(Default)]
-struct Counts([u64; 10]);
+struct Counts([u64; 16]);
 
 impl Firewall {
     /// Builds from a validated config.
@@ -278,8 +284,8 @@ impl Firewall {
         let zone = self.zone_of(port_in);
         match self.ct.classify_frame(frame, zone, flow_id, now_ns) {
             Some(Classified::Tracked { .. }) => Ok(Decision::Established),
-            Some(Classified::Invalid(_)) => Ok(Decision::Drop {
-                reason: INVALID,
+            Some(Classified::Invalid(why)) => Ok(Decision::Drop {
+                reason: invalid_reason(why),
                 rule: None,
             }),
             // Not a fast-path packet (it gives nothing else).
@@ -319,6 +325,12 @@ impl Firewall {
         // reaches this only for what `decide_frame`'s raw path leaves: VLAN
         // tags, IP options, extension headers.
         if h.ip_version != 0 && !h.fragment {
+            if self.ct.verifies_checksums() && sluice_packet::verify_checksums(frame, h).is_err() {
+                return Decision::Drop {
+                    reason: CHECKSUM,
+                    rule: None,
+                };
+            }
             let zone = self.zone_of(port_in);
             match self.ct.classify_cached(frame, h, zone, flow_id, now_ns) {
                 Some(Classified::Tracked { .. }) => return Decision::Established,
@@ -483,7 +495,7 @@ impl Firewall {
             *slot = Pre {
                 id,
                 zone: zones[usize::from(p.port_in())],
-                v4: Conntrack::peek_v4(p.data()),
+                v4: ct.peek_v4(p.data()),
             };
         }
         for (e, p) in entries.iter_mut().zip(pre.iter()) {
@@ -618,6 +630,7 @@ impl Firewall {
                 p.drop_with(reason);
                 c.0[match reason {
                     INVALID => k::INVALID,
+                    CHECKSUM => k::BAD_CHECKSUM,
                     TABLE_FULL => k::TABLE_FULL,
                     DENIED => k::DROPPED,
                     _ => return,
@@ -647,6 +660,15 @@ impl Firewall {
             c.0[slot] += 1;
         }
         c.0[k::ACCEPTED] += 1;
+    }
+}
+
+/// The drop reason of an INVALID packet.
+#[inline]
+fn invalid_reason(why: crate::conntrack::Invalid) -> DropReason {
+    match why {
+        crate::conntrack::Invalid::Checksum => CHECKSUM,
+        _ => INVALID,
     }
 }
 
@@ -699,7 +721,14 @@ fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> 
 pub const TYPE: NfType = NfType {
     name: "firewall",
     summary: "stateful firewall: ordered rules for new connections, conntrack (zones, TCP states) for the rest",
-    drop_reasons: &["denied", "invalid", "table_full", "fragment", "non_ip"],
+    drop_reasons: &[
+        "denied",
+        "invalid",
+        "table_full",
+        "fragment",
+        "non_ip",
+        "checksum",
+    ],
     counters: &[
         "accepted",
         "dropped",
@@ -711,6 +740,7 @@ pub const TYPE: NfType = NfType {
         "entries",
         "table_full",
         "untracked",
+        "bad_checksum",
     ],
     build,
 };
