@@ -515,6 +515,11 @@ fn broadcast_and_bad_checksums_are_never_answered() {
     let mut bad = udp(C, 1, SV, 2);
     let n = bad.len();
     bad[n - 1] ^= 0xff; // payload changed, checksum not
+    let out = run(&mut Harness::new(), &mut fw, &[bcast.clone(), bad.clone()]);
+    // The bad checksum is INVALID to conntrack (`checksum`) before any
+    // rule; without verification the reject still refuses to answer it.
+    assert_eq!(out, [reason("denied"), reason("checksum")]);
+    let mut fw = firewall(json!({ "default": "reject", "checksum": false }));
     let out = run(&mut Harness::new(), &mut fw, &[bcast, bad]);
     assert_eq!(out, [reason("denied"), reason("denied")]);
 }

@@ -46,9 +46,8 @@ fn v4_ok(f: &[u8]) -> bool {
     let Some(l4) = f.get(ETH + 20..ETH + total) else {
         return false;
     };
-    // Addresses (8 bytes at 12) + protocol + transport length.
-    let pseudo = add(sum(&ip[12..20]), u64::from(proto) + (total as u64 - 20));
-    l4_ok(pseudo, proto, l4, false)
+    // Addresses (8 bytes at 12); protocol and length added by `l4_ok`.
+    l4_ok(sum(&ip[12..20]), proto, l4, false)
 }
 
 #[inline(always)]
@@ -61,22 +60,29 @@ fn v6_ok(f: &[u8]) -> bool {
     let Some(l4) = f.get(ETH + 40..ETH + 40 + payload) else {
         return false;
     };
-    let pseudo = add(sum(&ip[8..40]), u64::from(proto) + payload as u64);
-    l4_ok(pseudo, proto, l4, true)
+    l4_ok(sum(&ip[8..40]), proto, l4, true)
 }
 
-/// The transport checksum of `l4` (TCP or UDP) with pseudo-header sum
-/// `pseudo`. A UDP checksum of 0 means none over IPv4 and is invalid
-/// over IPv6 (RFC 8200 §8.1).
+/// The transport checksum of `l4` (TCP or UDP, the IP payload) with the
+/// pseudo header's address sum `addrs`. UDP is checked over its own
+/// length (Linux trims the datagram to it; the parse checked it fits); a
+/// UDP checksum of 0 means none over IPv4 and is invalid over IPv6 (RFC
+/// 8200 §8.1).
 #[inline(always)]
-fn l4_ok(pseudo: u64, proto: u8, l4: &[u8], v6: bool) -> bool {
+fn l4_ok(addrs: u64, proto: u8, l4: &[u8], v6: bool) -> bool {
+    let mut seg = l4;
     if proto == 17 {
-        let stored = l4.get(6..8).map_or(0, |c| u16::from_be_bytes([c[0], c[1]]));
-        if stored == 0 {
+        let Some(u) = l4.first_chunk::<8>() else {
+            return false;
+        };
+        if u[6] == 0 && u[7] == 0 {
             return !v6;
         }
+        let ulen = usize::from(u16::from_be_bytes([u[4], u[5]]));
+        seg = l4.get(..ulen).unwrap_or(l4);
     }
-    fold(add(pseudo, sum(l4))) == 0xffff
+    let pseudo = add(addrs, u64::from(proto) + seg.len() as u64);
+    fold(add(pseudo, sum(seg))) == 0xffff
 }
 
 #[cfg(test)]
@@ -140,6 +146,30 @@ mod tests {
             }
         }
         assert!(n > 300);
+    }
+
+    /// A UDP datagram shorter than the IP payload (link padding counted
+    /// in the IP length) is checked over the UDP length.
+    #[test]
+    fn udp_is_checked_over_its_own_length() {
+        let udp = L4Spec::Udp {
+            src_port: 1,
+            dst_port: 2,
+        };
+        for (s, d, len_at) in [("10.0.0.1", "10.0.0.2", 16), ("fd00::1", "fd00::2", 18)] {
+            let mut f = frame(s, d, udp, b"abcd");
+            f.push(0);
+            let l = u16::from_be_bytes([f[len_at], f[len_at + 1]]) + 1;
+            f[len_at..len_at + 2].copy_from_slice(&l.to_be_bytes());
+            if len_at == 16 {
+                f[24..26].copy_from_slice(&[0, 0]);
+                let c = sluice_packet::checksum::checksum(&f[14..34]);
+                f[24..26].copy_from_slice(&c.to_be_bytes());
+            }
+            let h = parse(&f).unwrap();
+            assert!(verify_checksums(&f, &h).is_ok());
+            assert!(frame_ok(&f), "{s}");
+        }
     }
 
     #[test]

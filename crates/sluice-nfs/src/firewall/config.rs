@@ -97,6 +97,12 @@ struct Config {
     #[serde(default)]
     checksum: Option<bool>,
     #[serde(default)]
+    frag_memory: Option<i64>,
+    #[serde(default)]
+    frag_timeout: Option<f64>,
+    #[serde(default)]
+    frag6_timeout: Option<f64>,
+    #[serde(default)]
     zones: Vec<ZoneCfg>,
     #[serde(default)]
     timeouts: TimeoutsCfg,
@@ -119,7 +125,27 @@ pub struct FirewallConfig {
     pub zones: Vec<(u16, u16)>,
     /// Connection tracking.
     pub conntrack: Settings,
+    /// Reassembly.
+    pub frag: FragSettings,
 }
+
+/// Reassembly bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FragSettings {
+    /// Fragment buffers held at most (`frag_memory` / 2240).
+    pub max_held: usize,
+    /// IPv4 reassembly timeout (`ipfrag_time`).
+    pub timeout_v4_ns: u64,
+    /// IPv6 reassembly timeout (`nf_conntrack_frag6_timeout`).
+    pub timeout_v6_ns: u64,
+}
+
+/// Bytes a held fragment is counted for: one packet buffer with its
+/// metadata and headroom (`sluice_mem::BUF_STRIDE`).
+pub const FRAG_BUFFER_BYTES: u64 = 2240;
+
+/// Linux's `ipfrag_high_thresh` / `nf_conntrack_frag6_high_thresh`.
+pub const DEFAULT_FRAG_MEMORY: u64 = 4 << 20;
 
 fn port_index(
     config: &ConfigNode,
@@ -310,6 +336,9 @@ pub fn compile(
             tcp_loose: None,
             liberal: None,
             checksum: None,
+            frag_memory: None,
+            frag_timeout: None,
+            frag6_timeout: None,
             zones: Vec::new(),
             timeouts: TimeoutsCfg::default(),
             rules: Vec::new(),
@@ -377,7 +406,33 @@ pub fn compile(
         .enumerate()
         .map(|(i, r)| compile_rule(config, resolver, i, r))
         .collect::<Result<Vec<_>, _>>()?;
+    let frag_memory = match cfg.frag_memory {
+        None => DEFAULT_FRAG_MEMORY,
+        Some(m) if m >= 0 && (m as u64) <= 1 << 30 => m as u64,
+        Some(m) => {
+            return Err(config.error_at_path(
+                "frag_memory",
+                format!("frag_memory {m} is out of range 0-1073741824 bytes"),
+            ))
+        }
+    };
+    let secs = |name: &str, v: Option<f64>, default: u64| -> Result<u64, SpecError> {
+        match v {
+            None => Ok(default * 1_000_000_000),
+            Some(s) if s.is_finite() && s > 0.0 && s <= 1e6 => Ok((s * 1e9) as u64),
+            Some(s) => Err(config.error_at_path(
+                name,
+                format!("{name} {s} s is not a positive number of seconds (at most 1e6)"),
+            )),
+        }
+    };
+    let frag = FragSettings {
+        max_held: (frag_memory / FRAG_BUFFER_BYTES) as usize,
+        timeout_v4_ns: secs("frag_timeout", cfg.frag_timeout, 30)?,
+        timeout_v6_ns: secs("frag6_timeout", cfg.frag6_timeout, 60)?,
+    };
     Ok(FirewallConfig {
+        frag,
         rules,
         default,
         icmp_reject,

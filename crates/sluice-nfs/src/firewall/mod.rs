@@ -45,6 +45,9 @@
 //! ```
 
 pub mod config;
+mod defrag;
+pub mod frag;
+mod fragments;
 pub mod reject;
 pub mod rules;
 
@@ -72,6 +75,19 @@ pub const NON_IP: DropReason = DropReason::nf_local(4);
 /// A bad IPv4 header, TCP, UDP, ICMP or ICMPv6 checksum (INVALID to
 /// Linux conntrack with `nf_conntrack_checksum = 1`).
 pub const CHECKSUM: DropReason = DropReason::nf_local(5);
+/// Overlapping fragments: the whole datagram is dropped (RFC 5722; Linux
+/// does the same for IPv4).
+pub const FRAG_OVERLAP: DropReason = DropReason::nf_local(6);
+/// A fragment wholly inside data already held (Linux drops it, keeps the
+/// rest).
+pub const FRAG_DUPLICATE: DropReason = DropReason::nf_local(7);
+/// A datagram not complete within its reassembly timeout.
+pub const FRAG_TIMEOUT: DropReason = DropReason::nf_local(8);
+/// A fragment over the reassembly memory bound.
+pub const FRAG_MEMORY: DropReason = DropReason::nf_local(9);
+/// Marks a fragment for `process` to take out of its batch; never left
+/// on a packet (not a reason the NF reports).
+const HOLD: DropReason = DropReason::nf_local(255);
 
 /// Counter indices, into `TYPE.counters`.
 pub mod counters {
@@ -99,6 +115,10 @@ pub mod counters {
     /// Packets dropped for a bad checksum (also INVALID to Linux, counted
     /// apart).
     pub const BAD_CHECKSUM: usize = 10;
+    /// Datagrams reassembled from fragments and judged.
+    pub const FRAG_REASSEMBLED: usize = 11;
+    /// Gauge: fragment buffers held (in reassembly or waiting to leave).
+    pub const FRAG_HELD: usize = 12;
 }
 
 /// Expired entries looked at per batch (amortised sweep; the lazy check
@@ -158,6 +178,9 @@ pub enum Decision {
         /// Rule that dropped (for `DENIED`).
         rule: Option<usize>,
     },
+    /// An IP fragment: held for reassembly (by `process`; the datagram
+    /// is judged when complete).
+    Fragment,
     /// Answer with `reply` (rule `rule`) back out of the ingress port.
     Reject {
         /// The answer.
@@ -184,6 +207,14 @@ pub struct Firewall {
     /// Hits per rule (NEW connections and untracked packets); also
     /// published as extended counters.
     rule_hits: Vec<u64>,
+    /// Datagrams in reassembly and their fragments.
+    defrag: defrag::Defrag,
+    /// A batch's fragments, taken out of it (capacity a batch).
+    intake: Vec<sluice_nf::OwnedPacket>,
+    /// The reassembled datagram being judged (65 KiB, allocated once).
+    reasm: Vec<u8>,
+    /// A fragment of the current batch is marked for taking.
+    frag_pending: bool,
     /// What `process` keeps between its passes over a chunk, kept here
     /// so a chunk does not first fill ≈ 900 bytes of stack (≈ 2
     /// instructions per packet): each pass reads only what the passes
@@ -221,6 +252,15 @@ impl Firewall {
             non_ip_accept: cfg.non_ip_accept,
             zones,
             ct: Conntrack::new(cfg.conntrack, flow_capacity),
+            defrag: defrag::Defrag::new(
+                FRAG_QUEUES,
+                cfg.frag.max_held,
+                cfg.frag.timeout_v4_ns,
+                cfg.frag.timeout_v6_ns,
+            ),
+            intake: Vec::with_capacity(sluice_mem::MAX_BATCH),
+            reasm: vec![0; 65_535 + 64],
+            frag_pending: false,
             scratch: Scratch {
                 pre: [Pre::EMPTY; CHUNK],
                 entries: [u32::MAX; CHUNK],
@@ -370,10 +410,7 @@ impl Firewall {
             };
         }
         if h.fragment {
-            return Decision::Drop {
-                reason: FRAGMENT,
-                rule: None,
-            };
+            return Decision::Fragment;
         }
         let zone = self.zone_of(port_in);
         let cp = match CtPacket::parse(frame, h, zone) {
@@ -626,6 +663,12 @@ impl Firewall {
             Decision::New { .. } => k::NEW,
             Decision::Untracked { .. } => k::UNTRACKED,
             Decision::NonIp => k::ACCEPTED,
+            Decision::Fragment => {
+                // Taken out of the batch after the chunk loop.
+                p.set_verdict(Verdict::Drop(HOLD));
+                self.frag_pending = true;
+                return;
+            }
             Decision::Drop { reason, .. } => {
                 p.drop_with(reason);
                 c.0[match reason {
@@ -663,6 +706,24 @@ impl Firewall {
     }
 }
 
+/// Datagrams in reassembly at once (queues are pre-sized: ≈ 5 KiB each).
+const FRAG_QUEUES: usize = 256;
+
+impl Firewall {
+    /// Counts a drop with `reason` of a packet `settle` did not see (a
+    /// reassembled datagram).
+    fn count_drop(&self, reason: DropReason, c: &mut Counts) {
+        let slot = match reason {
+            INVALID => counters::INVALID,
+            CHECKSUM => counters::BAD_CHECKSUM,
+            TABLE_FULL => counters::TABLE_FULL,
+            DENIED => counters::DROPPED,
+            _ => return,
+        };
+        c.0[slot] += 1;
+    }
+}
+
 /// The drop reason of an INVALID packet.
 #[inline]
 fn invalid_reason(why: crate::conntrack::Invalid) -> DropReason {
@@ -681,6 +742,12 @@ impl NetworkFunction for Firewall {
         let mut base = 0;
         while base < n {
             base += self.process_chunk(batch, base, clock, &mut c, ctx);
+        }
+        if self.frag_pending {
+            self.frag_pending = false;
+            self.take_fragments(batch, &mut c, ctx);
+        } else if self.defrag.held() != 0 {
+            self.drain(ctx);
         }
         self.ct.sweep(now, SWEEP_PER_BATCH);
         for (i, v) in c.0.iter().enumerate() {
@@ -705,6 +772,12 @@ impl NetworkFunction for Firewall {
         let budget = (self.ct.table().capacity() / 100).max(1024);
         self.ct.sweep(ctx.now_ns(), budget);
         ctx.set_gauge(counters::ENTRIES, self.ct.len() as u64);
+        self.expire_fragments(ctx);
+    }
+
+    /// Shutdown: incomplete datagrams' fragments are dropped (`fragment`).
+    fn stop(&mut self, ctx: &mut Context<'_>) {
+        self.flush_fragments(ctx);
     }
 
     fn reset(&mut self) {
@@ -728,6 +801,10 @@ pub const TYPE: NfType = NfType {
         "fragment",
         "non_ip",
         "checksum",
+        "frag_overlap",
+        "frag_duplicate",
+        "frag_timeout",
+        "frag_memory",
     ],
     counters: &[
         "accepted",
@@ -741,6 +818,8 @@ pub const TYPE: NfType = NfType {
         "table_full",
         "untracked",
         "bad_checksum",
+        "frag_reassembled",
+        "frag_held",
     ],
     build,
 };
