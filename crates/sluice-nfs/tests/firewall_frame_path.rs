@@ -199,7 +199,9 @@ fn only_the_common_shape_is_decided_from_raw_bytes() {
             let got = fw.decide_frame(&f, 0, ID, now);
             let want = full(&mut twin, &f, now);
             assert_eq!(got, want, "{name}");
-            if raw && name.contains("checksum") {
+            let bad_csum =
+                parse(&f).is_ok_and(|h| sluice_packet::verify_checksums(&f, &h).is_err());
+            if raw && bad_csum {
                 // Read from raw bytes too, and INVALID for the checksum.
                 let bad = Decision::Drop {
                     reason: sluice_nfs::firewall::CHECKSUM,
@@ -238,7 +240,7 @@ fn process_decides_off_path_frames_as_before() {
         ack.clone(),
         with_vlan(&ack),
         with_ipv4_options(&ack),
-        frag,
+        frag.clone(),
         short.clone(),
         long_total.clone(),
         bad_offset.clone(),
@@ -256,7 +258,7 @@ fn process_decides_off_path_frames_as_before() {
             Verdict::Next,
             Verdict::Next,
             Verdict::Next,
-            Verdict::Drop(FRAGMENT),
+            // The fragment is held for reassembly (out of the batch).
             malformed(&short),
             malformed(&long_total),
             malformed(&bad_offset),
@@ -268,6 +270,13 @@ fn process_decides_off_path_frames_as_before() {
     assert_eq!(h.counter(counters::ESTABLISHED), 5);
     assert_eq!(h.counter(counters::ACCEPTED), 6);
     assert_eq!(h.counter(counters::BAD_CHECKSUM), 1);
+    assert_eq!(h.counter(counters::FRAG_HELD), 1);
+    // Never completed: dropped as `fragment` at shutdown.
+    h.stop(&mut fw);
+    let left = h.take_emitted();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].verdict, Verdict::Drop(FRAGMENT));
+    assert_eq!(left[0].frame, frag);
     assert_eq!(fw.conntrack().len(), 1);
 }
 
@@ -444,9 +453,14 @@ proptest! {
             h.set_now_ns(now);
             let frames: Vec<Vec<u8>> = batch.into_iter().map(|(_, _, f)| f).collect();
             let got = h.run(&mut fw, &frames);
-            prop_assert_eq!(got.len(), frames.len());
-            for (o, f) in got.iter().zip(&frames) {
-                let d = full(&mut twin, f, now);
+            // Fragments are held for reassembly: they leave the batch.
+            let decided: Vec<_> = frames.iter().map(|f| (f, full(&mut twin, f, now))).collect();
+            let kept: Vec<_> = decided
+                .into_iter()
+                .filter(|(_, d)| *d != Ok(Decision::Fragment))
+                .collect();
+            prop_assert_eq!(got.len(), kept.len());
+            for (o, (f, d)) in got.iter().zip(kept) {
                 match d {
                     Ok(Decision::Established) => established += 1,
                     Ok(Decision::New { .. }) => new += 1,
