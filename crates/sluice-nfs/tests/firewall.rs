@@ -624,9 +624,11 @@ fn untracked_icmp_goes_through_the_rules_every_time() {
 fn non_ip_fragments_and_malformed_frames() {
     let mut fw = firewall(json!({ "default": "accept" }));
     let mut frag = udp(C, 1, SV, 2);
-    frag[20] = 0x20; // MF
+    let old = u16::from_be_bytes([frag[20], frag[21]]);
+    frag[20..22].copy_from_slice(&0x2000u16.to_be_bytes()); // MF
     let c = u16::from_be_bytes([frag[24], frag[25]]);
-    frag[24..26].copy_from_slice(&sluice_packet::checksum::update_u16(c, 0, 0x2000).to_be_bytes());
+    let c = sluice_packet::checksum::update_u16(c, old, 0x2000);
+    frag[24..26].copy_from_slice(&c.to_be_bytes());
     let short = udp(C, 1, SV, 2)[..30].to_vec();
     let mut h = Harness::new();
     let out = run(&mut h, &mut fw, &[arp(), frag.clone(), short]);
