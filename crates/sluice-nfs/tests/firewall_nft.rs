@@ -290,7 +290,12 @@ fn packets() -> Vec<Sent> {
 const GAP_NS: u64 = 60_000_000;
 
 fn nf_fates(sent: &[Sent]) -> Vec<&'static str> {
-    let mut fw = firewall(json!({
+    nf_fates_with(sent, json!({}))
+}
+
+/// [`nf_fates`] with the config's top-level keys overridden by `extra`.
+fn nf_fates_with(sent: &[Sent], extra: serde_json::Value) -> Vec<&'static str> {
+    let mut config = json!({
         "frag_timeout": 1,
         "frag6_timeout": 1,
         "rules": [
@@ -300,7 +305,11 @@ fn nf_fates(sent: &[Sent]) -> Vec<&'static str> {
             { "action": "accept", "proto": "icmp", "icmp_type": 8 },
             { "action": "accept", "proto": "udp", "dst_port": 53 },
         ]
-    }));
+    });
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        config[k] = v.clone();
+    }
+    let mut fw = firewall(config);
     let mut h = Harness::new();
     let mut now = 1_000_000_000;
     let fate = |v: Verdict| match v {
@@ -452,4 +461,24 @@ fn same_fate_as_linux_nftables() {
         ours.len()
     );
     assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+}
+
+/// The two switches away from Linux's defaults change exactly the
+/// packets they should (each check fails if its feature is taken out):
+/// `liberal: true` (`nf_conntrack_tcp_be_liberal = 1`) passes the
+/// out-of-window data, ACK and RST and the unscaled data (33, 34, 35,
+/// 46); `checksum: false` passes the bad IPv4 header, UDP, ICMP and TCP
+/// checksums (47, 48, 50, 51), completes the datagram whose first
+/// fragment had a bad header checksum (70) and passes the reassembled
+/// datagram with a bad UDP checksum (75).
+#[test]
+fn liberal_and_unchecked_differ_from_linux_defaults_where_they_should() {
+    let sent = packets();
+    let base = nf_fates(&sent);
+    let diff = |extra| -> Vec<usize> {
+        let other = nf_fates_with(&sent, extra);
+        (0..base.len()).filter(|&i| base[i] != other[i]).collect()
+    };
+    assert_eq!(diff(json!({ "liberal": true })), [33, 34, 35, 46]);
+    assert_eq!(diff(json!({ "checksum": false })), [47, 48, 50, 51, 70, 75]);
 }

@@ -293,3 +293,123 @@ pub fn add(pieces: &[Piece], t: &mut Totals, fr: &FragInfo) -> Add {
 pub fn complete(t: &Totals, first: Option<&Piece>) -> bool {
     t.last && first.is_some_and(|p| p.offset == 0) && t.meat == t.len
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fr(v: u8, offset: u32, end: u32, more: bool) -> FragInfo {
+        FragInfo {
+            key: FragKey {
+                version: v,
+                zone: 0,
+                src: [0; 16],
+                dst: [0; 16],
+                id: 1,
+                proto: 17,
+            },
+            offset,
+            end,
+            more,
+            data_at: 0,
+            head_len: 0,
+            nh_at: 0,
+            next: 0,
+            l3: 0,
+        }
+    }
+
+    /// Adds fragments in order; the outcome of each.
+    fn run(v: u8, frags: &[(u32, u32, bool)]) -> (Vec<Add>, Vec<Piece>, Totals) {
+        let (mut pieces, mut t, mut out) = (Vec::new(), Totals::default(), Vec::new());
+        for &(o, e, m) in frags {
+            let a = add(&pieces, &mut t, &fr(v, o, e, m));
+            if let Add::At(i, p) = a {
+                pieces.insert(i, p);
+            }
+            out.push(a);
+        }
+        (out, pieces, t)
+    }
+
+    #[test]
+    fn in_order_and_out_of_order_complete() {
+        for order in [
+            [(0, 600, true), (600, 1208, false)],
+            [(600, 1208, false), (0, 600, true)],
+        ] {
+            let (_, pieces, t) = run(4, &order);
+            assert!(complete(&t, pieces.first()));
+            assert_eq!((t.len, t.meat), (1208, 1208));
+        }
+        let (_, pieces, t) = run(6, &[(0, 600, true)]);
+        assert!(!complete(&t, pieces.first()));
+    }
+
+    /// Linux `inet_frag_queue_insert`: inside a run is a duplicate, any
+    /// other overlap an overlap, for both versions (RFC 5722).
+    #[test]
+    fn duplicates_and_overlaps() {
+        for v in [4, 6] {
+            let (a, ..) = run(v, &[(0, 600, true), (0, 600, true)]);
+            assert_eq!(a[1], Add::Duplicate);
+            let (a, ..) = run(v, &[(0, 600, true), (8, 16, true)]);
+            assert_eq!(a[1], Add::Duplicate);
+            let (a, ..) = run(v, &[(0, 600, true), (592, 1208, false)]);
+            assert_eq!(a[1], Add::Overlap);
+            // Two runs (the middle one arrived last): spanning both is an
+            // overlap although every byte is queued.
+            let (a, ..) = run(
+                v,
+                &[(0, 8, true), (16, 24, true), (8, 16, true), (0, 16, true)],
+            );
+            assert_eq!(a[3], Add::Overlap);
+            // Appended at the tail, a fragment extends the tail run.
+            let (a, ..) = run(v, &[(0, 8, true), (8, 16, true), (0, 16, true)]);
+            assert_eq!(a[2], Add::Duplicate);
+        }
+    }
+
+    #[test]
+    fn inconsistent_fragments() {
+        // A second last fragment with another end: IPv4 drops the queue,
+        // IPv6 only the fragment.
+        let (a, ..) = run(4, &[(600, 1208, false), (0, 600, true), (600, 1200, false)]);
+        assert_eq!(
+            a[1],
+            Add::At(
+                0,
+                Piece {
+                    offset: 0,
+                    end: 600,
+                    head: true
+                }
+            )
+        );
+        let (a, ..) = run(4, &[(600, 1208, false), (1208, 1300, false)]);
+        assert_eq!(a[1], Add::Bad { kill: true });
+        let (a, ..) = run(6, &[(600, 1208, false), (1208, 1300, false)]);
+        assert_eq!(a[1], Add::Bad { kill: false });
+        // Non-last length not a multiple of 8: rounded down (IPv4),
+        // fatal (IPv6).
+        let (a, ..) = run(4, &[(0, 601, true)]);
+        assert_eq!(
+            a[0],
+            Add::At(
+                0,
+                Piece {
+                    offset: 0,
+                    end: 600,
+                    head: true
+                }
+            )
+        );
+        let (a, ..) = run(6, &[(0, 601, true)]);
+        assert_eq!(a[0], Add::Bad { kill: true });
+        // Empty, and past 65535.
+        let (a, ..) = run(4, &[(8, 8, false)]);
+        assert_eq!(a[0], Add::Bad { kill: true });
+        let (a, ..) = run(6, &[(65_528, 65_540, false)]);
+        assert_eq!(a[0], Add::Bad { kill: false });
+    }
+}

@@ -22,7 +22,11 @@
 //! it came in on (`ToPort(port_in)`); packets that must not be answered
 //! (ICMP errors, RSTs, broadcasts, bad checksums) are only dropped.
 //!
-//! IP fragments are dropped (`fragment`): the firewall does not reassemble.
+//! IP fragments are reassembled first, as Linux's `nf_defrag` does
+//! (`defrag.rs`): the datagram is judged whole and its fragments leave
+//! with its verdict, unchanged. TCP segments are checked against the
+//! sequence window (`conntrack::tcp_window`) and checksums are verified
+//! (`checksum: false` skips that), as Linux conntrack does by default.
 //!
 //! A TCP ACK/data segment or UDP datagram whose platform flow id points at
 //! its connection's entry takes the established fast path: the entry is
