@@ -54,15 +54,15 @@ impl Firewall {
             let view = ctx.view(&mut p);
             let f = view.data();
             let port_in = view.port_in();
-            let info = parse(f).ok().and_then(|h| {
+            let info = parse(f).ok().map(|h| {
                 // Linux's ip_rcv checks every fragment's header checksum.
                 if self.ct.verifies_checksums()
                     && h.ip_version == 4
                     && sluice_packet::verify_checksums(f, &h).is_err()
                 {
-                    return Some(Err(CHECKSUM));
+                    return Err(CHECKSUM);
                 }
-                Some(frag::read(f, &h, self.zone_of(port_in)).map_err(|_| FRAGMENT))
+                frag::read(f, &h, self.zone_of(port_in)).map_err(|_| FRAGMENT)
             });
             (info, port_in)
         };

@@ -37,7 +37,7 @@ pub fn with_tcp_options(base: &[u8], opts: &[u8]) -> Vec<u8> {
         o.push(1);
     }
     let mut f = [&base[..54], &o[..], &base[54..]].concat();
-    f[46] = ((20 + o.len()) / 4 << 4) as u8;
+    f[46] = (((20 + o.len()) / 4) << 4) as u8;
     let total = u16::from_be_bytes([f[16], f[17]]) + o.len() as u16;
     f[16..18].copy_from_slice(&total.to_be_bytes());
     fix_ip_checksum(&mut f);
