@@ -8,12 +8,17 @@
 //!
 //! The fast path's frames (untagged IPv4 without options or IPv6 without
 //! extension headers, TCP or UDP, lengths valid: `RawTuple::read_frame`)
-//! are verified at fixed offsets with [`frame_ok`]: one pass over the
-//! IPv4 header and one over the transport segment, the pseudo header's
-//! addresses summed from the IP header in place. Everything else goes
-//! through `sluice_packet::verify_checksums` after the parse.
-
-use sluice_packet::checksum::{add, fold, sum};
+//! are verified at fixed offsets with [`frame_ok`], every frame of the
+//! fast path, so it is lean: the data is summed as little-endian 64-bit
+//! words with an end-around carry (one `add` + `adc` per 8 bytes, no byte
+//! swap: the ones' complement sum is byte-order independent, RFC 1071
+//! §2(B), and 2^64 - 1 is a multiple of 2^16 - 1), the pseudo header's
+//! addresses are the IP header's own words, summed once for both checks,
+//! and the two sums are folded side by side and compared once. ≈ 40
+//! instructions for a 20-byte IPv4 header and a 20-byte TCP header where
+//! three calls of the general `sluice_packet::checksum::sum` and their
+//! folds took 135 (callgrind; bench: firewall/process_100k). Everything
+//! else goes through `sluice_packet::verify_checksums` after the parse.
 
 /// Untagged Ethernet header length.
 const ETH: usize = 14;
@@ -21,9 +26,9 @@ const ETH: usize = 14;
 /// Whether a frame `RawTuple::read_frame` accepted (its shape and lengths
 /// are checked) has good checksums. Answers `false`, never panics, for
 /// anything else.
-#[inline]
+#[inline(always)]
 pub(super) fn frame_ok(f: &[u8]) -> bool {
-    let Some(eth) = f.get(..ETH) else {
+    let Some(eth) = f.first_chunk::<ETH>() else {
         return false;
     };
     match u16::from_be_bytes([eth[12], eth[13]]) {
@@ -33,56 +38,152 @@ pub(super) fn frame_ok(f: &[u8]) -> bool {
     }
 }
 
+/// Ones' complement addition of two partial sums (end-around carry).
 #[inline(always)]
-fn v4_ok(f: &[u8]) -> bool {
-    let Some(ip) = f.get(ETH..ETH + 20) else {
-        return false;
-    };
-    if fold(sum(ip)) != 0xffff {
-        return false;
+fn add(a: u64, b: u64) -> u64 {
+    let (s, c) = a.overflowing_add(b);
+    s + u64::from(c)
+}
+
+/// 8 bytes as a little-endian word (`b` has at least 8).
+#[inline(always)]
+fn le64(b: &[u8]) -> u64 {
+    b.first_chunk::<8>().map_or(0, |w| u64::from_le_bytes(*w))
+}
+
+/// Folds a partial sum to 16 bits (0 only for a zero sum).
+#[inline(always)]
+fn fold(s: u64) -> u16 {
+    let (a, c) = (s as u32).overflowing_add((s >> 32) as u32);
+    let a = a + u32::from(c);
+    let (b, c) = (a as u16).overflowing_add((a >> 16) as u16);
+    b + u16::from(c)
+}
+
+/// 4 bytes as a little-endian word (`b` has at least 4).
+#[inline(always)]
+fn le32(b: &[u8]) -> u64 {
+    b.first_chunk::<4>()
+        .map_or(0, |w| u64::from(u32::from_le_bytes(*w)))
+}
+
+/// Partial sum of `b` in little-endian lanes (any length; the general
+/// sum byte-swapped): for what the fast path never sees.
+#[inline(never)]
+fn sum_le(b: &[u8]) -> u64 {
+    sluice_packet::checksum::sum(b).swap_bytes() >> 48
+}
+
+/// Partial sum of the TCP segment or UDP datagram `seg`, in
+/// little-endian lanes: its fixed header (20 or 8 bytes) with fixed loads,
+/// then what follows (options, data) word by word, the last 0–7 bytes as
+/// the segment's last 8 shifted down, so each lands in the lane it holds
+/// in the data (the rest starts at an even offset, and so at a multiple
+/// of 8 from it) with zeros above (RFC 1071's padding of an odd final
+/// byte). A plain ACK is 3 loads and adds, where the loop of the general
+/// sum took ≈ 30 instructions around them.
+#[inline(always)]
+fn seg_sum(seg: &[u8], tcp: bool) -> u64 {
+    let head = if tcp { 20 } else { 8 };
+    if seg.len() < head {
+        return sum_le(seg);
     }
-    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-    let proto = ip[9];
-    let Some(l4) = f.get(ETH + 20..ETH + total) else {
+    let mut acc = le64(seg);
+    if tcp {
+        acc = add(add(acc, le64(&seg[8..])), le32(&seg[16..]));
+    }
+    let mut i = head;
+    while let Some(w) = seg.get(i..).and_then(|r| r.first_chunk::<8>()) {
+        acc = add(acc, u64::from_le_bytes(*w));
+        i += 8;
+    }
+    let rest = seg.len() - i;
+    if rest != 0 {
+        let last = seg.len().checked_sub(8).map_or(0, |at| le64(&seg[at..]));
+        acc = add(acc, last >> (64 - 8 * rest));
+    }
+    acc
+}
+
+/// [`frame_ok`] for a frame known to be IPv4.
+#[inline(always)]
+pub(super) fn v4_ok(f: &[u8]) -> bool {
+    // Ethernet + the 20-byte IPv4 header.
+    let Some(h) = f.first_chunk::<{ ETH + 20 }>() else {
         return false;
     };
-    // Addresses (8 bytes at 12); protocol and length added by `l4_ok`.
-    l4_ok(sum(&ip[12..20]), proto, l4, false)
+    let total = usize::from(u16::from_be_bytes([h[16], h[17]]));
+    match f.get(ETH + 20..ETH + total) {
+        Some(l4) => v4_sums_ok(h, l4, h[23]),
+        None => false,
+    }
+}
+
+/// The IPv4 header checksum of `h` (Ethernet and a 20-byte IPv4 header)
+/// and the transport checksum of its payload `l4` (`proto`, the header's:
+/// TCP or UDP), for a caller that has already read the header's length
+/// and protocol (a constant there, which leaves one way through).
+#[inline(always)]
+pub(super) fn v4_sums_ok(h: &[u8; ETH + 20], l4: &[u8], proto: u8) -> bool {
+    let addrs = le64(&h[ETH + 12..]);
+    let ip = add(
+        add(
+            le64(&h[ETH..]),
+            u64::from(u32::from_le_bytes([h[22], h[23], h[24], h[25]])),
+        ),
+        addrs,
+    );
+    match l4_sum(addrs, proto, l4, false) {
+        Some(t) => fold(ip) & fold(t) == 0xffff,
+        None => fold(ip) == 0xffff,
+    }
 }
 
 #[inline(always)]
 fn v6_ok(f: &[u8]) -> bool {
-    let Some(ip) = f.get(ETH..ETH + 40) else {
+    let Some(h) = f.first_chunk::<{ ETH + 40 }>() else {
         return false;
     };
-    let payload = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
-    let proto = ip[6];
+    let payload = usize::from(u16::from_be_bytes([h[18], h[19]]));
     let Some(l4) = f.get(ETH + 40..ETH + 40 + payload) else {
         return false;
     };
-    l4_ok(sum(&ip[8..40]), proto, l4, true)
+    let a = &h[ETH + 8..];
+    let addrs = add(
+        add(le64(a), le64(&a[8..])),
+        add(le64(&a[16..]), le64(&a[24..])),
+    );
+    match l4_sum(addrs, h[20], l4, true) {
+        Some(t) => fold(t) == 0xffff,
+        None => true,
+    }
 }
 
-/// The transport checksum of `l4` (TCP or UDP, the IP payload) with the
-/// pseudo header's address sum `addrs`. UDP is checked over its own
+/// The transport checksum's partial sum (folding to 0xffff when good) of
+/// `l4` (TCP or UDP, the IP payload) with the pseudo header's address sum
+/// `addrs`, in little-endian lanes; `None` for a UDP datagram over IPv4
+/// without a checksum (0: none, it passes). UDP is checked over its own
 /// length (Linux trims the datagram to it; the parse checked it fits); a
-/// UDP checksum of 0 means none over IPv4 and is invalid over IPv6 (RFC
-/// 8200 §8.1).
+/// UDP checksum of 0 is invalid over IPv6 (RFC 8200 §8.1): a sum of 0,
+/// which folds to 0.
 #[inline(always)]
-fn l4_ok(addrs: u64, proto: u8, l4: &[u8], v6: bool) -> bool {
+fn l4_sum(addrs: u64, proto: u8, l4: &[u8], v6: bool) -> Option<u64> {
     let mut seg = l4;
     if proto == 17 {
         let Some(u) = l4.first_chunk::<8>() else {
-            return false;
+            return Some(0);
         };
         if u[6] == 0 && u[7] == 0 {
-            return !v6;
+            return if v6 { Some(0) } else { None };
         }
         let ulen = usize::from(u16::from_be_bytes([u[4], u[5]]));
         seg = l4.get(..ulen).unwrap_or(l4);
     }
-    let pseudo = add(addrs, u64::from(proto) + seg.len() as u64);
-    fold(add(pseudo, sum(seg))) == 0xffff
+    // Protocol and length, big-endian words of the pseudo header, in
+    // little-endian lanes: byte-swapped.
+    let len = u16::try_from(seg.len()).unwrap_or(u16::MAX);
+    let pseudo = (u64::from(proto) << 8) + u64::from(len.swap_bytes());
+    Some(add(add(addrs, pseudo), seg_sum(seg, proto == 6)))
 }
 
 #[cfg(test)]
@@ -146,6 +247,35 @@ mod tests {
             }
         }
         assert!(n > 300);
+    }
+
+    /// The word-wise sum folds to the general sum (byte-swapped: it adds
+    /// little-endian lanes) for every length from 0 to 300 bytes, with
+    /// either fixed header, random bytes, all zeros and all ones (the
+    /// end-around carries).
+    #[test]
+    fn word_sum_is_the_general_sum() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for len in 0..300 {
+            for fill in 0..12 {
+                let d: Vec<u8> = (0..len)
+                    .map(|_| match fill {
+                        0 => 0,
+                        1 => 0xff,
+                        _ => {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                            x as u8
+                        }
+                    })
+                    .collect();
+                let general = sluice_packet::checksum::sum(&d) as u16;
+                for tcp in [false, true] {
+                    assert_eq!(fold(seg_sum(&d, tcp)).swap_bytes(), general, "{d:?}");
+                }
+            }
+        }
     }
 
     /// A UDP datagram shorter than the IP payload (link padding counted

@@ -9,12 +9,14 @@
 //! any packet whose tuple differs from the cached entry's, takes the full
 //! path.
 
-use std::num::NonZeroU8;
-
 use sluice_packet::{FlowKey, Headers, IpProtocol};
 
 use super::tcp_window::Seg;
 use super::L4;
+
+#[path = "fast_v4.rs"]
+mod v4;
+pub(crate) use v4::V4Tuple;
 
 const FIN_SYN_RST: u8 = 0x07;
 const ACK: u8 = 0x10;
@@ -53,10 +55,8 @@ pub(super) struct RawTuple<'a> {
     /// Source port in the low 16 bits, destination port in the high 16.
     ports: u32,
     proto: u8,
-    /// Transport class. TCP flags are normalised to a bare ACK: every
-    /// ACK-class segment (ACK set; SYN, FIN, RST clear) passes the flag
-    /// check and has the same row of the state table, so the state
-    /// machine treats them all alike and can fold the lookup.
+    /// Transport class: UDP, or a TCP ACK-class segment (ACK set; SYN,
+    /// FIN, RST clear) with what window tracking reads of it.
     pub(super) l4: L4,
 }
 
@@ -213,63 +213,6 @@ impl<'a> RawTuple<'a> {
     }
 }
 
-/// An IPv4 [`RawTuple`] packed for keeping between passes over a batch
-/// (16 bytes, and 16 as an `Option` too, where a `RawTuple` with its
-/// [`L4`] takes far more): `Firewall::process` reads a batch's tuples in
-/// one pass and applies them in another. IPv6 tuples borrow the frame and
-/// are not kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct V4Tuple {
-    addrs: u64,
-    ports: u32,
-    /// 6 (TCP, an ACK-class segment) or 17 (UDP): a fast-path tuple has
-    /// no other, so this also gives its class.
-    proto: NonZeroU8,
-    /// The TCP segment's numbers (default for UDP).
-    seg: Seg,
-}
-
-impl RawTuple<'_> {
-    /// The packed form of an IPv4 tuple; `None` for IPv6 (and protocol
-    /// 0, which no fast-path tuple has).
-    #[inline(always)]
-    pub(super) fn to_v4(self) -> Option<V4Tuple> {
-        match self.addrs {
-            Addrs::V4(addrs) => Some(V4Tuple {
-                addrs,
-                ports: self.ports,
-                proto: NonZeroU8::new(self.proto)?,
-                seg: match self.l4 {
-                    L4::Tcp { seg, .. } => seg,
-                    _ => Seg::default(),
-                },
-            }),
-            Addrs::V6(_) => None,
-        }
-    }
-}
-
-impl V4Tuple {
-    /// The tuple it packs (every fast-path TCP segment has the bare-ACK
-    /// class: see `RawTuple`'s `l4`; every other fast-path tuple is UDP).
-    #[inline(always)]
-    pub(super) fn unpack(&self) -> RawTuple<'static> {
-        RawTuple {
-            addrs: Addrs::V4(self.addrs),
-            ports: self.ports,
-            proto: self.proto.get(),
-            l4: if self.proto.get() == 6 {
-                L4::Tcp {
-                    flags: self.seg.flags,
-                    seg: self.seg,
-                }
-            } else {
-                L4::Udp
-            },
-        }
-    }
-}
-
 /// The transport part of [`RawTuple::read_frame`]: the ports and class of
 /// a UDP datagram or TCP ACK-class segment at offset `AT` behind an IP
 /// header of `IP` bytes counted in `len` (the IP payload is `len - IP`
@@ -368,7 +311,7 @@ mod tests {
 
     /// Frames of both families and transports with random header bytes,
     /// truncations and padding.
-    fn mutated() -> impl Strategy<Value = Vec<u8>> {
+    pub(super) fn mutated() -> impl Strategy<Value = Vec<u8>> {
         (
             0..4usize,
             prop::collection::vec((0..80usize, any::<u8>()), 0..4),

@@ -36,6 +36,7 @@ pub mod tcp;
 mod tcp_packet;
 pub mod tcp_window;
 mod timeouts;
+mod update;
 
 pub use packet::{CtPacket, L4};
 pub use table::{Entry, Table, ASSURED, LIVE, ORIG_IS_SRC, SEEN_REPLY};
@@ -46,6 +47,8 @@ pub use timeouts::Timeouts;
 use fast::RawTuple;
 pub(crate) use fast::V4Tuple;
 use sluice_packet::{FlowKey, Headers};
+use update::advance;
+pub(crate) use update::Clock;
 
 /// Why a packet is INVALID.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,24 +128,6 @@ pub struct Settings {
     /// packet with a bad one INVALID (`nf_conntrack_checksum`, default
     /// true).
     pub checksum: bool,
-}
-
-/// UDP counts as a stream after being replied for this long (Linux).
-const UDP_STREAM_AFTER_NS: u64 = 2_000_000_000;
-
-/// A batch's time, computed once for a batch ([`Conntrack::clock`]):
-/// every packet of a batch has the batch's time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Clock {
-    now_ns: u64,
-}
-
-impl Clock {
-    /// The time.
-    #[inline(always)]
-    pub(crate) fn now_ns(&self) -> u64 {
-        self.now_ns
-    }
 }
 
 /// A connection tracker.
@@ -289,19 +274,14 @@ impl Conntrack {
         self.apply_cached(i, &raw, zone, clock)
     }
 
-    /// The IPv4 tuple [`Conntrack::classify_frame`] would read from
-    /// `frame`, packed to be applied later with
-    /// [`Conntrack::classify_v4`]; `None` for frames it would not take and
-    /// for IPv6 ones.
-    /// A frame with a bad checksum (with checksums verified) gives `None`
-    /// too: `classify_frame` then finds it INVALID.
+    /// Reads into `t` the IPv4 tuple [`Conntrack::classify_frame`] would
+    /// read from `frame`, packed to be applied later with
+    /// [`Conntrack::classify_v4`]; none for frames it would not take, for
+    /// IPv6 ones and, with checksums verified, for a bad checksum
+    /// (`classify_frame` then finds it INVALID).
     #[inline(always)]
-    pub(crate) fn peek_v4(&self, frame: &[u8]) -> Option<V4Tuple> {
-        let t = RawTuple::read_frame(frame)?.to_v4()?;
-        if self.checksum && !csum::frame_ok(frame) {
-            return None;
-        }
-        Some(t)
+    pub(crate) fn peek_v4(&self, frame: &[u8], t: &mut V4Tuple) {
+        t.read_into(frame, self.checksum);
     }
 
     /// Whether checksums are verified (`Settings::checksum`).
@@ -314,7 +294,7 @@ impl Conntrack {
     /// for a batch.
     #[inline(always)]
     pub(crate) fn clock(&self, now_ns: u64) -> Clock {
-        Clock { now_ns }
+        Clock::new(now_ns, &self.timeouts)
     }
 
     /// The entry the flow-id cache holds for `flow_id`, as the fast path
@@ -391,7 +371,7 @@ impl Conntrack {
             ..
         } = self;
         let e = table.get_mut(i)?;
-        if !e.is_live() || e.zone != zone || e.expires_ns <= clock.now_ns {
+        if !e.is_live() || e.zone != zone || e.expires_ns <= clock.now_ns() {
             return None;
         }
         // In the key's direction, a reply if the originator is the key's
@@ -402,7 +382,7 @@ impl Conntrack {
         };
         let before = e.expires_ns;
         let t = tcp.get_mut(i as usize)?;
-        let r = advance(e, t, timeouts, *liberal, i, reply, raw.l4, clock.now_ns);
+        let r = advance(e, t, timeouts, *liberal, i, reply, raw.l4, &clock);
         table.expiry_changed(i, before);
         r
     }
@@ -509,7 +489,8 @@ impl Conntrack {
         let reply = e.is_reply(&p.key);
         let before = e.expires_ns;
         let t = tcp.get_mut(i as usize)?;
-        let r = advance(e, t, timeouts, *liberal, i, reply, p.l4, now_ns);
+        let clock = Clock::new(now_ns, timeouts);
+        let r = advance(e, t, timeouts, *liberal, i, reply, p.l4, &clock);
         table.expiry_changed(i, before);
         r
     }
@@ -607,99 +588,4 @@ impl Conntrack {
         self.table.clear();
         self.flow_cache.fill(0);
     }
-}
-
-/// Applies a packet of class `l4` travelling in the `reply` direction at
-/// `now_ns` to live entry `e` (index `i`) and, for TCP, its window state
-/// `t`: the TCP state machine and window tracking
-/// ([`tcp_packet::packet`]), the timeout it leaves, `SEEN_REPLY`,
-/// `ASSURED`. `None` if the packet reopens a closed TCP connection (the
-/// entry is left untouched). Shared by the full path and the established
-/// fast path, so both update a connection identically.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn advance(
-    e: &mut Entry,
-    t: &mut TcpTrack,
-    timeouts: &Timeouts,
-    liberal: bool,
-    i: u32,
-    reply: bool,
-    l4: L4,
-    now_ns: u64,
-) -> Option<Classified> {
-    let timeout = match l4 {
-        L4::Tcp { seg, .. } => {
-            let c = tcp_packet::Conn {
-                state: TcpState::from_u8(e.proto_state),
-                seen_reply: e.flags & SEEN_REPLY != 0,
-                assured: e.flags & ASSURED != 0,
-                remaining_ns: e.expires_ns.saturating_sub(now_ns),
-            };
-            match tcp_packet::packet(t, c, usize::from(reply), &seg, liberal, timeouts) {
-                tcp_packet::Outcome::Accept {
-                    state,
-                    timeout,
-                    kill,
-                    assured,
-                } => {
-                    e.proto_state = state as u8;
-                    if assured {
-                        e.flags |= ASSURED;
-                    }
-                    if kill {
-                        // Ends with this packet: expired from now, so the
-                        // next lookup or sweep removes it.
-                        e.expires_ns = now_ns;
-                        return Some(Classified::Tracked { entry: i, reply });
-                    }
-                    match timeout {
-                        Some(t) => t,
-                        None => {
-                            if reply {
-                                e.flags |= SEEN_REPLY;
-                            }
-                            return Some(Classified::Tracked { entry: i, reply });
-                        }
-                    }
-                }
-                // Linux accepts the packet without refreshing the timer.
-                tcp_packet::Outcome::Ignore => {
-                    if reply {
-                        e.flags |= SEEN_REPLY;
-                    }
-                    return Some(Classified::Tracked { entry: i, reply });
-                }
-                tcp_packet::Outcome::Invalid { lower_to, window } => {
-                    if let Some(t) = lower_to {
-                        e.expires_ns = now_ns.saturating_add(t);
-                    }
-                    return Some(Classified::Invalid(if window {
-                        Invalid::TcpWindow
-                    } else {
-                        Invalid::TcpState
-                    }));
-                }
-                tcp_packet::Outcome::Reopen => return None,
-            }
-        }
-        L4::Udp => {
-            if reply || e.flags & SEEN_REPLY != 0 {
-                if now_ns.saturating_sub(e.created_ns) >= UDP_STREAM_AFTER_NS {
-                    timeouts.udp_stream
-                } else {
-                    timeouts.udp
-                }
-            } else {
-                timeouts.udp
-            }
-        }
-        L4::IcmpEcho { .. } => timeouts.icmp,
-        _ => timeouts.generic,
-    };
-    if reply {
-        e.flags |= SEEN_REPLY;
-    }
-    e.expires_ns = now_ns.saturating_add(timeout);
-    Some(Classified::Tracked { entry: i, reply })
 }

@@ -142,8 +142,9 @@ const CHUNK: usize = 32;
 struct Pre {
     id: u32,
     zone: u16,
-    /// The fast-path tuple of an IPv4 frame of the common shape.
-    v4: Option<V4Tuple>,
+    /// The fast-path tuple of an IPv4 frame of the common shape (or
+    /// none).
+    v4: V4Tuple,
 }
 
 impl Pre {
@@ -151,7 +152,7 @@ impl Pre {
     const EMPTY: Pre = Pre {
         id: u32::MAX,
         zone: 0,
-        v4: None,
+        v4: V4Tuple::NONE,
     };
 }
 
@@ -533,11 +534,9 @@ impl Firewall {
         for (slot, p) in pre.iter_mut().zip(batch.iter_mut().skip(base)) {
             let id = p.flow_id();
             ct.prefetch_slot(id);
-            *slot = Pre {
-                id,
-                zone: zones[usize::from(p.port_in())],
-                v4: ct.peek_v4(p.data()),
-            };
+            slot.id = id;
+            slot.zone = zones[usize::from(p.port_in())];
+            ct.peek_v4(p.data(), &mut slot.v4);
         }
         for (e, p) in entries.iter_mut().zip(pre.iter()) {
             *e = ct.cached_entry(p.id);
@@ -551,7 +550,7 @@ impl Firewall {
         let mut hits = 0;
         let mut off = None;
         for (k, (p, &entry)) in pre.iter().zip(entries.iter()).enumerate() {
-            let r = match &p.v4 {
+            let r = match p.v4.get() {
                 Some(t) => ct.classify_v4(t, p.zone, entry, clock),
                 None => None,
             };
@@ -593,7 +592,7 @@ impl Firewall {
             let Some(&p) = self.scratch.pre.get(k) else {
                 break;
             };
-            if let Some(t) = &p.v4 {
+            if let Some(t) = p.v4.get() {
                 let entry = self.ct.cached_entry(p.id);
                 match self.ct.classify_v4(t, p.zone, entry, clock) {
                     Some(Classified::Tracked { .. }) => {
