@@ -145,6 +145,21 @@ impl V4Tuple {
         Some(proto)
     }
 
+    /// The TCP segment's numbers (`None` for UDP), as `unpack` gives them.
+    #[inline(always)]
+    pub(in crate::conntrack) fn tcp_seg(&self) -> Option<Seg> {
+        (self.proto == TCP).then_some(Seg {
+            seq: self.seq,
+            ack: self.ack,
+            sack: self.sack,
+            end: self.end,
+            win: self.win,
+            flags: self.flags,
+            opts: 0,
+            wscale: 0,
+        })
+    }
+
     /// The tuple it packs (every fast-path TCP segment is of the ACK
     /// class, so its `Seg` has no SYN options; every other fast-path
     /// tuple is UDP).
@@ -154,22 +169,12 @@ impl V4Tuple {
             addrs: Addrs::V4(self.addrs),
             ports: self.ports,
             proto: self.proto,
-            l4: if self.proto == TCP {
-                L4::Tcp {
+            l4: match self.tcp_seg() {
+                Some(seg) => L4::Tcp {
                     flags: self.flags,
-                    seg: Seg {
-                        seq: self.seq,
-                        ack: self.ack,
-                        sack: self.sack,
-                        end: self.end,
-                        win: self.win,
-                        flags: self.flags,
-                        opts: 0,
-                        wscale: 0,
-                    },
-                }
-            } else {
-                L4::Udp
+                    seg,
+                },
+                None => L4::Udp,
             },
         }
     }

@@ -341,8 +341,53 @@ impl Conntrack {
     /// the pass that gathers its flow ids, their cached entries in the
     /// pass that prefetches those, and applies them in a later pass that
     /// does not go through the batch's packets again.
+    ///
+    /// A TCP segment of an ESTABLISHED connection goes straight to the
+    /// ACK step; a UDP datagram to `advance`; anything else (and what
+    /// the ACK step leaves) to `apply_cached` out of line, which checks
+    /// the entry again and decides as `classify_frame` does. ≈ N
+    /// instructions per packet fewer than all through `apply_cached`
+    /// inline (bench: firewall/process_100k).
     #[inline(always)]
     pub(crate) fn classify_v4(
+        &mut self,
+        t: &V4Tuple,
+        zone: u16,
+        entry: u32,
+        clock: Clock,
+    ) -> Option<Classified> {
+        let Some(seg) = t.tcp_seg() else {
+            return self.apply_cached(entry, &t.unpack(), zone, clock);
+        };
+        let Conntrack {
+            table,
+            tcp,
+            liberal,
+            ..
+        } = self;
+        let e = table.get_mut(entry)?;
+        if !e.is_live() || e.zone != zone || e.expires_ns <= clock.now_ns() {
+            return None;
+        }
+        let reply = match t.unpack().direction(&e.key)? {
+            true => e.flags & ORIG_IS_SRC == 0,
+            false => e.flags & ORIG_IS_SRC != 0,
+        };
+        if e.proto_state == TcpState::Established as u8 {
+            let before = e.expires_ns;
+            let tr = tcp.get_mut(entry as usize)?;
+            if update::ack_step(e, tr, reply, &seg, *liberal, &clock) {
+                table.expiry_changed(entry, before);
+                return Some(Classified::Tracked { entry, reply });
+            }
+        }
+        self.classify_v4_cold(t, zone, entry, clock)
+    }
+
+    /// [`Conntrack::apply_cached`] for `t`, out of line: the fast path's
+    /// rare cases.
+    #[inline(never)]
+    fn classify_v4_cold(
         &mut self,
         t: &V4Tuple,
         zone: u16,

@@ -108,7 +108,7 @@ pub(super) fn advance(
 /// connection `e`: `true` when it has applied it (the packet passes),
 /// `false`, with nothing changed, for `tcp_packet::packet` to decide.
 #[inline(always)]
-fn ack_step(
+pub(super) fn ack_step(
     e: &mut Entry,
     t: &mut TcpTrack,
     reply: bool,
