@@ -225,15 +225,18 @@ impl Stream {
     }
 }
 
+#[inline(always)]
 fn get16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
 
+#[inline(always)]
 fn get32(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
 /// Writes `v` at `at`; returns what was there.
+#[inline(always)]
 fn put16(b: &mut [u8], at: usize, v: u16) -> u16 {
     let old = get16(b, at);
     b[at..at + 2].copy_from_slice(&v.to_be_bytes());
@@ -241,6 +244,7 @@ fn put16(b: &mut [u8], at: usize, v: u16) -> u16 {
 }
 
 /// Writes `v` at `at`; returns what was there.
+#[inline(always)]
 fn put32(b: &mut [u8], at: usize, v: u32) -> u32 {
     let old = get32(b, at);
     b[at..at + 4].copy_from_slice(&v.to_be_bytes());
