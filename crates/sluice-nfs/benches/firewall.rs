@@ -1,5 +1,15 @@
 //! Firewall hot path at scale: 1 k rules, 100 k tracked TCP connections.
 //!
+//! Every connection is opened with a handshake (SYN, SYN/ACK, ACK), so it
+//! is ESTABLISHED, assured and checked against the sequence window (not
+//! picked up mid-stream: Linux makes such a connection liberal, and with
+//! no reply seen its segments fail the window checks and pass
+//! regardless). Its packets then alternate, per connection, between 10
+//! bytes of client data and the server's ACK of them, sequence and
+//! acknowledgment numbers advancing (`Stream`), so each one is in the
+//! window and updates the window state as real traffic does, not a
+//! retransmission of the last.
+//!
 //! - `firewall/hit_cached`: a packet of an established connection whose
 //!   platform flow id points at its entry, through `Firewall::decide_frame`
 //!   as `process` calls it: the established fast path straight from the
@@ -42,7 +52,9 @@ use std::net::{IpAddr, Ipv4Addr};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use serde_json::json;
 use sluice_nf::{BuildContext, NfId, PortId, Resolver, Verdict};
+use sluice_nfs::conntrack::{TcpState, ASSURED};
 use sluice_nfs::firewall::{counters, Decision, Firewall};
+use sluice_packet::checksum::{update_u16, update_u32};
 use sluice_packet::{parse, write_frame, FrameSpec, L4Spec, MacAddr, TcpFlags};
 use sluice_spec::ConfigNode;
 
@@ -72,27 +84,174 @@ impl Resolver for NoNames {
     }
 }
 
-fn frame(i: u32, dst: &str, flags: TcpFlags) -> Vec<u8> {
+/// Client and server initial sequence numbers of every connection.
+const CISN: u32 = 0x1000_0000;
+const SISN: u32 = 0x5000_0000;
+/// Client data per segment.
+const DATA: &[u8; 10] = b"0123456789";
+/// Offsets in a frame: TCP sequence and acknowledgment numbers, checksum.
+const SEQ_AT: usize = 14 + 20 + 4;
+const ACK_AT: usize = 14 + 20 + 8;
+const CSUM_AT: usize = 14 + 20 + 16;
+
+/// A TCP frame of connection `i` (client `10.0.0.0 + i / 16`, port
+/// `1024 + i % 16`) with server `dst`:443, from the server with
+/// `from_server`.
+#[allow(clippy::too_many_arguments)]
+fn tcp(
+    i: u32,
+    dst: &str,
+    from_server: bool,
+    flags: TcpFlags,
+    seq: u32,
+    ack: u32,
+    data: &[u8],
+) -> Vec<u8> {
+    let client = IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i / 16));
+    let server: IpAddr = dst.parse().unwrap();
+    let cport = 1024 + (i % 16) as u16;
+    let (src_ip, dst_ip, src_port, dst_port) = match from_server {
+        false => (client, server, cport, 443),
+        true => (server, client, 443, cport),
+    };
     let spec = FrameSpec {
         src_mac: MacAddr::new(2, 0, 0, 0, 0, 1),
         dst_mac: MacAddr::new(2, 0, 0, 0, 0, 2),
         vlan: None,
-        src_ip: IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i / 16)),
-        dst_ip: dst.parse().unwrap(),
+        src_ip,
+        dst_ip,
         ttl: 64,
         l4: L4Spec::Tcp {
-            src_port: 1024 + (i % 16) as u16,
-            dst_port: 443,
-            seq: 1,
-            ack: 1,
+            src_port,
+            dst_port,
+            seq,
+            ack,
             flags,
-            window: 100,
+            window: 65_535,
         },
     };
-    let mut buf = vec![0u8; spec.header_len()];
-    let n = write_frame(&mut buf, &spec, b"").unwrap();
+    let mut buf = vec![0u8; spec.header_len() + data.len()];
+    let n = write_frame(&mut buf, &spec, data).unwrap();
     buf.truncate(n);
     buf
+}
+
+/// A connection's opening SYN (to `dst`).
+fn syn(i: u32, dst: &str) -> Vec<u8> {
+    tcp(i, dst, false, TcpFlags::SYN, CISN, 0, b"")
+}
+
+/// The frame padded to 64 bytes (the Ethernet minimum with FCS), for the
+/// arena's fixed-length buffers; the IP length still bounds it.
+fn pad(f: &[u8]) -> [u8; 64] {
+    let mut b = [0u8; 64];
+    b[..f.len()].copy_from_slice(f);
+    b
+}
+
+/// The established connections' traffic: visit `k` of connection `i`
+/// is, for even `k`, the client's `k / 2`-th 10 bytes of data, for odd
+/// `k` the server's ACK of them. Written from one template per direction
+/// (connection 0's first segments, in cache) with the connection's
+/// client address and port and the one number that advances patched in,
+/// the IPv4 and TCP checksums updated (RFC 1624), as a sender's stack
+/// would write it; the only per-connection state is the count (4 bytes),
+/// so the refill adds no cache miss of its own to `process_100k`'s and
+/// `copy_only_100k`'s.
+struct Stream {
+    /// Connection 0's first data segment and its ACK.
+    templates: [[u8; 64]; 2],
+    /// Per connection: segments sent so far.
+    visits: Vec<u32>,
+}
+
+/// Offsets in a frame: source and destination address and port.
+const SRC_IP_AT: usize = 26;
+const DST_IP_AT: usize = 30;
+const SRC_PORT_AT: usize = 34;
+const DST_PORT_AT: usize = 36;
+const IP_CSUM_AT: usize = 24;
+
+impl Stream {
+    fn new(n: u32) -> Stream {
+        let d = TcpFlags::ACK | TcpFlags::PSH;
+        let server = "192.0.2.1";
+        Stream {
+            templates: [
+                pad(&tcp(0, server, false, d, CISN + 1, SISN + 1, DATA)),
+                pad(&tcp(
+                    0,
+                    server,
+                    true,
+                    TcpFlags::ACK,
+                    SISN + 1,
+                    CISN + 11,
+                    b"",
+                )),
+            ],
+            visits: vec![0; n as usize],
+        }
+    }
+
+    /// Writes connection `i`'s next segment into `out` (64 bytes) and,
+    /// with `send`, counts it as sent; without, the next call writes the
+    /// same segment (the `copy_only` refill: the same work, and the
+    /// firewall sees no gap in the sequence).
+    #[inline(always)]
+    fn write(&mut self, i: usize, out: &mut [u8], send: bool) {
+        let k = self.visits[i];
+        let reply = k & 1 == 1;
+        out.copy_from_slice(&self.templates[usize::from(reply)]);
+        // The client's address and port (connection 0's in the template).
+        let ip = 0x0a00_0000 + i as u32 / 16;
+        let port = 1024 + (i % 16) as u16;
+        let (ip_at, port_at) = match reply {
+            false => (SRC_IP_AT, SRC_PORT_AT),
+            true => (DST_IP_AT, DST_PORT_AT),
+        };
+        let mut ip_csum = get16(out, IP_CSUM_AT);
+        let mut tcp_csum = get16(out, CSUM_AT);
+        let old = put32(out, ip_at, ip);
+        ip_csum = update_u32(ip_csum, old, ip);
+        tcp_csum = update_u32(tcp_csum, old, ip);
+        let old = put16(out, port_at, port);
+        tcp_csum = update_u16(tcp_csum, old, port);
+        // The data's SEQ, or the ACK of it.
+        let at = if reply { ACK_AT } else { SEQ_AT };
+        let old = get32(out, at);
+        let new = old.wrapping_add(DATA.len() as u32 * (k / 2));
+        put32(out, at, new);
+        tcp_csum = update_u32(tcp_csum, old, new);
+        put16(out, IP_CSUM_AT, ip_csum);
+        put16(out, CSUM_AT, tcp_csum);
+        self.visits[i] = k + u32::from(send);
+    }
+}
+
+#[inline(always)]
+fn get16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+#[inline(always)]
+fn get32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// Writes `v` at `at`; returns what was there.
+#[inline(always)]
+fn put16(b: &mut [u8], at: usize, v: u16) -> u16 {
+    let old = get16(b, at);
+    b[at..at + 2].copy_from_slice(&v.to_be_bytes());
+    old
+}
+
+/// Writes `v` at `at`; returns what was there.
+#[inline(always)]
+fn put32(b: &mut [u8], at: usize, v: u32) -> u32 {
+    let old = get32(b, at);
+    b[at..at + 4].copy_from_slice(&v.to_be_bytes());
+    old
 }
 
 fn firewall() -> Firewall {
@@ -131,13 +290,17 @@ fn order(n: usize, seed: u64) -> Vec<usize> {
 
 /// One batch of 32 packets of random established connections, as the NF's
 /// `process` did it before it kept its first pass's tuples: a first pass
-/// gathering the flow ids and prefetching each frame's headers and, with
-/// `warm`, prefetching the conntrack lines; then `decide_frame` (which
-/// parses only the packets its fast path cannot take).
+/// gathering the flow ids and writing each connection's next segment into
+/// its frame (the frames are spread over 100 k connections, as the
+/// prefetch of each frame's headers was) and, with `warm`, prefetching the
+/// conntrack lines; then `decide_frame` (which parses only the packets its
+/// fast path cannot take).
+#[allow(clippy::too_many_arguments)]
 #[inline(never)]
 fn hit_batch(
     fw: &mut Firewall,
-    frames: &[Vec<u8>],
+    st: &mut Stream,
+    frames: &mut [[u8; 64]],
     seq: &[usize],
     pos: &mut usize,
     cached: bool,
@@ -153,7 +316,7 @@ fn hit_batch(
         if cached {
             ids[k] = i as u32;
         }
-        sluice_sys::prefetch(&frames[i][0]);
+        st.write(i, &mut frames[i], true);
     }
     if warm {
         fw.warm(&ids);
@@ -164,23 +327,23 @@ fn hit_batch(
     }
 }
 
-/// The bench's own share of `hit_batch`: frame choice and the prefetch
-/// pass.
+/// The bench's own share of `hit_batch`: frame choice and the write pass
+/// (the same segments again: nothing is sent).
 #[inline(never)]
-fn pick_batch(frames: &[Vec<u8>], seq: &[usize], pos: &mut usize) {
+fn pick_batch(st: &mut Stream, frames: &mut [[u8; 64]], seq: &[usize], pos: &mut usize) {
     let mut idx = [0usize; BATCH];
     for slot in idx.iter_mut() {
         let i = seq[*pos];
         *pos = if *pos + 1 == seq.len() { 0 } else { *pos + 1 };
         *slot = i;
-        sluice_sys::prefetch(&frames[i][0]);
+        st.write(i, &mut frames[i], false);
     }
     black_box(idx);
 }
 
 /// The previous calibration: frame choice, touch pass, parse.
 #[inline(never)]
-fn touch_parse_batch(frames: &[Vec<u8>], seq: &[usize], pos: &mut usize) {
+fn touch_parse_batch(frames: &[[u8; 64]], seq: &[usize], pos: &mut usize) {
     let mut idx = [0usize; BATCH];
     let mut touch = 0u8;
     for slot in idx.iter_mut() {
@@ -196,43 +359,32 @@ fn touch_parse_batch(frames: &[Vec<u8>], seq: &[usize], pos: &mut usize) {
     }
 }
 
-/// Loads the rig's batch with the frames of the next 32 connections of
-/// `seq` (from `*pos`), flow id = connection, verdict `Next`, as the
-/// platform hands them over.
-fn fill(rig: &mut Rig, frames: &[[u8; 64]], seq: &[usize], pos: &mut usize) {
+/// Loads the rig's batch with the next segments of the next 32
+/// connections of `seq` (from `*pos`), flow id = connection, verdict
+/// `Next`, as the platform hands them over; `send`: as sent (else the
+/// same segments come again next time).
+fn fill(rig: &mut Rig, st: &mut Stream, seq: &[usize], pos: &mut usize, send: bool) {
     rig.fill(|p| {
         let i = seq[*pos];
         *pos = if *pos + 1 == seq.len() { 0 } else { *pos + 1 };
-        p.data_mut().copy_from_slice(&frames[i]);
+        st.write(i, p.data_mut(), send);
         p.raw().set_flow_id(i as u32);
         p.set_verdict(Verdict::Next);
     });
 }
 
-/// The frames padded to 64 bytes (the Ethernet minimum with FCS), for
-/// the arena's fixed-length buffers; the IP length still bounds them.
-fn padded(frames: &[Vec<u8>]) -> Vec<[u8; 64]> {
-    frames
-        .iter()
-        .map(|f| {
-            let mut b = [0u8; 64];
-            b[..f.len()].copy_from_slice(f);
-            b
-        })
-        .collect()
-}
-
-/// One iteration of `process_100k` (`run`) or `copy_only_100k`.
+/// One iteration of `process_100k` (`run`) or `copy_only_100k`: the same
+/// refill either way, segments counted as sent only when processed.
 #[inline(always)]
 fn process_step(
     rig: &mut Rig,
     fw: &mut Firewall,
-    frames: &[[u8; 64]],
+    st: &mut Stream,
     seq: &[usize],
     pos: &mut usize,
     run: bool,
 ) {
-    fill(rig, frames, seq, pos);
+    fill(rig, st, seq, pos, run);
     if run {
         rig.process(fw, NOW);
     }
@@ -250,31 +402,85 @@ fn cpu_ns() -> u64 {
     sluice_sys::thread_cpu_ns()
 }
 
-fn setup() -> (Firewall, Vec<Vec<u8>>, Vec<usize>) {
+/// The bench's state: the firewall, its connections' traffic, a frame
+/// per connection (for `hit_*`) and the order connections are visited in.
+struct Setup {
+    fw: Firewall,
+    st: Stream,
+    frames: Vec<[u8; 64]>,
+    seq: Vec<usize>,
+}
+
+fn setup() -> Setup {
     let mut fw = firewall();
-    let frames: Vec<Vec<u8>> = (0..conns())
-        .map(|i| frame(i, "192.0.2.1", TcpFlags::ACK))
-        .collect();
-    // Picked up from a mid-stream ACK (tcp_loose) as ESTABLISHED.
-    for (i, f) in frames.iter().enumerate() {
-        let d = fw.decide(f, &parse(f).unwrap(), 0, i as u32, NOW);
-        assert_eq!(
-            d,
-            Decision::New {
-                rule: Some(RULES as usize - 1)
-            }
-        );
+    let n = conns();
+    let d = "192.0.2.1";
+    // Every connection opened by a handshake: NEW (1 k rules scanned),
+    // then SYN_RECV, then ESTABLISHED and assured.
+    for i in 0..n {
+        let hs = [
+            syn(i, d),
+            tcp(
+                i,
+                d,
+                true,
+                TcpFlags::SYN | TcpFlags::ACK,
+                SISN,
+                CISN + 1,
+                b"",
+            ),
+            tcp(i, d, false, TcpFlags::ACK, CISN + 1, SISN + 1, b""),
+        ];
+        for (k, f) in hs.iter().enumerate() {
+            let got = fw.decide(f, &parse(f).unwrap(), 0, i, NOW);
+            let want = match k {
+                0 => Decision::New {
+                    rule: Some(RULES as usize - 1),
+                },
+                _ => Decision::Established,
+            };
+            assert_eq!(got, want, "connection {i}, handshake packet {k}");
+        }
+        let f = &hs[2];
+        let key = sluice_packet::FlowKey::from_headers(f, &parse(f).unwrap()).unwrap();
+        let e = fw.conntrack().lookup(0, &key, NOW).unwrap();
+        assert_eq!(e.proto_state, TcpState::Established as u8);
+        assert_ne!(e.flags & ASSURED, 0);
     }
-    assert_eq!(fw.conntrack().len(), frames.len());
-    let seq = order(frames.len(), 0x9e37_79b9);
-    (fw, frames, seq)
+    assert_eq!(fw.conntrack().len(), n as usize);
+    let mut st = Stream::new(n);
+    let mut frames = vec![[0u8; 64]; n as usize];
+    for (i, f) in frames.iter_mut().enumerate() {
+        st.write(i, f, false);
+    }
+    // The patched segments are well formed, both directions.
+    for i in [0, 1, 17, n as usize - 1] {
+        for send in [true, false] {
+            let mut f = [0u8; 64];
+            st.write(i, &mut f, send);
+            sluice_packet::verify_checksums(&f, &parse(&f).unwrap()).unwrap();
+        }
+        st.visits[i] = 0;
+    }
+    let seq = order(n as usize, 0x9e37_79b9);
+    Setup {
+        fw,
+        st,
+        frames,
+        seq,
+    }
 }
 
 /// `FIREWALL_CPU_NS=1 cargo bench ... --bench firewall`: on-CPU ns per
 /// packet of each hit variant over 2 M packets (median of 5 runs), for a
 /// loaded machine where wall-clock criterion figures are inflated.
 fn cpu_time_report() {
-    let (mut fw, frames, seq) = setup();
+    let Setup {
+        mut fw,
+        mut st,
+        mut frames,
+        seq,
+    } = setup();
     for (name, cached, warm) in [
         ("hit_cached", true, false),
         ("hit_cached_warm", true, true),
@@ -282,15 +488,24 @@ fn cpu_time_report() {
     ] {
         let mut pos = 0;
         on_cpu(&format!("firewall/{name}"), || {
-            hit_batch(&mut fw, &frames, &seq, &mut pos, cached, warm, NOW)
+            hit_batch(
+                &mut fw,
+                &mut st,
+                &mut frames,
+                &seq,
+                &mut pos,
+                cached,
+                warm,
+                NOW,
+            )
         });
     }
     // Calibration: the bench's own share of `hit_cached_warm` (picking
-    // 32 random frames out of 100 k and prefetching them), so the
+    // 32 random frames out of 100 k and writing their segments), so the
     // firewall's share, its parse included, is the difference.
     let mut pos = 0;
     on_cpu("calibration/batch_pick", || {
-        pick_batch(&frames, &seq, &mut pos)
+        pick_batch(&mut st, &mut frames, &seq, &mut pos)
     });
     // The previous calibration (frame pick, touch pass, parse), to
     // compare with figures taken before the firewall parsed for itself.
@@ -298,11 +513,10 @@ fn cpu_time_report() {
     on_cpu("calibration/batch_touch+parse", || {
         touch_parse_batch(&frames, &seq, &mut pos)
     });
-    // The NF's real `process` on a batch in an arena: refill (copy 32
-    // frames of random connections, as the platform would have written
-    // them) + process, and the refill alone to subtract.
+    // The NF's real `process` on a batch in an arena: refill (write the
+    // next segments of 32 random connections, as the platform would have
+    // written them) + process, and the refill alone to subtract.
     let mut rig = Rig::new(BATCH);
-    let padded = padded(&frames);
     let mut medians = [0.0; 2];
     for (k, (name, run)) in [("process_100k", true), ("copy_only_100k", false)]
         .into_iter()
@@ -310,10 +524,16 @@ fn cpu_time_report() {
     {
         let mut pos = 0;
         medians[k] = on_cpu(&format!("firewall/{name}"), || {
-            process_step(&mut rig, &mut fw, &padded, &seq, &mut pos, run)
+            process_step(&mut rig, &mut fw, &mut st, &seq, &mut pos, run)
         });
     }
+    // Every segment passed in the window (none INVALID, none off the
+    // ESTABLISHED path).
     assert_eq!(rig.counter(counters::INVALID), 0);
+    assert_eq!(
+        rig.counter(counters::ESTABLISHED),
+        rig.counter(counters::ACCEPTED)
+    );
     println!(
         "firewall/process_100k minus copy_only_100k: {:.1} ns/packet",
         medians[0] - medians[1]
@@ -357,18 +577,23 @@ fn on_cpu(label: &str, mut batch: impl FnMut()) -> f64 {
 /// nothing else timed, for counting instructions with callgrind
 /// (`--toggle-collect='*hit_batch*'`), which machine load does not move.
 fn instr_run(variant: &str) {
-    let (mut fw, frames, seq) = setup();
+    let Setup {
+        mut fw,
+        mut st,
+        mut frames,
+        seq,
+    } = setup();
     if let Some(run) = match variant {
         "process" => Some(true),
         "copy_only" => Some(false),
         _ => None,
     } {
         let mut rig = Rig::new(BATCH);
-        let padded = padded(&frames);
         let mut pos = 0;
         for _ in 0..10_000 {
-            process_step(&mut rig, &mut fw, &padded, &seq, &mut pos, run);
+            process_step(&mut rig, &mut fw, &mut st, &seq, &mut pos, run);
         }
+        assert_eq!(rig.counter(counters::INVALID), 0);
         return;
     }
     let (cached, warm) = match variant {
@@ -378,7 +603,16 @@ fn instr_run(variant: &str) {
     };
     let mut pos = 0;
     for _ in 0..10_000 {
-        hit_batch(&mut fw, &frames, &seq, &mut pos, cached, warm, NOW);
+        hit_batch(
+            &mut fw,
+            &mut st,
+            &mut frames,
+            &seq,
+            &mut pos,
+            cached,
+            warm,
+            NOW,
+        );
     }
 }
 
@@ -391,7 +625,12 @@ fn bench(c: &mut Criterion) {
         instr_run(&v);
         return;
     }
-    let (mut fw, frames, seq) = setup();
+    let Setup {
+        mut fw,
+        mut st,
+        mut frames,
+        seq,
+    } = setup();
     let now = NOW;
 
     let mut g = c.benchmark_group("firewall");
@@ -403,20 +642,30 @@ fn bench(c: &mut Criterion) {
     ] {
         let mut pos = 0;
         g.bench_function(name, |b| {
-            b.iter(|| hit_batch(&mut fw, &frames, &seq, &mut pos, cached, warm, now))
+            b.iter(|| {
+                hit_batch(
+                    &mut fw,
+                    &mut st,
+                    &mut frames,
+                    &seq,
+                    &mut pos,
+                    cached,
+                    warm,
+                    now,
+                )
+            })
         });
     }
     // The real `process` (on-CPU time: this machine is shared) and the
     // batch refill it includes, to subtract.
     let mut rig = Rig::new(BATCH);
-    let padded = padded(&frames);
     for (name, run) in [("process_100k", true), ("copy_only_100k", false)] {
         let mut pos = 0;
         g.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 let t0 = sluice_sys::thread_cpu_ns();
                 for _ in 0..iters {
-                    process_step(&mut rig, &mut fw, &padded, &seq, &mut pos, run);
+                    process_step(&mut rig, &mut fw, &mut st, &seq, &mut pos, run);
                 }
                 std::time::Duration::from_nanos(sluice_sys::thread_cpu_ns() - t0)
             })
@@ -426,9 +675,7 @@ fn bench(c: &mut Criterion) {
     assert_eq!(rig.counter(counters::INVALID), 0);
     // NEW connections no rule accepts (another destination): nothing is
     // inserted, every packet scans 1 k rules to the default drop.
-    let denied: Vec<Vec<u8>> = (0..1024u32)
-        .map(|i| frame(i, "192.0.9.9", TcpFlags::SYN))
-        .collect();
+    let denied: Vec<Vec<u8>> = (0..1024u32).map(|i| syn(i, "192.0.9.9")).collect();
     let mut pos = 0;
     g.bench_function("new_denied_1k_rules", |b| {
         b.iter(|| {

@@ -43,7 +43,18 @@ fn descriptor() {
     let t = nf_type("firewall");
     assert_eq!(
         t.drop_reasons,
-        ["denied", "invalid", "table_full", "fragment", "non_ip"]
+        [
+            "denied",
+            "invalid",
+            "table_full",
+            "fragment",
+            "non_ip",
+            "checksum",
+            "frag_overlap",
+            "frag_duplicate",
+            "frag_timeout",
+            "frag_memory"
+        ]
     );
     assert_eq!(
         t.counters,
@@ -57,7 +68,10 @@ fn descriptor() {
             "related",
             "entries",
             "table_full",
-            "untracked"
+            "untracked",
+            "bad_checksum",
+            "frag_reassembled",
+            "frag_held"
         ]
     );
     assert_eq!(counter_index("firewall", "entries"), k::ENTRIES);
@@ -529,6 +543,11 @@ fn broadcast_and_bad_checksums_are_never_answered() {
     let mut bad = udp(C, 1, SV, 2);
     let n = bad.len();
     bad[n - 1] ^= 0xff; // payload changed, checksum not
+    let out = run(&mut Harness::new(), &mut fw, &[bcast.clone(), bad.clone()]);
+    // The bad checksum is INVALID to conntrack (`checksum`) before any
+    // rule; without verification the reject still refuses to answer it.
+    assert_eq!(out, [reason("denied"), reason("checksum")]);
+    let mut fw = firewall(json!({ "default": "reject", "checksum": false }));
     let out = run(&mut Harness::new(), &mut fw, &[bcast, bad]);
     assert_eq!(out, [reason("denied"), reason("denied")]);
 }
@@ -619,18 +638,29 @@ fn untracked_icmp_goes_through_the_rules_every_time() {
 fn non_ip_fragments_and_malformed_frames() {
     let mut fw = firewall(json!({ "default": "accept" }));
     let mut frag = udp(C, 1, SV, 2);
-    frag[20] = 0x20; // MF
+    let old = u16::from_be_bytes([frag[20], frag[21]]);
+    frag[20..22].copy_from_slice(&0x2000u16.to_be_bytes()); // MF
     let c = u16::from_be_bytes([frag[24], frag[25]]);
-    frag[24..26].copy_from_slice(&sluice_packet::checksum::update_u16(c, 0, 0x2000).to_be_bytes());
+    let c = sluice_packet::checksum::update_u16(c, old, 0x2000);
+    frag[24..26].copy_from_slice(&c.to_be_bytes());
     let short = udp(C, 1, SV, 2)[..30].to_vec();
-    let out = run(&mut Harness::new(), &mut fw, &[arp(), frag, short]);
+    let mut h = Harness::new();
+    let out = run(&mut h, &mut fw, &[arp(), frag.clone(), short]);
+    // The fragment is held for reassembly (it leaves the batch); alone,
+    // it never completes and is dropped when the NF stops.
     assert_eq!(
         out,
         [
             Verdict::Next,
-            reason("fragment"),
             Verdict::Drop(DropReason::malformed(ParseError::Ipv4Truncated))
         ]
+    );
+    h.stop(&mut fw);
+    let left = h.take_emitted();
+    assert_eq!(left.len(), 1);
+    assert_eq!(
+        (left[0].verdict, &left[0].frame),
+        (reason("fragment"), &frag)
     );
     let mut fw = firewall(json!({ "non_ip": "drop" }));
     assert_eq!(

@@ -9,11 +9,14 @@
 //! any packet whose tuple differs from the cached entry's, takes the full
 //! path.
 
-use std::num::NonZeroU8;
-
 use sluice_packet::{FlowKey, Headers, IpProtocol};
 
+use super::tcp_window::Seg;
 use super::L4;
+
+#[path = "fast_v4.rs"]
+mod v4;
+pub(crate) use v4::V4Tuple;
 
 const FIN_SYN_RST: u8 = 0x07;
 const ACK: u8 = 0x10;
@@ -52,10 +55,8 @@ pub(super) struct RawTuple<'a> {
     /// Source port in the low 16 bits, destination port in the high 16.
     ports: u32,
     proto: u8,
-    /// Transport class. TCP flags are normalised to a bare ACK: every
-    /// ACK-class segment (ACK set; SYN, FIN, RST clear) passes the flag
-    /// check and has the same row of the state table, so the state
-    /// machine treats them all alike and can fold the lookup.
+    /// Transport class: UDP, or a TCP ACK-class segment (ACK set; SYN,
+    /// FIN, RST clear) with what window tracking reads of it.
     pub(super) l4: L4,
 }
 
@@ -76,7 +77,9 @@ impl<'a> RawTuple<'a> {
                 if flags & FIN_SYN_RST != 0 || flags & ACK == 0 {
                     return None;
                 }
-                L4::Tcp { flags: ACK }
+                let t = frame.get(l4off..usize::from(h.payload_offset))?;
+                let seg = Seg::read(t, usize::from(h.payload_len))?;
+                L4::Tcp { flags, seg }
             }
             IpProtocol::UDP => L4::Udp,
             _ => return None,
@@ -210,54 +213,6 @@ impl<'a> RawTuple<'a> {
     }
 }
 
-/// An IPv4 [`RawTuple`] packed for keeping between passes over a batch
-/// (16 bytes, and 16 as an `Option` too, where a `RawTuple` with its
-/// [`L4`] takes far more): `Firewall::process` reads a batch's tuples in
-/// one pass and applies them in another. IPv6 tuples borrow the frame and
-/// are not kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct V4Tuple {
-    addrs: u64,
-    ports: u32,
-    /// 6 (TCP, an ACK-class segment) or 17 (UDP): a fast-path tuple has
-    /// no other, so this also gives its class.
-    proto: NonZeroU8,
-}
-
-impl RawTuple<'_> {
-    /// The packed form of an IPv4 tuple; `None` for IPv6 (and protocol
-    /// 0, which no fast-path tuple has).
-    #[inline(always)]
-    pub(super) fn to_v4(self) -> Option<V4Tuple> {
-        match self.addrs {
-            Addrs::V4(addrs) => Some(V4Tuple {
-                addrs,
-                ports: self.ports,
-                proto: NonZeroU8::new(self.proto)?,
-            }),
-            Addrs::V6(_) => None,
-        }
-    }
-}
-
-impl V4Tuple {
-    /// The tuple it packs (every fast-path TCP segment has the bare-ACK
-    /// class: see `RawTuple`'s `l4`; every other fast-path tuple is UDP).
-    #[inline(always)]
-    pub(super) fn unpack(&self) -> RawTuple<'static> {
-        RawTuple {
-            addrs: Addrs::V4(self.addrs),
-            ports: self.ports,
-            proto: self.proto.get(),
-            l4: if self.proto.get() == 6 {
-                L4::Tcp { flags: ACK }
-            } else {
-                L4::Udp
-            },
-        }
-    }
-}
-
 /// The transport part of [`RawTuple::read_frame`]: the ports and class of
 /// a UDP datagram or TCP ACK-class segment at offset `AT` behind an IP
 /// header of `IP` bytes counted in `len` (the IP payload is `len - IP`
@@ -286,7 +241,11 @@ fn transport<const AT: usize, const IP: usize>(
             if thl < 20 || thl + IP > len || t[13] & (FIN_SYN_RST | ACK) != ACK {
                 return None;
             }
-            L4::Tcp { flags: ACK }
+            let seg = Seg::read(f.get(AT..AT + thl)?, len - IP - thl)?;
+            L4::Tcp {
+                flags: seg.flags,
+                seg,
+            }
         }
         _ => return None,
     };
@@ -352,7 +311,7 @@ mod tests {
 
     /// Frames of both families and transports with random header bytes,
     /// truncations and padding.
-    fn mutated() -> impl Strategy<Value = Vec<u8>> {
+    pub(super) fn mutated() -> impl Strategy<Value = Vec<u8>> {
         (
             0..4usize,
             prop::collection::vec((0..80usize, any::<u8>()), 0..4),
@@ -501,10 +460,15 @@ mod tests {
 
     #[test]
     fn only_ack_class_tcp_qualifies() {
-        let f = |flags| read(&tcp("10.0.0.1", 1, "10.0.0.2", 2, flags)).map(|r| r.l4);
+        let f = |flags| {
+            read(&tcp("10.0.0.1", 1, "10.0.0.2", 2, flags)).map(|r| match r.l4 {
+                L4::Tcp { flags, .. } => flags,
+                _ => 0,
+            })
+        };
         assert_eq!(
             f(TcpFlags::ACK | TcpFlags::PSH | TcpFlags::URG | TcpFlags::ECE | TcpFlags::CWR),
-            Some(L4::Tcp { flags: ACK })
+            Some(0xf8)
         );
         assert_eq!(f(TcpFlags::SYN), None);
         assert_eq!(f(TcpFlags::SYN | TcpFlags::ACK), None);

@@ -7,13 +7,17 @@ use sluice_packet::ipv4::Ipv4Packet;
 use sluice_packet::ipv6::{self, walk_extensions};
 use sluice_packet::{FlowKey, Headers, IpProtocol, ParseError};
 
+use super::tcp_window::Seg;
+
 /// The transport class of a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum L4 {
-    /// TCP with its flag byte.
+    /// TCP with its flag byte and what window tracking needs.
     Tcp {
         /// TCP flags (FIN 0x01 … CWR 0x80).
         flags: u8,
+        /// Sequence numbers, window, options.
+        seg: Seg,
     },
     /// UDP (and UDP-Lite, SCTP: tracked by ports like UDP would be).
     Udp,
@@ -57,7 +61,17 @@ impl CtPacket {
         let end = (usize::from(h.payload_offset) + usize::from(h.payload_len)).min(frame.len());
         let quoted = || frame.get(usize::from(h.payload_offset)..end).unwrap_or(&[]);
         let (l4, icmp_type) = match (h.l4_protocol, h.ip_version) {
-            (IpProtocol::TCP, _) => (L4::Tcp { flags: byte(13) }, None),
+            (IpProtocol::TCP, _) => {
+                let t = frame.get(l4off..end).unwrap_or(&[]);
+                let seg = Seg::read(t, usize::from(h.payload_len)).unwrap_or_default();
+                (
+                    L4::Tcp {
+                        flags: byte(13),
+                        seg,
+                    },
+                    None,
+                )
+            }
             (IpProtocol::UDP | IpProtocol::SCTP, _) => (L4::Udp, None),
             (IpProtocol::ICMP, 4) => {
                 let t = byte(0);

@@ -14,6 +14,9 @@ pub const LIVE: u8 = 0x01;
 pub const SEEN_REPLY: u8 = 0x02;
 /// Entry flag: the originator is the canonical key's source.
 pub const ORIG_IS_SRC: u8 = 0x04;
+/// Entry flag: the connection is assured (Linux `IPS_ASSURED`: a TCP
+/// connection that reached ESTABLISHED with a reply seen).
+pub const ASSURED: u8 = 0x08;
 
 /// One tracked connection: exactly one cache line (64 B, 64-aligned), so
 /// a hit touches a single line of the slab.
@@ -26,7 +29,7 @@ pub struct Entry {
     pub zone: u16,
     /// Protocol state: a [`TcpState`](super::TcpState) for TCP, 0 otherwise.
     pub proto_state: u8,
-    /// [`LIVE`], [`SEEN_REPLY`], [`ORIG_IS_SRC`].
+    /// [`LIVE`], [`SEEN_REPLY`], [`ORIG_IS_SRC`], [`ASSURED`].
     pub flags: u8,
     /// When the connection expires unless a packet refreshes it (ns).
     pub expires_ns: u64,

@@ -2,10 +2,8 @@
 //! the same states, the same `tcp_conntracks[dir][packet][state]` table and
 //! the same flag validity check (`tcp_valid_flags`).
 //!
-//! Not modelled: sequence-window tracking (`tcp_in_window`), so this
-//! behaves like Linux with `nf_conntrack_tcp_be_liberal = 1` for data
-//! segments, and any RST closes the connection; the "retransmitted /
-//! unacknowledged" shorter timeouts that depend on it.
+//! Sequence-window tracking and the special cases around this table are
+//! in `tcp_window` and `tcp_packet`.
 
 /// A TCP connection state (Linux `enum tcp_conntrack`, in that order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -110,9 +108,6 @@ const RST: u8 = 0x04;
 const PSH: u8 = 0x08;
 /// The ACK flag.
 pub(crate) const ACK: u8 = 0x10;
-/// FIN, SYN and RST: none of them set (with ACK set) makes an ACK-class
-/// segment.
-pub(crate) const FIN_SYN_RST: u8 = FIN | SYN | RST;
 const URG: u8 = 0x20;
 const ECE: u8 = 0x40;
 const CWR: u8 = 0x80;

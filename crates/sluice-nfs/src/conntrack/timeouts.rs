@@ -19,13 +19,20 @@ pub struct Timeouts {
     pub icmp: u64,
     /// Any other IP protocol.
     pub generic: u64,
+    /// TCP after 3 retransmissions of the same segment, when shorter than
+    /// the state's (`nf_conntrack_tcp_timeout_max_retrans`).
+    pub tcp_retrans: u64,
+    /// TCP with data not yet acknowledged, or picked up mid-stream with
+    /// no reply yet, when shorter than the state's
+    /// (`nf_conntrack_tcp_timeout_unacknowledged`).
+    pub tcp_unack: u64,
 }
 
 impl Default for Timeouts {
     /// Linux 6.x defaults: SYN_SENT 120 s, SYN_RECV 60 s, ESTABLISHED
     /// 5 days, FIN_WAIT 120 s, CLOSE_WAIT 60 s, LAST_ACK 30 s, TIME_WAIT
     /// 120 s, CLOSE 10 s, SYN_SENT2 120 s; UDP 30 s / 120 s stream; ICMP
-    /// 30 s; generic 600 s.
+    /// 30 s; generic 600 s; TCP retransmitting or unacknowledged 300 s.
     fn default() -> Self {
         Timeouts {
             tcp: [
@@ -44,6 +51,8 @@ impl Default for Timeouts {
             udp_stream: 120 * S,
             icmp: 30 * S,
             generic: 600 * S,
+            tcp_retrans: 300 * S,
+            tcp_unack: 300 * S,
         }
     }
 }

@@ -73,6 +73,8 @@ struct TimeoutsCfg {
     udp_stream: Option<f64>,
     icmp: Option<f64>,
     generic: Option<f64>,
+    tcp_retrans: Option<f64>,
+    tcp_unack: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -90,6 +92,16 @@ struct Config {
     capacity: Option<i64>,
     #[serde(default)]
     tcp_loose: Option<bool>,
+    #[serde(default)]
+    liberal: Option<bool>,
+    #[serde(default)]
+    checksum: Option<bool>,
+    #[serde(default)]
+    frag_memory: Option<i64>,
+    #[serde(default)]
+    frag_timeout: Option<f64>,
+    #[serde(default)]
+    frag6_timeout: Option<f64>,
     #[serde(default)]
     zones: Vec<ZoneCfg>,
     #[serde(default)]
@@ -113,7 +125,27 @@ pub struct FirewallConfig {
     pub zones: Vec<(u16, u16)>,
     /// Connection tracking.
     pub conntrack: Settings,
+    /// Reassembly.
+    pub frag: FragSettings,
 }
+
+/// Reassembly bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FragSettings {
+    /// Fragment buffers held at most (`frag_memory` / 2240).
+    pub max_held: usize,
+    /// IPv4 reassembly timeout (`ipfrag_time`).
+    pub timeout_v4_ns: u64,
+    /// IPv6 reassembly timeout (`nf_conntrack_frag6_timeout`).
+    pub timeout_v6_ns: u64,
+}
+
+/// Bytes a held fragment is counted for: one packet buffer with its
+/// metadata and headroom (`sluice_mem::BUF_STRIDE`).
+pub const FRAG_BUFFER_BYTES: u64 = 2240;
+
+/// Linux's `ipfrag_high_thresh` / `nf_conntrack_frag6_high_thresh`.
+pub const DEFAULT_FRAG_MEMORY: u64 = 4 << 20;
 
 /// The index of an ingress port (`zones[].port`, `rules[].in_port`): these
 /// match the port a packet came in on, so any port that receives resolves,
@@ -284,6 +316,8 @@ fn timeouts(config: &ConfigNode, t: &TimeoutsCfg) -> Result<Timeouts, SpecError>
         ("udp_stream", t.udp_stream, &mut out.udp_stream),
         ("icmp", t.icmp, &mut out.icmp),
         ("generic", t.generic, &mut out.generic),
+        ("tcp_retrans", t.tcp_retrans, &mut out.tcp_retrans),
+        ("tcp_unack", t.tcp_unack, &mut out.tcp_unack),
     ] {
         if let Some(s) = v {
             *slot = ns(name, s)?;
@@ -306,6 +340,11 @@ pub fn compile(
             non_ip: None,
             capacity: None,
             tcp_loose: None,
+            liberal: None,
+            checksum: None,
+            frag_memory: None,
+            frag_timeout: None,
+            frag6_timeout: None,
             zones: Vec::new(),
             timeouts: TimeoutsCfg::default(),
             rules: Vec::new(),
@@ -373,7 +412,33 @@ pub fn compile(
         .enumerate()
         .map(|(i, r)| compile_rule(config, resolver, i, r))
         .collect::<Result<Vec<_>, _>>()?;
+    let frag_memory = match cfg.frag_memory {
+        None => DEFAULT_FRAG_MEMORY,
+        Some(m) if m >= 0 && (m as u64) <= 1 << 30 => m as u64,
+        Some(m) => {
+            return Err(config.error_at_path(
+                "frag_memory",
+                format!("frag_memory {m} is out of range 0-1073741824 bytes"),
+            ))
+        }
+    };
+    let secs = |name: &str, v: Option<f64>, default: u64| -> Result<u64, SpecError> {
+        match v {
+            None => Ok(default * 1_000_000_000),
+            Some(s) if s.is_finite() && s > 0.0 && s <= 1e6 => Ok((s * 1e9) as u64),
+            Some(s) => Err(config.error_at_path(
+                name,
+                format!("{name} {s} s is not a positive number of seconds (at most 1e6)"),
+            )),
+        }
+    };
+    let frag = FragSettings {
+        max_held: (frag_memory / FRAG_BUFFER_BYTES) as usize,
+        timeout_v4_ns: secs("frag_timeout", cfg.frag_timeout, 30)?,
+        timeout_v6_ns: secs("frag6_timeout", cfg.frag6_timeout, 60)?,
+    };
     let compiled = FirewallConfig {
+        frag,
         rules,
         default,
         icmp_reject,
@@ -383,6 +448,8 @@ pub fn compile(
             capacity: capacity as usize,
             timeouts: timeouts(config, &cfg.timeouts)?,
             tcp_loose: cfg.tcp_loose.unwrap_or(true),
+            liberal: cfg.liberal.unwrap_or(false),
+            checksum: cfg.checksum.unwrap_or(true),
         },
     };
     super::reply_ports::check(config, resolver, &compiled)?;

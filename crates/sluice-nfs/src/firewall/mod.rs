@@ -22,7 +22,11 @@
 //! it came in on (`ToPort(port_in)`); packets that must not be answered
 //! (ICMP errors, RSTs, broadcasts, bad checksums) are only dropped.
 //!
-//! IP fragments are dropped (`fragment`): the firewall does not reassemble.
+//! IP fragments are reassembled first, as Linux's `nf_defrag` does
+//! (`defrag.rs`): the datagram is judged whole and its fragments leave
+//! with its verdict, unchanged. TCP segments are checked against the
+//! sequence window (`conntrack::tcp_window`) and checksums are verified
+//! (`checksum: false` skips that), as Linux conntrack does by default.
 //!
 //! A TCP ACK/data segment or UDP datagram whose platform flow id points at
 //! its connection's entry takes the established fast path: the entry is
@@ -45,6 +49,9 @@
 //! ```
 
 pub mod config;
+mod defrag;
+pub mod frag;
+mod fragments;
 pub mod reject;
 mod reply_ports;
 pub mod rules;
@@ -70,6 +77,22 @@ pub const TABLE_FULL: DropReason = DropReason::nf_local(2);
 pub const FRAGMENT: DropReason = DropReason::nf_local(3);
 /// A frame without IP, with `non_ip: drop`.
 pub const NON_IP: DropReason = DropReason::nf_local(4);
+/// A bad IPv4 header, TCP, UDP, ICMP or ICMPv6 checksum (INVALID to
+/// Linux conntrack with `nf_conntrack_checksum = 1`).
+pub const CHECKSUM: DropReason = DropReason::nf_local(5);
+/// Overlapping fragments: the whole datagram is dropped (RFC 5722; Linux
+/// does the same for IPv4).
+pub const FRAG_OVERLAP: DropReason = DropReason::nf_local(6);
+/// A fragment wholly inside data already held (Linux drops it, keeps the
+/// rest).
+pub const FRAG_DUPLICATE: DropReason = DropReason::nf_local(7);
+/// A datagram not complete within its reassembly timeout.
+pub const FRAG_TIMEOUT: DropReason = DropReason::nf_local(8);
+/// A fragment over the reassembly memory bound.
+pub const FRAG_MEMORY: DropReason = DropReason::nf_local(9);
+/// Marks a fragment for `process` to take out of its batch; never left
+/// on a packet (not a reason the NF reports).
+const HOLD: DropReason = DropReason::nf_local(255);
 
 /// Counter indices, into `TYPE.counters`.
 pub mod counters {
@@ -94,6 +117,13 @@ pub mod counters {
     pub const TABLE_FULL: usize = 8;
     /// Untracked packets (ICMP other than echo/errors) accepted by a rule.
     pub const UNTRACKED: usize = 9;
+    /// Packets dropped for a bad checksum (also INVALID to Linux, counted
+    /// apart).
+    pub const BAD_CHECKSUM: usize = 10;
+    /// Datagrams reassembled from fragments and judged.
+    pub const FRAG_REASSEMBLED: usize = 11;
+    /// Gauge: fragment buffers held (in reassembly or waiting to leave).
+    pub const FRAG_HELD: usize = 12;
 }
 
 /// Expired entries looked at per batch (amortised sweep; the lazy check
@@ -113,8 +143,9 @@ const CHUNK: usize = 32;
 struct Pre {
     id: u32,
     zone: u16,
-    /// The fast-path tuple of an IPv4 frame of the common shape.
-    v4: Option<V4Tuple>,
+    /// The fast-path tuple of an IPv4 frame of the common shape (or
+    /// none).
+    v4: V4Tuple,
 }
 
 impl Pre {
@@ -122,7 +153,7 @@ impl Pre {
     const EMPTY: Pre = Pre {
         id: u32::MAX,
         zone: 0,
-        v4: None,
+        v4: V4Tuple::NONE,
     };
 }
 
@@ -153,6 +184,9 @@ pub enum Decision {
         /// Rule that dropped (for `DENIED`).
         rule: Option<usize>,
     },
+    /// An IP fragment: held for reassembly (by `process`; the datagram
+    /// is judged when complete).
+    Fragment,
     /// Answer with `reply` (rule `rule`) back out of the ingress port.
     Reject {
         /// The answer.
@@ -179,6 +213,14 @@ pub struct Firewall {
     /// Hits per rule (NEW connections and untracked packets); also
     /// published as extended counters.
     rule_hits: Vec<u64>,
+    /// Datagrams in reassembly and their fragments.
+    defrag: defrag::Defrag,
+    /// A batch's fragments, taken out of it (capacity a batch).
+    intake: Vec<sluice_nf::OwnedPacket>,
+    /// The reassembled datagram being judged (65 KiB, allocated once).
+    reasm: Vec<u8>,
+    /// A fragment of the current batch is marked for taking.
+    frag_pending: bool,
     /// What `process` keeps between its passes over a chunk, kept here
     /// so a chunk does not first fill ≈ 900 bytes of stack (≈ 2
     /// instructions per packet): each pass reads only what the passes
@@ -196,7 +238,7 @@ struct Scratch {
 }
 
 #[derive(Default)]
-struct Counts([u64; 10]);
+struct Counts([u64; 16]);
 
 impl Firewall {
     /// Builds from a validated config.
@@ -216,6 +258,15 @@ impl Firewall {
             non_ip_accept: cfg.non_ip_accept,
             zones,
             ct: Conntrack::new(cfg.conntrack, flow_capacity),
+            defrag: defrag::Defrag::new(
+                FRAG_QUEUES,
+                cfg.frag.max_held,
+                cfg.frag.timeout_v4_ns,
+                cfg.frag.timeout_v6_ns,
+            ),
+            intake: Vec::with_capacity(sluice_mem::MAX_BATCH),
+            reasm: vec![0; 65_535 + 64],
+            frag_pending: false,
             scratch: Scratch {
                 pre: [Pre::EMPTY; CHUNK],
                 entries: [u32::MAX; CHUNK],
@@ -279,8 +330,8 @@ impl Firewall {
         let zone = self.zone_of(port_in);
         match self.ct.classify_frame(frame, zone, flow_id, now_ns) {
             Some(Classified::Tracked { .. }) => Ok(Decision::Established),
-            Some(Classified::Invalid(_)) => Ok(Decision::Drop {
-                reason: INVALID,
+            Some(Classified::Invalid(why)) => Ok(Decision::Drop {
+                reason: invalid_reason(why),
                 rule: None,
             }),
             // Not a fast-path packet (it gives nothing else).
@@ -320,6 +371,12 @@ impl Firewall {
         // reaches this only for what `decide_frame`'s raw path leaves: VLAN
         // tags, IP options, extension headers.
         if h.ip_version != 0 && !h.fragment {
+            if self.ct.verifies_checksums() && sluice_packet::verify_checksums(frame, h).is_err() {
+                return Decision::Drop {
+                    reason: CHECKSUM,
+                    rule: None,
+                };
+            }
             let zone = self.zone_of(port_in);
             match self.ct.classify_cached(frame, h, zone, flow_id, now_ns) {
                 Some(Classified::Tracked { .. }) => return Decision::Established,
@@ -359,10 +416,7 @@ impl Firewall {
             };
         }
         if h.fragment {
-            return Decision::Drop {
-                reason: FRAGMENT,
-                rule: None,
-            };
+            return Decision::Fragment;
         }
         let zone = self.zone_of(port_in);
         let cp = match CtPacket::parse(frame, h, zone) {
@@ -481,11 +535,9 @@ impl Firewall {
         for (slot, p) in pre.iter_mut().zip(batch.iter_mut().skip(base)) {
             let id = p.flow_id();
             ct.prefetch_slot(id);
-            *slot = Pre {
-                id,
-                zone: zones[usize::from(p.port_in())],
-                v4: Conntrack::peek_v4(p.data()),
-            };
+            slot.id = id;
+            slot.zone = zones[usize::from(p.port_in())];
+            ct.peek_v4(p.data(), &mut slot.v4);
         }
         for (e, p) in entries.iter_mut().zip(pre.iter()) {
             *e = ct.cached_entry(p.id);
@@ -499,7 +551,7 @@ impl Firewall {
         let mut hits = 0;
         let mut off = None;
         for (k, (p, &entry)) in pre.iter().zip(entries.iter()).enumerate() {
-            let r = match &p.v4 {
+            let r = match p.v4.get() {
                 Some(t) => ct.classify_v4(t, p.zone, entry, clock),
                 None => None,
             };
@@ -541,7 +593,7 @@ impl Firewall {
             let Some(&p) = self.scratch.pre.get(k) else {
                 break;
             };
-            if let Some(t) = &p.v4 {
+            if let Some(t) = p.v4.get() {
                 let entry = self.ct.cached_entry(p.id);
                 match self.ct.classify_v4(t, p.zone, entry, clock) {
                     Some(Classified::Tracked { .. }) => {
@@ -615,10 +667,17 @@ impl Firewall {
             Decision::New { .. } => k::NEW,
             Decision::Untracked { .. } => k::UNTRACKED,
             Decision::NonIp => k::ACCEPTED,
+            Decision::Fragment => {
+                // Taken out of the batch after the chunk loop.
+                p.set_verdict(Verdict::Drop(HOLD));
+                self.frag_pending = true;
+                return;
+            }
             Decision::Drop { reason, .. } => {
                 p.drop_with(reason);
                 c.0[match reason {
                     INVALID => k::INVALID,
+                    CHECKSUM => k::BAD_CHECKSUM,
                     TABLE_FULL => k::TABLE_FULL,
                     DENIED => k::DROPPED,
                     _ => return,
@@ -651,6 +710,33 @@ impl Firewall {
     }
 }
 
+/// Datagrams in reassembly at once (queues are pre-sized: ≈ 5 KiB each).
+const FRAG_QUEUES: usize = 256;
+
+impl Firewall {
+    /// Counts a drop with `reason` of a packet `settle` did not see (a
+    /// reassembled datagram).
+    fn count_drop(&self, reason: DropReason, c: &mut Counts) {
+        let slot = match reason {
+            INVALID => counters::INVALID,
+            CHECKSUM => counters::BAD_CHECKSUM,
+            TABLE_FULL => counters::TABLE_FULL,
+            DENIED => counters::DROPPED,
+            _ => return,
+        };
+        c.0[slot] += 1;
+    }
+}
+
+/// The drop reason of an INVALID packet.
+#[inline]
+fn invalid_reason(why: crate::conntrack::Invalid) -> DropReason {
+    match why {
+        crate::conntrack::Invalid::Checksum => CHECKSUM,
+        _ => INVALID,
+    }
+}
+
 impl NetworkFunction for Firewall {
     fn process(&mut self, batch: &mut Batch<'_>, ctx: &mut Context<'_>) {
         let now = ctx.now_ns();
@@ -660,6 +746,12 @@ impl NetworkFunction for Firewall {
         let mut base = 0;
         while base < n {
             base += self.process_chunk(batch, base, clock, &mut c, ctx);
+        }
+        if self.frag_pending {
+            self.frag_pending = false;
+            self.take_fragments(batch, &mut c, ctx);
+        } else if self.defrag.held() != 0 {
+            self.drain(ctx);
         }
         self.ct.sweep(now, SWEEP_PER_BATCH);
         for (i, v) in c.0.iter().enumerate() {
@@ -684,6 +776,12 @@ impl NetworkFunction for Firewall {
         let budget = (self.ct.table().capacity() / 100).max(1024);
         self.ct.sweep(ctx.now_ns(), budget);
         ctx.set_gauge(counters::ENTRIES, self.ct.len() as u64);
+        self.expire_fragments(ctx);
+    }
+
+    /// Shutdown: incomplete datagrams' fragments are dropped (`fragment`).
+    fn stop(&mut self, ctx: &mut Context<'_>) {
+        self.flush_fragments(ctx);
     }
 
     fn reset(&mut self) {
@@ -700,7 +798,18 @@ fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> 
 pub const TYPE: NfType = NfType {
     name: "firewall",
     summary: "stateful firewall: ordered rules for new connections, conntrack (zones, TCP states) for the rest",
-    drop_reasons: &["denied", "invalid", "table_full", "fragment", "non_ip"],
+    drop_reasons: &[
+        "denied",
+        "invalid",
+        "table_full",
+        "fragment",
+        "non_ip",
+        "checksum",
+        "frag_overlap",
+        "frag_duplicate",
+        "frag_timeout",
+        "frag_memory",
+    ],
     counters: &[
         "accepted",
         "dropped",
@@ -712,6 +821,9 @@ pub const TYPE: NfType = NfType {
         "entries",
         "table_full",
         "untracked",
+        "bad_checksum",
+        "frag_reassembled",
+        "frag_held",
     ],
     build,
     // Judges headers only: one verdict per super-packet, as netfilter.

@@ -8,12 +8,20 @@ Builds three network namespaces joined by veth pairs,
     fwa-SUFFIX (a0) <-> (f0 10.1.0.1) fwf-SUFFIX (f1 10.2.0.1) <-> (b0) fwb-SUFFIX
 
 loads RULESET.nft (a forward-hook filter) into the middle one, which routes
-between 10.1.0.0/24 and 10.2.0.0/24 with static neighbours for 10.1.0.2 (a0)
-and 10.2.0.2 (b0). a0 and b0 have no IP address, so nothing answers there:
-every frame is injected with AF_PACKET on the side its source address is
-on, and the script watches both sides for up to 60 ms. It prints one JSON
-list: per frame "pass" (it came out on the other side), "reject" (a TCP RST
-or ICMP destination unreachable came back to its sender) or "drop".
+between 10.1.0.0/24 and 10.2.0.0/24 and between fd01::/64 and fd02::/64,
+with static neighbours for 10.1.0.2 / fd01::2 (a0) and 10.2.0.2 / fd02::2
+(b0), and reassembly timeouts of 1 s (net.ipv4.ipfrag_time,
+net.netfilter.nf_conntrack_frag6_timeout); every other sysctl keeps its
+default (nf_conntrack_checksum 1, nf_conntrack_tcp_be_liberal 0,
+nf_conntrack_tcp_loose 1). a0 and b0 have no IP address, so nothing
+answers there: every frame is injected with AF_PACKET on the side its
+source address is on, after the delay its pcap timestamp holds, and the
+script watches both sides for up to 60 ms. A forwarded frame is
+recognised by its IPv4 identification or IPv6 flow label and addresses
+(fragments of a datagram share them, so the frame completing a datagram
+"passes" when any of its fragments comes out). It prints one JSON list:
+per frame "pass" (it came out on the other side), "reject" (a TCP RST or
+ICMP destination unreachable came back to its sender) or "drop".
 Namespaces are removed on exit, also on failure.
 """
 import ctypes
@@ -54,8 +62,8 @@ def read_pcap(path):
     b = open(path, "rb").read()
     off, frames = 24, []
     while off + 16 <= len(b):
-        incl = struct.unpack_from("<I", b, off + 8)[0]
-        frames.append(b[off + 16 : off + 16 + incl])
+        sec, usec, incl = struct.unpack_from("<III", b, off)
+        frames.append((sec + usec / 1e6, b[off + 16 : off + 16 + incl]))
         off += 16 + incl
     return frames
 
@@ -72,20 +80,29 @@ def main():
     try:
         for ns in (A, F, B):
             sh("ip", "netns", "add", ns)
-            for k in ("all", "default"):
-                sh("ip", "netns", "exec", ns, "sysctl", "-qw", f"net.ipv6.conf.{k}.disable_ipv6=1")
+            if ns != F:
+                for k in ("all", "default"):
+                    sh("ip", "netns", "exec", ns, "sysctl", "-qw", f"net.ipv6.conf.{k}.disable_ipv6=1")
         sh("ip", "link", "add", "a0", "netns", A, "type", "veth", "peer", "name", "f0", "netns", F)
         sh("ip", "link", "add", "b0", "netns", B, "type", "veth", "peer", "name", "f1", "netns", F)
         sh("ip", "-n", F, "addr", "add", "10.1.0.1/24", "dev", "f0")
         sh("ip", "-n", F, "addr", "add", "10.2.0.1/24", "dev", "f1")
+        sh("ip", "-n", F, "addr", "add", "fd01::1/64", "dev", "f0", "nodad")
+        sh("ip", "-n", F, "addr", "add", "fd02::1/64", "dev", "f1", "nodad")
         for ns, dev in ((A, "a0"), (F, "f0"), (F, "f1"), (B, "b0"), (A, "lo"), (F, "lo"), (B, "lo")):
             sh("ip", "-n", ns, "link", "set", dev, "up")
         sh("ip", "netns", "exec", F, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        sh("ip", "netns", "exec", F, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
+        sh("ip", "netns", "exec", F, "sysctl", "-qw", "net.ipv4.ipfrag_time=1")
         a_mac, b_mac = mac(A, "a0"), mac(B, "b0")
         f0_mac, f1_mac = mac(F, "f0"), mac(F, "f1")
         sh("ip", "-n", F, "neigh", "add", "10.1.0.2", "lladdr", a_mac, "dev", "f0", "nud", "permanent")
         sh("ip", "-n", F, "neigh", "add", "10.2.0.2", "lladdr", b_mac, "dev", "f1", "nud", "permanent")
+        sh("ip", "-n", F, "neigh", "add", "fd01::2", "lladdr", a_mac, "dev", "f0", "nud", "permanent")
+        sh("ip", "-n", F, "neigh", "add", "fd02::2", "lladdr", b_mac, "dev", "f1", "nud", "permanent")
         sh("ip", "netns", "exec", F, "nft", "-f", ruleset)
+        # The conntrack sysctls exist once the ruleset has loaded conntrack.
+        sh("ip", "netns", "exec", F, "sysctl", "-qw", "net.netfilter.nf_conntrack_frag6_timeout=1")
 
         socks = {}
         for side, ns, dev in (("a", A, "a0"), ("b", B, "b0")):
@@ -102,28 +119,39 @@ def main():
                 s.recv(65535)
 
         results = []
-        for f in frames:
-            src = f[26:30]
-            side = "a" if src[:2] == bytes([10, 1]) else "b"
+        for delay, f in frames:
+            if delay:
+                time.sleep(delay)
+            v6 = f[12:14] == b"\x86\xdd"
+            if v6:
+                src, side = f[22:38], "a" if f[22:24] == b"\xfd\x01" else "b"
+            else:
+                src, side = f[26:30], "a" if f[26:28] == bytes([10, 1]) else "b"
             other = "b" if side == "a" else "a"
             eth = (mac_bytes(f0_mac) + mac_bytes(a_mac)) if side == "a" else (mac_bytes(f1_mac) + mac_bytes(b_mac))
             socks[side].send(eth + f[12:])
-            ident = f[18:20]
             verdict = "drop"
             deadline = time.monotonic() + 0.06
             while verdict == "drop" and time.monotonic() < deadline:
                 ready = select.select(list(socks.values()), [], [], max(0, deadline - time.monotonic()))[0]
                 for s in ready:
                     data, addr = s.recvfrom(65535)
-                    if addr[2] == PACKET_OUTGOING or data[12:14] != b"\x08\x00":
+                    if addr[2] == PACKET_OUTGOING:
                         continue
-                    proto = data[23]
-                    if s is socks[other] and data[18:20] == ident and data[26:34] == f[26:34]:
-                        verdict = "pass"
-                    elif s is socks[side] and data[30:34] == src:
-                        l4 = 14 + (data[14] & 15) * 4
-                        if (proto == 6 and data[l4 + 13] & 4) or (proto == 1 and data[l4] == 3):
+                    if v6 and data[12:14] == b"\x86\xdd":
+                        same = (data[15] & 15, data[16:18]) == (f[15] & 15, f[16:18])
+                        if s is socks[other] and same and data[22:54] == f[22:54]:
+                            verdict = "pass"
+                        elif s is socks[side] and data[38:54] == src and data[20] == 58 and data[54] == 1:
                             verdict = "reject"
+                    elif not v6 and data[12:14] == b"\x08\x00":
+                        proto = data[23]
+                        if s is socks[other] and data[18:20] == f[18:20] and data[26:34] == f[26:34]:
+                            verdict = "pass"
+                        elif s is socks[side] and data[30:34] == src:
+                            l4 = 14 + (data[14] & 15) * 4
+                            if (proto == 6 and data[l4 + 13] & 4) or (proto == 1 and data[l4] == 3):
+                                verdict = "reject"
             results.append(verdict)
         print(json.dumps(results))
     finally:
