@@ -284,7 +284,7 @@ mod tests {
                 if !udp {
                     let ob = opts[o];
                     f.splice(54..54, ob.iter().copied());
-                    f[46] = ((20 + ob.len()) / 4 << 4) as u8;
+                    f[46] = (((20 + ob.len()) / 4) << 4) as u8;
                     let total = (f.len() - 14) as u16;
                     f[16..18].copy_from_slice(&total.to_be_bytes());
                 }
