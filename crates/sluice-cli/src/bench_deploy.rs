@@ -55,7 +55,20 @@ struct DeployResult {
     /// The deploy requests' own round trips (the daemon answers once the
     /// new NFs run and the chain is installed).
     deploy_request_ms: Spread,
+    /// Where a deploy request's time goes inside the runtime: compiling
+    /// and diffing, preparing (ports opened, NFs forked until they run),
+    /// committing (the workers switch plans), and the rest of the request
+    /// (HTTP, the control actor, persisting the desired state).
+    deploy_phases_ms: Phases,
     cpu: String,
+}
+
+#[derive(Debug, Serialize)]
+struct Phases {
+    compile: Spread,
+    prepare: Spread,
+    commit: Spread,
+    outside_runtime: Spread,
 }
 
 struct Daemon {
@@ -110,8 +123,16 @@ fn spec(count: u32, deploys: u32, accepted: u32) -> String {
     format!("ports:\n{ports}nfs:\n{nfs}chains:\n{chains}")
 }
 
-/// Applies `text`; returns the request's start (Unix ns) and round trip.
-fn apply(c: &Client, text: &str) -> Result<(u64, f64), String> {
+/// What one apply took: its start (Unix ns), round trip (ms) and the
+/// runtime's own phases (ms): compile, prepare, commit, total.
+struct Took {
+    t0: u64,
+    request_ms: f64,
+    phases: [f64; 4],
+}
+
+/// Applies `text`.
+fn apply(c: &Client, text: &str) -> Result<Took, String> {
     let version = c.get::<Value>("/v1/spec")?["resource_version"]
         .as_u64()
         .unwrap_or(0);
@@ -123,7 +144,18 @@ fn apply(c: &Client, text: &str) -> Result<(u64, f64), String> {
     if a.status != 200 {
         return Err(a.error_text());
     }
-    Ok((t0, took))
+    let r: Value = serde_json::from_slice(&a.body).map_err(|e| e.to_string())?;
+    let ms = |k: &str| r[k].as_u64().unwrap_or(0) as f64 / 1e3;
+    Ok(Took {
+        t0,
+        request_ms: took,
+        phases: [
+            ms("compile_us"),
+            ms("prepare_us"),
+            ms("commit_us"),
+            ms("took_us"),
+        ],
+    })
 }
 
 /// Waits until port `name` has transmitted; returns when it first did.
@@ -174,23 +206,35 @@ fn bench(a: &DeployArgs) -> Result<DeployResult, String> {
     apply(&c, &spec(n, 0, 0))?;
     let mut deploy = Vec::new();
     let mut request = Vec::new();
+    let mut phases: [Vec<f64>; 4] = Default::default();
     for i in 0..n {
-        let (t0, took) = apply(&c, &spec(n, i + 1, 0))?;
+        let took = apply(&c, &spec(n, i + 1, 0))?;
         let t1 = first_tx(&c, &format!("ds{i}"))?;
-        deploy.push(t1.saturating_sub(t0) as f64 / 1e6);
-        request.push(took);
+        deploy.push(t1.saturating_sub(took.t0) as f64 / 1e6);
+        request.push(took.request_ms);
+        for k in 0..3 {
+            phases[k].push(took.phases[k]);
+        }
+        phases[3].push(took.request_ms - took.phases[3]);
     }
     let mut rules = Vec::new();
     for i in 0..n {
-        let (t0, _) = apply(&c, &spec(n, n, i + 1))?;
+        let took = apply(&c, &spec(n, n, i + 1))?;
         let t1 = first_tx(&c, &format!("rs{i}"))?;
-        rules.push(t1.saturating_sub(t0) as f64 / 1e6);
+        rules.push(t1.saturating_sub(took.t0) as f64 / 1e6);
     }
+    let [compile, prepare, commit, outside_runtime] = phases.map(spread);
     Ok(DeployResult {
         count: n,
         deploy_to_first_packet_ms: spread(deploy),
         rule_update_to_effect_ms: spread(rules),
         deploy_request_ms: spread(request),
+        deploy_phases_ms: Phases {
+            compile,
+            prepare,
+            commit,
+            outside_runtime,
+        },
         cpu: crate::bench::cpu_model(),
     })
 }
@@ -205,7 +249,7 @@ pub fn run(a: DeployArgs) -> ExitCode {
                 format!(
                     "deploy → first packet  p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms  ({} chains of 3 process NFs)\n\
                      rule update → effect   p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms\n\
-                     deploy request         p50 {:.2} ms  p99 {:.2} ms\n",
+                     deploy request         p50 {:.2} ms  p99 {:.2} ms  (p50: compile {:.2}, prepare {:.2}, commit {:.2}, outside the runtime {:.2})\n",
                     r.deploy_to_first_packet_ms.p50,
                     r.deploy_to_first_packet_ms.p99,
                     r.deploy_to_first_packet_ms.max,
@@ -215,6 +259,10 @@ pub fn run(a: DeployArgs) -> ExitCode {
                     r.rule_update_to_effect_ms.max,
                     r.deploy_request_ms.p50,
                     r.deploy_request_ms.p99,
+                    r.deploy_phases_ms.compile.p50,
+                    r.deploy_phases_ms.prepare.p50,
+                    r.deploy_phases_ms.commit.p50,
+                    r.deploy_phases_ms.outside_runtime.p50,
                 )
             };
             crate::print_stdout(&text);

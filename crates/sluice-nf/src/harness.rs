@@ -8,6 +8,7 @@ use std::collections::HashMap;
 
 use sluice_mem::{Arena, ArenaConfig, BufferPool, HandleBatch, PktHandle, PoolCache, MAX_BATCH};
 use sluice_packet::flow::flow_key;
+use sluice_packet::gso::Offload;
 
 use crate::batch::Batch;
 use crate::context::Context;
@@ -150,6 +151,17 @@ impl Harness {
     /// NF took out with `Batch::take_if` come back through
     /// [`Self::take_emitted`] once it emits them).
     pub fn run(&mut self, nf: &mut dyn NetworkFunction, frames: &[Vec<u8>]) -> Vec<Outcome> {
+        self.run_offloaded(nf, frames, &Offload::NONE)
+    }
+
+    /// [`Self::run`] with every packet carrying `offload` (as ports with
+    /// `offload: true` deliver them: partial checksums, super-packets).
+    pub fn run_offloaded(
+        &mut self,
+        nf: &mut dyn NetworkFunction,
+        frames: &[Vec<u8>],
+        offload: &Offload,
+    ) -> Vec<Outcome> {
         let mut out = Vec::with_capacity(frames.len());
         for chunk in frames.chunks(MAX_BATCH) {
             let ids: Vec<u32> = chunk
@@ -166,6 +178,7 @@ impl Harness {
                 p.data_mut().copy_from_slice(&frame[..len]);
                 p.set_flow_id(id);
                 p.set_timestamp_ns(self.now_ns);
+                p.set_offload(offload);
                 handles.push(h).expect("chunk ≤ MAX_BATCH");
             }
             let mut batch = Batch::new(&self.arena, &mut handles);

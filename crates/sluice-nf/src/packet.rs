@@ -70,6 +70,16 @@ impl<'a> Packet<'a> {
         self.pkt.offload()
     }
 
+    /// Whether the packet's checksums need no verification: it came from
+    /// the local stack with a partial checksum (virtio-net `NEEDS_CSUM`,
+    /// Linux `CHECKSUM_PARTIAL`) or its receiver already verified them
+    /// (`DATA_VALID`, `CHECKSUM_UNNECESSARY`). Linux's `skb_csum_unnecessary`
+    /// is true for both, and conntrack then skips its checksum check.
+    #[inline]
+    pub fn csum_trusted(&self) -> bool {
+        self.pkt.csum_flags() != 0
+    }
+
     /// The current verdict (`Next` unless this NF changed it).
     #[inline]
     pub fn verdict(&self) -> Verdict {

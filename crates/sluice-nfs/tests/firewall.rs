@@ -552,6 +552,44 @@ fn broadcast_and_bad_checksums_are_never_answered() {
     assert_eq!(out, [reason("denied"), reason("denied")]);
 }
 
+/// Packets from the local stack carry partial checksums (a virtio-net
+/// header's `NEEDS_CSUM`, Linux `CHECKSUM_PARTIAL`) and packets a receiver
+/// verified carry `DATA_VALID`: Linux conntrack does not verify those
+/// (`skb_csum_unnecessary`), and neither does the firewall, on its fast
+/// path (established UDP) and its full path (a new connection) alike.
+#[test]
+fn offloaded_checksums_are_trusted_as_linux_does() {
+    use sluice_packet::gso::{Offload, F_DATA_VALID, F_NEEDS_CSUM};
+    let bad = |f: Vec<u8>| {
+        let mut f = f;
+        let n = f.len();
+        f[n - 1] ^= 0xff; // payload changed, checksum not
+        f
+    };
+    for flags in [F_NEEDS_CSUM, F_DATA_VALID] {
+        let mut fw = firewall(json!({ "default": "accept" }));
+        let mut h = Harness::new();
+        let o = Offload {
+            flags,
+            ..Offload::NONE
+        };
+        let frames = [
+            bad(udp(C, 1, SV, 2)),
+            bad(udp(SV, 2, C, 1)),
+            bad(udp(C, 1, SV, 2)),
+        ];
+        let out: Vec<Verdict> = h
+            .run_offloaded(&mut fw, &frames, &o)
+            .into_iter()
+            .map(|o| o.verdict)
+            .collect();
+        assert_eq!(out, [Verdict::Next; 3], "flags {flags}");
+        // The same frames without the flag: every one fails the check.
+        let out = run(&mut h, &mut fw, &frames);
+        assert_eq!(out, [reason("checksum"); 3], "flags {flags}");
+    }
+}
+
 #[test]
 fn table_full_drops_new_connections_until_entries_expire() {
     let mut fw = firewall(json!({ "default": "accept", "capacity": 2 }));

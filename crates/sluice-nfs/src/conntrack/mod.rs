@@ -253,7 +253,8 @@ impl Conntrack {
     /// fragment, lengths valid; see `RawTuple::read_frame`), `None` for
     /// anything else, which the caller parses and decides as before (with
     /// `classify_cached` first, for the VLAN-tagged and option-carrying
-    /// packets of tracked connections).
+    /// packets of tracked connections). `csum_trusted`: the packet's
+    /// checksums are not verified (see `sluice_nf::Packet::csum_trusted`).
     #[inline]
     pub fn classify_frame(
         &mut self,
@@ -261,13 +262,14 @@ impl Conntrack {
         zone: u16,
         flow_id: u32,
         now_ns: u64,
+        csum_trusted: bool,
     ) -> Option<Classified> {
         // ≈ 163 instructions per hit with the firewall's decide_frame
         // around it, where parse + decide took ≈ 239 (callgrind, 20 k
         // connections; bench: firewall/hit_cached_warm).
         let i = self.flow_cache.get(flow_id as usize)?.checked_sub(1)?;
         let raw = RawTuple::read_frame(frame)?;
-        if self.checksum && !csum::frame_ok(frame) {
+        if self.checksum && !csum_trusted && !csum::frame_ok(frame) {
             return Some(Classified::Invalid(Invalid::Checksum));
         }
         let clock = self.clock(now_ns);
@@ -280,8 +282,8 @@ impl Conntrack {
     /// IPv6 ones and, with checksums verified, for a bad checksum
     /// (`classify_frame` then finds it INVALID).
     #[inline(always)]
-    pub(crate) fn peek_v4(&self, frame: &[u8], t: &mut V4Tuple) {
-        t.read_into(frame, self.checksum);
+    pub(crate) fn peek_v4(&self, frame: &[u8], t: &mut V4Tuple, csum_trusted: bool) {
+        t.read_into(frame, self.checksum && !csum_trusted);
     }
 
     /// Whether checksums are verified (`Settings::checksum`).

@@ -323,19 +323,37 @@ impl Firewall {
         flow_id: u32,
         now_ns: u64,
     ) -> Result<Decision, ParseError> {
+        self.decide_frame_csum(frame, port_in, flow_id, now_ns, false)
+    }
+
+    /// [`Firewall::decide_frame`] for a packet whose checksums are verified
+    /// only when `csum_trusted` is false (`Packet::csum_trusted`: partial
+    /// checksums of the local stack, or checksums its receiver verified).
+    #[inline]
+    pub fn decide_frame_csum(
+        &mut self,
+        frame: &[u8],
+        port_in: u16,
+        flow_id: u32,
+        now_ns: u64,
+        csum_trusted: bool,
+    ) -> Result<Decision, ParseError> {
         // ≈ 163 instructions per hit, against ≈ 239 for parse + decide
         // (callgrind, 20 k connections; bench: firewall/hit_cached_warm,
         // 322 → 224 with the bench's loop). `process` no longer calls this
         // for IPv4 packets of the common shape (see `process_chunk`).
         let zone = self.zone_of(port_in);
-        match self.ct.classify_frame(frame, zone, flow_id, now_ns) {
+        match self
+            .ct
+            .classify_frame(frame, zone, flow_id, now_ns, csum_trusted)
+        {
             Some(Classified::Tracked { .. }) => Ok(Decision::Established),
             Some(Classified::Invalid(why)) => Ok(Decision::Drop {
                 reason: invalid_reason(why),
                 rule: None,
             }),
             // Not a fast-path packet (it gives nothing else).
-            _ => self.decide_parsed(frame, port_in, flow_id, now_ns),
+            _ => self.decide_parsed(frame, port_in, flow_id, now_ns, csum_trusted),
         }
     }
 
@@ -347,9 +365,10 @@ impl Firewall {
         port_in: u16,
         flow_id: u32,
         now_ns: u64,
+        csum_trusted: bool,
     ) -> Result<Decision, ParseError> {
         let h = parse(frame)?;
-        Ok(self.decide(frame, &h, port_in, flow_id, now_ns))
+        Ok(self.decide_csum(frame, &h, port_in, flow_id, now_ns, csum_trusted))
     }
 
     /// Decides one frame parsed as `h` that came in on `port_in` with
@@ -363,6 +382,21 @@ impl Firewall {
         flow_id: u32,
         now_ns: u64,
     ) -> Decision {
+        self.decide_csum(frame, h, port_in, flow_id, now_ns, false)
+    }
+
+    /// [`Firewall::decide`], verifying checksums only when `csum_trusted`
+    /// is false.
+    #[inline]
+    fn decide_csum(
+        &mut self,
+        frame: &[u8],
+        h: &Headers,
+        port_in: u16,
+        flow_id: u32,
+        now_ns: u64,
+        csum_trusted: bool,
+    ) -> Decision {
         // Established fast path: a plain ACK/data segment or UDP datagram
         // of the connection the flow id points at, checked against the
         // header bytes; SYN/FIN/RST, mismatches and expiry go the full way.
@@ -371,7 +405,10 @@ impl Firewall {
         // reaches this only for what `decide_frame`'s raw path leaves: VLAN
         // tags, IP options, extension headers.
         if h.ip_version != 0 && !h.fragment {
-            if self.ct.verifies_checksums() && sluice_packet::verify_checksums(frame, h).is_err() {
+            if self.ct.verifies_checksums()
+                && !csum_trusted
+                && sluice_packet::verify_checksums(frame, h).is_err()
+            {
                 return Decision::Drop {
                     reason: CHECKSUM,
                     rule: None,
@@ -537,7 +574,7 @@ impl Firewall {
             ct.prefetch_slot(id);
             slot.id = id;
             slot.zone = zones[usize::from(p.port_in())];
-            ct.peek_v4(p.data(), &mut slot.v4);
+            ct.peek_v4(p.data(), &mut slot.v4, p.csum_trusted());
         }
         for (e, p) in entries.iter_mut().zip(pre.iter()) {
             *e = ct.cached_entry(p.id);
@@ -633,7 +670,13 @@ impl Firewall {
                 rule: None,
             })
         } else {
-            self.decide_frame(p.data(), p.port_in(), p.flow_id(), clock.now_ns())
+            self.decide_frame_csum(
+                p.data(),
+                p.port_in(),
+                p.flow_id(),
+                clock.now_ns(),
+                p.csum_trusted(),
+            )
         };
         self.settle(&mut p, d, c, ctx);
     }
