@@ -196,7 +196,7 @@ fn only_the_common_shape_is_decided_from_raw_bytes() {
             let zone = probe.zone_of(0);
             let hit = probe
                 .conntrack_mut()
-                .classify_frame(&f, zone, ID, now)
+                .classify_frame(&f, zone, ID, now, false)
                 .is_some();
             assert_eq!(hit, raw, "{name}: {f:02x?}");
             // A hit updated the entry already; deciding again at the same
@@ -321,7 +321,11 @@ fn vlan_tagged_connections_still_take_the_parsed_fast_path() {
         fw.decide_frame(&syn, 0, ID, S),
         Ok(Decision::New { rule: None })
     );
-    assert_eq!(fw.conntrack_mut().classify_frame(&back, 0, ID, 2 * S), None);
+    assert_eq!(
+        fw.conntrack_mut()
+            .classify_frame(&back, 0, ID, 2 * S, false),
+        None
+    );
     let h = parse(&back).unwrap();
     assert!(fw
         .conntrack_mut()
