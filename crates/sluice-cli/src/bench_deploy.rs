@@ -4,10 +4,10 @@
 //!   (its own generator and sink, and three process NFs) to the first
 //!   packet of that chain leaving its sink (the sink port's
 //!   `first_tx_unix_ns`, the same wall clock as the request's start);
-//! - **rule update → effect**: from the API request that changes a
-//!   process ACL's rules from dropping everything to accepting to the
-//!   first packet that passes it (the ACL takes its new config live, on
-//!   its ring).
+//! - **rule update → effect**: from the API request that adds a rule to
+//!   a process firewall that dropped everything to the first packet that
+//!   passes it (the firewall takes its new config live, on its ring,
+//!   keeping its connections).
 //!
 //! The daemon is this binary started as a child, talked to over its UNIX
 //! socket, as a user would. Changes accumulate: the n-th deploy runs
@@ -50,7 +50,7 @@ struct DeployResult {
     count: u32,
     /// Request sent → first packet of the new chain out of its sink.
     deploy_to_first_packet_ms: Spread,
-    /// Request sent → first packet through the reconfigured ACL.
+    /// Request sent → first packet through the reconfigured firewall.
     rule_update_to_effect_ms: Spread,
     /// The deploy requests' own round trips (the daemon answers once the
     /// new NFs run and the chain is installed).
@@ -90,22 +90,26 @@ fn now_unix_ns() -> u64 {
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
-/// The spec with `deploys` chains deployed and the first `accepted` ACLs
+/// The spec with `deploys` chains deployed and the first `accepted` firewalls
 /// of `count` accepting.
 fn spec(count: u32, deploys: u32, accepted: u32) -> String {
     let mut ports = String::new();
     let mut nfs = String::new();
     let mut chains = String::new();
     for i in 0..count {
-        // A rule trial: a flow dropped by its ACL until the ACL accepts.
+        // A rule trial: a flow dropped by its firewall until a rule accepts it.
         ports += &format!(
             "  - {{ name: rg{i}, kind: generator, flows: 1, protocol: udp, size: 64, rate_pps: 100000 }}\n  - {{ name: rs{i}, kind: sink }}\n"
         );
-        let default = if i < accepted { "accept" } else { "drop" };
+        let rules = if i < accepted {
+            "[{ action: accept, proto: udp }]"
+        } else {
+            "[]"
+        };
         nfs += &format!(
-            "  - {{ name: racl{i}, type: acl, isolation: process, config: {{ default: {default} }} }}\n"
+            "  - {{ name: rfw{i}, type: firewall, isolation: process, config: {{ default: drop, rules: {rules} }} }}\n"
         );
-        chains += &format!("  - {{ name: rc{i}, from: rg{i}, nfs: [racl{i}], to: rs{i} }}\n");
+        chains += &format!("  - {{ name: rc{i}, from: rg{i}, nfs: [rfw{i}], to: rs{i} }}\n");
     }
     for i in 0..deploys {
         ports += &format!(
@@ -202,7 +206,7 @@ fn start_daemon() -> Result<(Daemon, Client), String> {
 fn bench(a: &DeployArgs) -> Result<DeployResult, String> {
     let (_d, c) = start_daemon()?;
     let n = a.count;
-    // The rule trials' chains first, every ACL dropping.
+    // The rule trials' chains first, every firewall dropping.
     apply(&c, &spec(n, 0, 0))?;
     let mut deploy = Vec::new();
     let mut request = Vec::new();

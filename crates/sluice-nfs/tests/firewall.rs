@@ -843,3 +843,44 @@ fn never_answered() {
         assert_eq!(may_answer(f, &parse(f).unwrap(), *r), *want, "case {i}");
     }
 }
+
+/// A live rule change (`reconfigure`) judges new connections by the new
+/// rules and keeps tracked ones, as an `nft -f` does in Linux; a new
+/// capacity cannot keep the table, so its connections start afresh.
+#[test]
+fn live_rule_changes_keep_tracked_connections() {
+    let mut fw = firewall(web());
+    let mut h = Harness::new();
+    let open = [
+        tcp_seg(C, 4000, SV, 80, SYN, 1, 0, b""),
+        tcp_seg(SV, 80, C, 4000, SYN | ACK, 9, 2, b""),
+        tcp_seg(C, 4000, SV, 80, ACK, 2, 10, b""),
+    ];
+    assert_eq!(run(&mut h, &mut fw, &open), [Verdict::Next; 3]);
+    assert!(fw.live_reconfigure());
+    // Port 80 closed to new connections, port 81 opened.
+    let rules = |port: u16| json!({ "rules": [{ "action": "accept", "proto": "tcp", "dst_port": port, "dst": SV }] });
+    fw.reconfigure(Box::new(firewall(rules(81))))
+        .unwrap_or_else(|_| panic!("a firewall takes a firewall's config"));
+    let v = run(
+        &mut h,
+        &mut fw,
+        &[
+            tcp_seg(C, 4000, SV, 80, ACK, 2, 10, b"data"),
+            tcp_seg(C, 4002, SV, 80, SYN, 1, 0, b""),
+            tcp_seg(C, 4003, SV, 81, SYN, 1, 0, b""),
+        ],
+    );
+    assert_eq!(v, [Verdict::Next, reason("denied"), Verdict::Next]);
+    assert_eq!(fw.rule_hits(), [1], "hits count from the change");
+    assert_eq!(state(&fw, &open[0], S), Some(TcpState::Established));
+    // Another capacity: the table is new and the old connection unknown.
+    let mut bigger = rules(81);
+    bigger["capacity"] = json!(1000);
+    fw.reconfigure(Box::new(firewall(bigger)))
+        .unwrap_or_else(|_| panic!("a firewall takes a firewall's config"));
+    assert_eq!(state(&fw, &open[0], S), None);
+    // Another type is given back untouched.
+    let other = build("forwarder", json!({}));
+    assert!(fw.reconfigure(other).is_err());
+}

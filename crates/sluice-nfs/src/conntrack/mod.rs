@@ -145,6 +145,24 @@ pub struct Conntrack {
 }
 
 impl Conntrack {
+    /// Takes the policy of `other` (timeouts, `tcp_loose`, `liberal`,
+    /// `checksum`) keeping every tracked connection, as changing Linux's
+    /// conntrack sysctls does: a new timeout applies from each entry's next
+    /// packet on. `None` (nothing changed) when the capacities differ: the
+    /// table is sized at build and its entries cannot move.
+    pub fn adopt_policy(&mut self, other: &Conntrack) -> Option<()> {
+        if other.table.capacity() != self.table.capacity()
+            || other.flow_cache.len() != self.flow_cache.len()
+        {
+            return None;
+        }
+        self.timeouts = other.timeouts;
+        self.tcp_loose = other.tcp_loose;
+        self.liberal = other.liberal;
+        self.checksum = other.checksum;
+        Some(())
+    }
+
     /// A tracker with `settings`, and a flow-id cache for flow ids below
     /// `flow_capacity`.
     pub fn new(settings: Settings, flow_capacity: u32) -> Conntrack {

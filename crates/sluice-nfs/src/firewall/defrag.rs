@@ -111,6 +111,20 @@ impl Defrag {
         }
     }
 
+    /// New bounds (a live reconfiguration): datagrams in reassembly keep
+    /// their fragments; the new memory bound and timeouts apply from the
+    /// next fragment and the next expiry on.
+    pub fn set_bounds(&mut self, max_held: usize, timeout_v4: u64, timeout_v6: u64) {
+        self.max_held = max_held;
+        self.timeout_v4 = timeout_v4;
+        self.timeout_v6 = timeout_v6;
+    }
+
+    /// The bounds: `(max_held, timeout_v4, timeout_v6)`.
+    pub fn bounds(&self) -> (usize, u64, u64) {
+        (self.max_held, self.timeout_v4, self.timeout_v6)
+    }
+
     /// Buffers held (queued or waiting in the outbox).
     pub fn held(&self) -> usize {
         self.held

@@ -781,6 +781,35 @@ fn invalid_reason(why: crate::conntrack::Invalid) -> DropReason {
 }
 
 impl NetworkFunction for Firewall {
+    fn live_reconfigure(&self) -> bool {
+        true
+    }
+
+    /// New rules, default, zones and conntrack policy take effect at once
+    /// for new connections; tracked connections stay, as established
+    /// connections survive an `nft -f` in Linux (their packets never reach
+    /// the rules), and so do datagrams in reassembly. A new `capacity`
+    /// cannot keep the table (it is sized at build): the connections start
+    /// afresh then. Per-rule hits start again at zero (the rules are new).
+    fn reconfigure(
+        &mut self,
+        fresh: Box<dyn NetworkFunction>,
+    ) -> Result<(), Box<dyn NetworkFunction>> {
+        let mut fresh = sluice_nf::downcast::<Firewall>(fresh)?;
+        if self.ct.adopt_policy(&fresh.ct).is_none() {
+            std::mem::swap(&mut self.ct, &mut fresh.ct);
+        }
+        let (max_held, v4, v6) = fresh.defrag.bounds();
+        self.defrag.set_bounds(max_held, v4, v6);
+        self.rules = std::mem::take(&mut fresh.rules);
+        self.rule_hits = vec![0; self.rules.len()];
+        self.default = fresh.default;
+        self.icmp_reject = fresh.icmp_reject;
+        self.non_ip_accept = fresh.non_ip_accept;
+        std::mem::swap(&mut self.zones, &mut fresh.zones);
+        Ok(())
+    }
+
     fn process(&mut self, batch: &mut Batch<'_>, ctx: &mut Context<'_>) {
         let now = ctx.now_ns();
         let clock = self.ct.clock(now);
