@@ -60,6 +60,8 @@ struct DeployResult {
     /// committing (the workers switch plans), and the rest of the request
     /// (HTTP, the control actor, persisting the desired state).
     deploy_phases_ms: Phases,
+    /// The same for the rule updates.
+    rule_phases_ms: Phases,
     cpu: String,
 }
 
@@ -133,6 +135,27 @@ struct Took {
     t0: u64,
     request_ms: f64,
     phases: [f64; 4],
+}
+
+impl Took {
+    /// Adds this apply's phases to `into` (compile, prepare, commit, the
+    /// rest of the request).
+    fn record(&self, into: &mut [Vec<f64>; 4]) {
+        into[0].push(self.phases[0]);
+        into[1].push(self.phases[1]);
+        into[2].push(self.phases[2]);
+        into[3].push(self.request_ms - self.phases[3]);
+    }
+}
+
+fn phases_of(v: [Vec<f64>; 4]) -> Phases {
+    let [compile, prepare, commit, outside_runtime] = v.map(spread);
+    Phases {
+        compile,
+        prepare,
+        commit,
+        outside_runtime,
+    }
 }
 
 /// Applies `text`.
@@ -216,31 +239,24 @@ fn bench(a: &DeployArgs) -> Result<DeployResult, String> {
         let t1 = first_tx(&c, &format!("ds{i}"))?;
         deploy.push(t1.saturating_sub(took.t0) as f64 / 1e6);
         request.push(took.request_ms);
-        for (list, ms) in phases.iter_mut().zip(took.phases) {
-            list.push(ms);
-        }
-        // The last slot: the request's time outside the runtime.
-        phases[3].pop();
-        phases[3].push(took.request_ms - took.phases[3]);
+        took.record(&mut phases);
     }
+    let deploy_phases = phases_of(phases);
     let mut rules = Vec::new();
+    let mut phases: [Vec<f64>; 4] = Default::default();
     for i in 0..n {
         let took = apply(&c, &spec(n, n, i + 1))?;
         let t1 = first_tx(&c, &format!("rs{i}"))?;
         rules.push(t1.saturating_sub(took.t0) as f64 / 1e6);
+        took.record(&mut phases);
     }
-    let [compile, prepare, commit, outside_runtime] = phases.map(spread);
     Ok(DeployResult {
         count: n,
         deploy_to_first_packet_ms: spread(deploy),
         rule_update_to_effect_ms: spread(rules),
         deploy_request_ms: spread(request),
-        deploy_phases_ms: Phases {
-            compile,
-            prepare,
-            commit,
-            outside_runtime,
-        },
+        deploy_phases_ms: deploy_phases,
+        rule_phases_ms: phases_of(phases),
         cpu: crate::bench::cpu_model(),
     })
 }
@@ -254,7 +270,7 @@ pub fn run(a: DeployArgs) -> ExitCode {
             } else {
                 format!(
                     "deploy → first packet  p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms  ({} chains of 3 process NFs)\n\
-                     rule update → effect   p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms\n\
+                     rule update → effect   p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms  (p50: compile {:.2}, prepare {:.2}, commit {:.2}, outside the runtime {:.2})\n\
                      deploy request         p50 {:.2} ms  p99 {:.2} ms  (p50: compile {:.2}, prepare {:.2}, commit {:.2}, outside the runtime {:.2})\n",
                     r.deploy_to_first_packet_ms.p50,
                     r.deploy_to_first_packet_ms.p99,
@@ -263,6 +279,10 @@ pub fn run(a: DeployArgs) -> ExitCode {
                     r.rule_update_to_effect_ms.p50,
                     r.rule_update_to_effect_ms.p99,
                     r.rule_update_to_effect_ms.max,
+                    r.rule_phases_ms.compile.p50,
+                    r.rule_phases_ms.prepare.p50,
+                    r.rule_phases_ms.commit.p50,
+                    r.rule_phases_ms.outside_runtime.p50,
                     r.deploy_request_ms.p50,
                     r.deploy_request_ms.p99,
                     r.deploy_phases_ms.compile.p50,

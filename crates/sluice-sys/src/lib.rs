@@ -208,6 +208,13 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
     Ok(rustix::thread::sched_setaffinity(None, &set)?)
 }
 
+/// Pins process (main thread) `pid` to CPU `cpu`.
+pub fn pin_process_to_cpu(pid: Pid, cpu: usize) -> io::Result<()> {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    Ok(rustix::thread::sched_setaffinity(Some(pid), &set)?)
+}
+
 /// CPUs this process may run on, ascending.
 pub fn allowed_cpus() -> Vec<usize> {
     match rustix::thread::sched_getaffinity(None) {
@@ -246,6 +253,18 @@ impl Placement {
     /// worker per allowed CPU, wrapping around.
     pub fn shard_cpu(&self, w: usize) -> usize {
         self.cpus[w % self.cpus.len()]
+    }
+
+    /// CPU of the NF template of worker `w`, which forks every NF: where
+    /// its first NF runs (one worker) or its shard's CPU (several), never
+    /// a single worker's busy core, where each fork would wait for the
+    /// kernel to preempt the worker.
+    pub fn template_cpu(&self, w: usize, workers: usize) -> usize {
+        if workers > 1 {
+            self.shard_cpu(w)
+        } else {
+            self.nf_cpu(0)
+        }
     }
 
     /// CPU of the `i`-th process NF.

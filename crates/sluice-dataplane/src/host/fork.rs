@@ -43,6 +43,9 @@ pub struct HostConfig {
     pub program: PathBuf,
     /// The worker this host serves.
     pub worker: u32,
+    /// The CPU the template runs on (`Placement::template_cpu`); `None`:
+    /// wherever the starting thread may run.
+    pub cpu: Option<usize>,
 }
 
 impl HostConfig {
@@ -51,6 +54,7 @@ impl HostConfig {
         Ok(HostConfig {
             program: std::env::current_exe()?,
             worker,
+            cpu: None,
         })
     }
 }
@@ -121,6 +125,13 @@ impl ForkHost {
                     format!("cannot start {}: {e}", self.cfg.program.display()),
                 )
             })?;
+        if let Some(cpu) = self.cfg.cpu {
+            // It inherited the starting thread's pin (a worker's core).
+            let pid = sluice_sys::Pid::from_raw(child.id() as i32);
+            if let Some(Err(e)) = pid.map(|p| sluice_sys::pin_process_to_cpu(p, cpu)) {
+                tracing::warn!("cannot pin the NF template to CPU {cpu}: {e}");
+            }
+        }
         let mut chan = Chan::new(ours)?;
         // A program that is not a template may exit before it reads
         // anything, so a failed send (EPIPE) means the same as a closed

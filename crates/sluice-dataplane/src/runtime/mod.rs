@@ -192,6 +192,7 @@ impl Runtime {
         } else {
             self.placement.worker_cpu()
         };
+        let template_cpu = self.placement.template_cpu(w as usize, s.workers as usize);
         let (ready_tx, ready_rx) = sync_channel::<Result<(), String>>(1);
         let thread_mail = mail.clone();
         let logbook = self.logbook.clone();
@@ -207,6 +208,7 @@ impl Runtime {
                     let cfg = HostConfig {
                         program: s.template_program.clone(),
                         worker: w,
+                        cpu: Some(template_cpu),
                     };
                     match ForkHost::start(cfg, &arena) {
                         Ok(h) => Some(Box::new(h)),

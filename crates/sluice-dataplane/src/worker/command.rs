@@ -135,7 +135,7 @@ impl<'a> Worker<'a> {
                 }
             }
         }
-        self.check_prepared();
+        self.check_prepared(now);
         if let Some((_, since)) = &self.cmd.draining {
             let timed_out = now.saturating_sub(*since) > QUIESCE_TIMEOUT_NS;
             if self.in_flight() == 0 || timed_out {
@@ -195,13 +195,16 @@ impl<'a> Worker<'a> {
     }
 
     /// Answers a prepare once every new process NF runs or one failed.
-    fn check_prepared(&mut self) {
+    fn check_prepared(&mut self, now: u64) {
+        if !self.cmd.staged.as_ref().is_some_and(|s| s.reply.is_some()) {
+            return;
+        }
+        // A failed spawn is reported by the host: poll it too.
+        self.poll_host(now);
+        self.advance_staged(now);
         let Some(s) = &mut self.cmd.staged else {
             return;
         };
-        if s.reply.is_none() {
-            return;
-        }
         let mut failed = None;
         let mut waiting = false;
         for nf in &s.nfs {

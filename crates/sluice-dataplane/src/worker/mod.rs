@@ -373,7 +373,9 @@ impl<'a> Worker<'a> {
                 self.idle(now, next_maint);
             } else {
                 self.idle = 0;
-                if self.cfg.nfs_share_core {
+                // A change in progress may wait on NFs placed on this
+                // core before `nfs_share_core` knows of them.
+                if self.cfg.nfs_share_core || self.cmd.busy() {
                     self.share_core(now);
                 }
             }
@@ -387,9 +389,16 @@ impl<'a> Worker<'a> {
             self.last_yield_ns = now;
             return;
         }
-        // Held packets need their wake-up timer, which runs in this loop;
-        // a pending change runs its steps here too.
-        if self.idle < 64 || !self.holding.is_empty() || self.cmd.busy() {
+        // A pending change waits for NFs to start or to take a config,
+        // and they may share this core: give it to them at once rather
+        // than spin until the kernel preempts us (milliseconds later).
+        if self.cmd.busy() {
+            sluice_sys::yield_now();
+            self.last_yield_ns = now;
+            return;
+        }
+        // Held packets need their wake-up timer, which runs in this loop.
+        if self.idle < 64 || !self.holding.is_empty() {
             std::hint::spin_loop();
             return;
         }
@@ -443,7 +452,8 @@ impl<'a> Worker<'a> {
     /// wait for the scheduler to preempt it, milliseconds later.
     fn share_core(&mut self, now: u64) {
         let due = std::mem::take(&mut self.yield_due)
-            || (now.saturating_sub(self.last_yield_ns) >= NF_TURN_AFTER_NS && self.in_flight() > 0);
+            || (now.saturating_sub(self.last_yield_ns) >= NF_TURN_AFTER_NS
+                && (self.cmd.busy() || self.in_flight() > 0));
         if due {
             sluice_sys::yield_now();
             self.last_yield_ns = now;

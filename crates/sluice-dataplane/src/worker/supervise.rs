@@ -351,6 +351,26 @@ impl<'a> Worker<'a> {
         }
     }
 
+    /// Notices the staged (not yet installed) NFs that now run. Called on
+    /// every pass while a prepare waits for them, so a change does not
+    /// wait for the next maintenance tick.
+    pub(super) fn advance_staged(&mut self, now: u64) {
+        let mut started = Vec::new();
+        if let Some(staged) = self.cmd.staged_mut() {
+            for nf in staged {
+                if let Some(us) = advance(nf, now) {
+                    nf.startup_us.push(us);
+                    let pid = nf.process_ref().map_or(0, |p| p.pid);
+                    started.push((nf.name.clone(), pid, us));
+                }
+            }
+        }
+        for (name, pid, us) in started {
+            let line = format!("running (pid {pid}, started in {us:.0} µs)");
+            self.logbook.push(&name, self.cfg.index, "platform", line);
+        }
+    }
+
     pub(super) fn maintain(&mut self, now: u64) {
         if self.inputs_done(now) {
             self.mail
@@ -412,20 +432,7 @@ impl<'a> Worker<'a> {
                 }
             }
         }
-        let mut started = Vec::new();
-        if let Some(staged) = self.cmd.staged_mut() {
-            for nf in staged {
-                if let Some(us) = advance(nf, now) {
-                    nf.startup_us.push(us);
-                    let pid = nf.process_ref().map_or(0, |p| p.pid);
-                    started.push((nf.name.clone(), pid, us));
-                }
-            }
-        }
-        for (name, pid, us) in started {
-            let line = format!("running (pid {pid}, started in {us:.0} µs)");
-            self.logbook.push(&name, self.cfg.index, "platform", line);
-        }
+        self.advance_staged(now);
         let budget = (self.flows.capacity() as usize / 256).max(64);
         let mut ended = std::mem::take(&mut self.ended);
         self.flows.expire(now, budget, &mut ended);
