@@ -196,7 +196,7 @@ impl<'a> Worker<'a> {
 
     /// Answers a prepare once every new process NF runs or one failed.
     fn check_prepared(&mut self, now: u64) {
-        if !self.cmd.staged.as_ref().is_some_and(|s| s.reply.is_some()) {
+        if self.cmd.staged.as_ref().is_none_or(|s| s.reply.is_none()) {
             return;
         }
         // A failed spawn is reported by the host: poll it too.
