@@ -62,6 +62,9 @@ struct DeployResult {
     deploy_phases_ms: Phases,
     /// The same for the rule updates.
     rule_phases_ms: Phases,
+    /// The same chain in the daemon and under `sluice run`, side by side
+    /// (`--steady-rounds 0`: not measured).
+    steady_state: Option<crate::bench_steady::Steady>,
     cpu: String,
 }
 
@@ -73,7 +76,7 @@ struct Phases {
     outside_runtime: Spread,
 }
 
-struct Daemon {
+pub(crate) struct Daemon {
     child: Child,
     dir: std::path::PathBuf,
 }
@@ -131,7 +134,7 @@ fn spec(count: u32, deploys: u32, accepted: u32) -> String {
 
 /// What one apply took: its start (Unix ns), round trip (ms) and the
 /// runtime's own phases (ms): compile, prepare, commit, total.
-struct Took {
+pub(crate) struct Took {
     t0: u64,
     request_ms: f64,
     phases: [f64; 4],
@@ -159,7 +162,7 @@ fn phases_of(v: [Vec<f64>; 4]) -> Phases {
 }
 
 /// Applies `text`.
-fn apply(c: &Client, text: &str) -> Result<Took, String> {
+pub(crate) fn apply(c: &Client, text: &str) -> Result<Took, String> {
     let version = c.get::<Value>("/v1/spec")?["resource_version"]
         .as_u64()
         .unwrap_or(0);
@@ -201,8 +204,12 @@ fn first_tx(c: &Client, name: &str) -> Result<u64, String> {
     }
 }
 
-fn start_daemon() -> Result<(Daemon, Client), String> {
-    let dir = std::env::temp_dir().join(format!("sluice-bench-deploy-{}", std::process::id()));
+pub(crate) fn start_daemon() -> Result<(Daemon, Client), String> {
+    // One directory (and socket) per daemon: the steady-state rounds
+    // start several, one after the other.
+    static STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("sluice-bench-deploy-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let socket = dir.join("sluice.sock");
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
@@ -227,7 +234,7 @@ fn start_daemon() -> Result<(Daemon, Client), String> {
 }
 
 fn bench(a: &DeployArgs) -> Result<DeployResult, String> {
-    let (_d, c) = start_daemon()?;
+    let (d, c) = start_daemon()?;
     let n = a.count;
     // The rule trials' chains first, every firewall dropping.
     apply(&c, &spec(n, 0, 0))?;
@@ -250,6 +257,8 @@ fn bench(a: &DeployArgs) -> Result<DeployResult, String> {
         rules.push(t1.saturating_sub(took.t0) as f64 / 1e6);
         took.record(&mut phases);
     }
+    // The steady-state rounds run alone on the machine.
+    drop(d);
     Ok(DeployResult {
         count: n,
         deploy_to_first_packet_ms: spread(deploy),
@@ -257,8 +266,20 @@ fn bench(a: &DeployArgs) -> Result<DeployResult, String> {
         deploy_request_ms: spread(request),
         deploy_phases_ms: deploy_phases,
         rule_phases_ms: phases_of(phases),
+        steady_state: match a.steady_rounds {
+            0 => None,
+            n => Some(crate::bench_steady::measure(n)?),
+        },
         cpu: crate::bench::cpu_model(),
     })
+}
+
+/// `"1.23 / 1.25"`.
+fn list_mpps(v: &[f64]) -> String {
+    v.iter()
+        .map(|m| format!("{m:.2}"))
+        .collect::<Vec<_>>()
+        .join(" / ")
 }
 
 /// `sluice bench deploy`.
@@ -289,7 +310,14 @@ pub fn run(a: DeployArgs) -> ExitCode {
                     r.deploy_phases_ms.prepare.p50,
                     r.deploy_phases_ms.commit.p50,
                     r.deploy_phases_ms.outside_runtime.p50,
-                )
+                ) + &r.steady_state.as_ref().map_or(String::new(), |s| {
+                    format!(
+                        "steady state           daemon {} Mpps, sluice run {} Mpps: {:.3}×\n",
+                        list_mpps(&s.daemon_mpps),
+                        list_mpps(&s.run_mpps),
+                        s.ratio
+                    )
+                })
             };
             crate::print_stdout(&text);
             ExitCode::SUCCESS

@@ -104,6 +104,10 @@ pub struct DeployArgs {
     /// Chains deployed, and rule updates made.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=500))]
     pub count: u32,
+    /// Rounds of the steady-state comparison (a chain in the daemon and
+    /// under `sluice run`, alternating, 3 s each); 0 skips it.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=20))]
+    pub steady_rounds: u32,
     /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,

@@ -5,6 +5,7 @@ mod bench;
 mod bench_deploy;
 mod bench_jitter;
 mod bench_nfs;
+mod bench_steady;
 mod bench_wire;
 mod cli;
 mod client;
