@@ -242,11 +242,11 @@ pub fn render(r: &RunReport, instances: &[Instance]) -> String {
     let drops = counter_family(
         &mut reg,
         "drops",
-        "Packets the platform dropped, by reason (NF-local reasons are in sluice_nf_drops)",
+        "Packets the platform dropped, by reason, malformed:<why> for packets that did not parse (NF-local reasons are in sluice_nf_drops)",
         None,
     );
     for (reason, &v) in &r.drops {
-        if !reason.contains(':') {
+        if platform_reason(reason) {
             drops
                 .get_or_create(&l(&[("reason", reason)]))
                 .inc_by(v as f64);
@@ -303,21 +303,31 @@ pub fn render(r: &RunReport, instances: &[Instance]) -> String {
         .strip_suffix("# EOF")
         .unwrap_or(&text)
         .to_string();
-    body + &chain_histograms(r) + "# EOF\n"
+    body + &chain_histograms(&r.chains) + "# EOF\n"
+}
+
+/// Whether a key of the report's `drops` is the platform's own reason:
+/// `NF:reason` keys are NF-local (in `sluice_nf_drops`); packets that did
+/// not parse are the platform's, `malformed:<why>`.
+fn platform_reason(reason: &str) -> bool {
+    !reason.contains(':') || reason.starts_with("malformed:")
 }
 
 /// `sluice_chain_latency_seconds`: each chain's time from ingress to
 /// egress, cumulative buckets in seconds.
-fn chain_histograms(r: &RunReport) -> String {
+fn chain_histograms(chains: &[sluice_dataplane::report::ChainReport]) -> String {
     let mut s = String::from(
         "# HELP sluice_chain_latency_seconds Time from a packet's arrival to its departure through a port, by chain.\n\
          # TYPE sluice_chain_latency_seconds histogram\n\
          # UNIT sluice_chain_latency_seconds seconds\n",
     );
-    for c in &r.chains {
+    for c in chains {
         let name = escape(&c.name);
         let mut cum = 0;
-        for (i, n) in c.histogram.buckets.iter().enumerate() {
+        // The last bucket also holds everything slower than its bound
+        // (`Histogram::bucket` saturates): it is only `+Inf`'s.
+        let finite = c.histogram.buckets.len().saturating_sub(1);
+        for (i, n) in c.histogram.buckets.iter().take(finite).enumerate() {
             cum += n;
             let le = Histogram::upper_ns(i) as f64 / 1e9;
             s += &format!(
@@ -349,6 +359,31 @@ fn escape(v: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_dataplane::latency::Histogram;
+    use sluice_dataplane::report::ChainReport;
+
+    #[test]
+    fn malformed_packets_are_platform_drops_and_nf_reasons_are_not() {
+        assert!(platform_reason("ring_full"));
+        assert!(platform_reason("malformed:ipv4_bad_header_length"));
+        assert!(!platform_reason("fw:denied"));
+    }
+
+    /// A packet slower than the histogram's last bound counts in `+Inf`
+    /// only: no finite bucket claims it.
+    #[test]
+    fn the_overflow_bucket_is_only_inf() {
+        let mut h = Histogram::default();
+        h.record(1_500); // 1.5 µs: the 2.048 µs bucket
+        h.record(60_000_000_000); // a minute
+        let text = chain_histograms(&[ChainReport::from_histogram("c".into(), h)]);
+        let buckets: Vec<&str> = text.lines().filter(|l| l.contains("_bucket")).collect();
+        assert_eq!(buckets.len(), 24, "23 finite and +Inf: {text}");
+        assert!(buckets[1].ends_with("le=\"2.048e-6\"} 1"), "{text}");
+        assert!(buckets[22].ends_with("le=\"4.294967296e0\"} 1"), "{text}");
+        assert!(buckets[23].ends_with("le=\"+Inf\"} 2"), "{text}");
+        assert!(!text.contains("8.589934592"), "{text}");
+    }
 
     #[test]
     fn prometheus_text_names_counter_families_like_their_samples() {
