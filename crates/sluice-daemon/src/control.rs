@@ -134,10 +134,21 @@ impl State {
         let Some((version, text)) = self.dir.load() else {
             return;
         };
+        // What cannot be re-applied is kept beside, never overwritten by
+        // the next apply, and versions go on from the persisted one.
+        self.version = version;
+        let set_aside = |dir: &crate::state::StateDir| match dir.set_aside() {
+            Ok(p) => format!("it is kept in {}", p.display()),
+            Err(e) => format!("and it could not be set aside: {e}"),
+        };
         let spec = match self.parse(&text, "desired state") {
             Ok(s) => s,
             Err(e) => {
-                tracing::error!("the persisted desired state does not load: {e}; starting empty");
+                tracing::error!(
+                    "the persisted desired state (version {version}) does not load: {e}; \
+                     starting empty; {}",
+                    set_aside(&self.dir)
+                );
                 return;
             }
         };
@@ -145,10 +156,11 @@ impl State {
             Ok(_) => {
                 tracing::info!("re-applied the desired state (version {version})");
                 self.desired = Some(spec);
-                self.version = version;
             }
             Err(e) => tracing::error!(
-                "cannot re-apply the persisted desired state (version {version}): {e}; starting empty"
+                "cannot re-apply the persisted desired state (version {version}): {e}; \
+                 starting empty; {}",
+                set_aside(&self.dir)
             ),
         }
     }

@@ -17,6 +17,8 @@ pub struct StateDir {
 }
 
 const DESIRED: &str = "desired.json";
+/// Where a desired state that could not be re-applied is kept.
+const REJECTED: &str = "desired.rejected.json";
 
 impl StateDir {
     /// Uses (and creates, mode 0700) `path`.
@@ -47,6 +49,15 @@ impl StateDir {
         Some((v["resource_version"].as_u64()?, v["spec"].to_string()))
     }
 
+    /// Moves the desired state aside (to `desired.rejected.json`, replacing
+    /// an older one) when it cannot be re-applied, so the next change does
+    /// not overwrite what the operator had; returns where it went.
+    pub fn set_aside(&self) -> std::io::Result<PathBuf> {
+        let to = self.path.join(REJECTED);
+        std::fs::rename(self.path.join(DESIRED), &to)?;
+        Ok(to)
+    }
+
     /// Persists version `version` of the desired state, atomically.
     pub fn save(&self, version: u64, spec: &Value) -> std::io::Result<()> {
         let tmp = self.path.join(format!("{DESIRED}.tmp"));
@@ -65,6 +76,17 @@ impl StateDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_state_set_aside_no_longer_loads_and_is_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::open(d.path()).unwrap();
+        s.save(7, &json!({"ports": [1]})).unwrap();
+        let kept = s.set_aside().unwrap();
+        assert!(s.load().is_none());
+        let text = std::fs::read_to_string(kept).unwrap();
+        assert!(text.contains("\"resource_version\": 7"), "{text}");
+    }
 
     #[test]
     fn the_last_saved_state_loads_back() {
