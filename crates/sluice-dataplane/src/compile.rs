@@ -49,7 +49,8 @@ impl Target {
     }
 }
 
-/// Ids by name, keeping the previous plan's and filling holes otherwise.
+/// Ids by name, keeping the previous plan's and filling holes otherwise
+/// (never with an id the previous plan used).
 struct IdMap {
     ids: HashMap<String, u16>,
 }
@@ -65,8 +66,13 @@ impl IdMap {
         for (id, name) in prev {
             if wanted.contains(name) {
                 ids.insert(name.to_string(), id);
-                taken.insert(id);
             }
+            // A gone name's id is not given to a new name in the same
+            // apply: the diff would see one object renamed and changed
+            // rather than one removed and one added (and a renamed chain
+            // with the same path as unchanged). It is free again at the
+            // next apply.
+            taken.insert(id);
         }
         let mut next = 0u16;
         for name in names {

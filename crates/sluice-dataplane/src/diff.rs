@@ -168,4 +168,35 @@ mod tests {
         *other_port.last_mut().unwrap() = Hop::Port(8);
         assert!(!only_gains_nfs(&p(&[1, 2]), &other_port));
     }
+
+    /// A rename is one object removed and one added, never an object
+    /// "changed" under a new name (a gone name's id is not reused in the
+    /// same apply), and a renamed chain is not "unchanged".
+    #[test]
+    fn renames_are_removals_and_additions() {
+        let registry = sluice_nfs::REGISTRY;
+        let types: Vec<&str> = registry.iter().map(|t| t.name).collect();
+        let spec = |port: &str, nf: &str, chain: &str| {
+            let text = format!(
+                "ports:\n  - {{ name: {port}, kind: generator, count: 1 }}\n  - {{ name: out, kind: sink }}\n\
+                 nfs:\n  - {{ name: {nf}, type: forwarder }}\n\
+                 chains:\n  - {{ name: {chain}, from: {port}, nfs: [{nf}], to: out }}\n"
+            );
+            sluice_spec::parse_str(&text, "t.yaml", &types).unwrap()
+        };
+        let a = spec("gen", "f", "c");
+        let target = crate::compile::Target::of_spec(&a);
+        let old = crate::compile::compile(&a, registry, &target, None).unwrap();
+        let b = spec("gen2", "g", "d");
+        let new = crate::compile::compile(&b, registry, &target, Some(&old)).unwrap();
+        let d = Diff::between(&old, &new);
+        let names = |c: &Changes| (c.added.clone(), c.changed.clone(), c.removed.clone());
+        let one = |x: &str| vec![x.to_string()];
+        assert_eq!(names(&d.ports), (one("gen2"), vec![], one("gen")));
+        assert_eq!(names(&d.nfs), (one("g"), vec![], one("f")));
+        assert_eq!(names(&d.chains), (one("d"), vec![], one("c")));
+        // The next apply may use the freed ids again.
+        let again = crate::compile::compile(&a, registry, &target, Some(&new)).unwrap();
+        assert_eq!(Diff::between(&new, &again).nfs.added, one("f"));
+    }
 }
