@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind};
+use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
@@ -237,8 +237,11 @@ pub fn run(conn: &ConnArgs) -> ExitCode {
         match event::poll(wait) {
             Ok(true) => {
                 if let Ok(Event::Key(k)) = event::read() {
+                    // Raw mode turns Ctrl-C into a key, not a signal.
+                    let ctrl_c =
+                        k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL);
                     if k.kind == KeyEventKind::Press
-                        && matches!(k.code, KeyCode::Char('q') | KeyCode::Esc)
+                        && (ctrl_c || matches!(k.code, KeyCode::Char('q') | KeyCode::Esc))
                     {
                         break Ok(());
                     }
