@@ -14,7 +14,11 @@ use crate::parse::Headers;
 /// for protocols without ports and for IP fragments; for ICMP/ICMPv6 echo
 /// request/reply both ports hold the echo identifier so that concurrent
 /// pings are distinct flows (and a reply maps to its request's flow).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+// `FromZeros`: tables of keys can start as zeroed memory
+// (`sluice_sys::ZeroedTable`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, zerocopy::FromZeros,
+)]
 pub struct FlowKey {
     /// Source address (IPv4-mapped for IPv4).
     pub src: [u8; 16],

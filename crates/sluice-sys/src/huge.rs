@@ -31,7 +31,7 @@ pub fn copy_to_huge_pages<T: Clone>(items: &[T]) -> Vec<T> {
 }
 
 /// Asks for huge pages on the whole 2 MiB pages inside `[addr, addr + len)`.
-fn advise_huge_pages(addr: usize, len: usize) {
+pub(crate) fn advise_huge_pages(addr: usize, len: usize) {
     let start = addr.next_multiple_of(HUGE_PAGE);
     let end = (addr + len) & !(HUGE_PAGE - 1);
     if end <= start {

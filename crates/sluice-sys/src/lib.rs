@@ -18,6 +18,7 @@ mod cycles;
 mod huge;
 mod net;
 mod prefetch;
+mod zeroed;
 pub use child::{
     close_fds_from, isolate_child_stdio, output_pipe, process_gone, raise_nofile_limit, ChildExits,
 };
@@ -27,6 +28,7 @@ pub use cycles::{
 pub use huge::{copy_to_huge_pages, vec_on_huge_pages, HUGE_PAGE};
 pub use net::{enter_netns, send_copies};
 pub use prefetch::prefetch;
+pub use zeroed::ZeroedTable;
 
 pub use rustix::process::Pid;
 

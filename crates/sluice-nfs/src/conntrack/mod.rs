@@ -139,9 +139,9 @@ pub struct Conntrack {
     checksum: bool,
     /// TCP window state per entry, by entry index: a second cache line
     /// a TCP packet touches (the entry has no room for 60 more bytes).
-    tcp: Vec<TcpTrack>,
+    tcp: sluice_sys::ZeroedTable<TcpTrack>,
     /// Per platform flow id: entry index + 1 (0: none).
-    flow_cache: Vec<u32>,
+    flow_cache: sluice_sys::ZeroedTable<u32>,
 }
 
 impl Conntrack {
@@ -172,11 +172,9 @@ impl Conntrack {
             tcp_loose: settings.tcp_loose,
             liberal: settings.liberal,
             checksum: settings.checksum,
-            tcp: sluice_sys::vec_on_huge_pages(
-                settings.capacity.clamp(1, 1 << 30),
-                TcpTrack::default(),
-            ),
-            flow_cache: sluice_sys::vec_on_huge_pages(flow_capacity as usize, 0),
+            // Zeroed, not written (see `Table::new`).
+            tcp: sluice_sys::ZeroedTable::new(settings.capacity.clamp(1, 1 << 30)),
+            flow_cache: sluice_sys::ZeroedTable::new(flow_capacity as usize),
         }
     }
 

@@ -5,6 +5,7 @@
 //! capacity and fail (the caller counts it) when none is left.
 
 use sluice_packet::FlowKey;
+use sluice_sys::ZeroedTable;
 
 use crate::expiry_bounds::{self, Bounds, Expiring};
 
@@ -20,7 +21,7 @@ pub const ASSURED: u8 = 0x08;
 
 /// One tracked connection: exactly one cache line (64 B, 64-aligned), so
 /// a hit touches a single line of the slab.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, zerocopy::FromZeros)]
 #[repr(align(64))]
 pub struct Entry {
     /// The 5-tuple in canonical order (see [`FlowKey::canonical`]).
@@ -62,10 +63,14 @@ impl Entry {
 /// Fixed-capacity connection table.
 pub struct Table {
     /// `hash << 32 | (entry index + 1)`; 0 is an empty slot.
-    slots: Vec<u64>,
+    slots: ZeroedTable<u64>,
     mask: usize,
-    entries: Vec<Entry>,
+    entries: ZeroedTable<Entry>,
+    /// Entries freed since they were first used, reused first.
     free: Vec<u32>,
+    /// Entries `fresh..` have never been used (a zero `Entry`, the
+    /// default, is free): the table is built without writing its slab.
+    fresh: u32,
     seed: u64,
     cursor: usize,
     /// Lower bounds of the expiries per block of entries, so the sweep
@@ -85,13 +90,18 @@ impl Table {
         let capacity = capacity.clamp(1, 1 << 30);
         let nslots = (capacity * 2).next_power_of_two().max(16);
         Table {
-            slots: sluice_sys::vec_on_huge_pages(nslots, 0),
+            // Zeroed, not written: building the table costs nothing until
+            // connections fill it (an NF is built to validate its config
+            // and again for a live reconfiguration).
+            slots: ZeroedTable::new(nslots),
             mask: nslots - 1,
             // At 100 k connections a hit's cost is this slab's cache and
             // TLB miss (6.4 MB; bench: firewall/hit_cached_warm at 100 k vs
-            // 1 k): 2 MiB pages take the TLB miss away.
-            entries: sluice_sys::vec_on_huge_pages(capacity, Entry::default()),
-            free: (0..capacity as u32).rev().collect(),
+            // 1 k): 2 MiB pages take the TLB miss away (ZeroedTable asks
+            // for them).
+            entries: ZeroedTable::new(capacity),
+            free: Vec::new(),
+            fresh: 0,
             seed,
             cursor: 0,
             bounds: Bounds::new(capacity),
@@ -105,7 +115,7 @@ impl Table {
 
     /// Number of connections held.
     pub fn len(&self) -> usize {
-        self.entries.len() - self.free.len()
+        self.fresh as usize - self.free.len()
     }
 
     /// Whether no connection is held.
@@ -171,7 +181,14 @@ impl Table {
     /// Inserts `e` (marked live) under `hash`; `None` when the table is
     /// full. The caller makes sure the key is not present.
     pub fn insert(&mut self, mut e: Entry, hash: u32) -> Option<u32> {
-        let idx = self.free.pop()?;
+        let idx = match self.free.pop() {
+            Some(i) => i,
+            None if (self.fresh as usize) < self.entries.len() => {
+                self.fresh += 1;
+                self.fresh - 1
+            }
+            None => return None,
+        };
         e.flags |= LIVE;
         self.bounds.lower(idx, e.expires_ns);
         self.entries[idx as usize] = e;
@@ -276,7 +293,7 @@ impl Table {
         self.slots.fill(0);
         self.entries.fill(Entry::default());
         self.free.clear();
-        self.free.extend((0..self.entries.len() as u32).rev());
+        self.fresh = 0;
         self.cursor = 0;
         self.bounds.reset();
     }

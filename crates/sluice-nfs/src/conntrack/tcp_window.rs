@@ -190,7 +190,7 @@ fn sack_edge(opts: &[u8], ack: u32) -> u32 {
 }
 
 /// One direction's window state (Linux `ip_ct_tcp_state`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, zerocopy::FromZeros)]
 pub struct Seen {
     /// Highest `seq + len` sent.
     pub end: u32,
@@ -209,7 +209,7 @@ pub struct Seen {
 /// A connection's TCP tracking state (Linux `ip_ct_tcp` without the
 /// state byte, which lives in the entry): one cache line, in a table
 /// beside the entries with the same index.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, zerocopy::FromZeros)]
 #[repr(align(64))]
 pub struct TcpTrack {
     /// Per direction, 0 original, 1 reply.
