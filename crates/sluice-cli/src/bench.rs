@@ -8,7 +8,7 @@ use sluice_dataplane::report::Latency;
 use sluice_dataplane::{RunError, RunReport};
 
 use crate::args::Seconds;
-use crate::cli::{BenchArgs, BenchKind, ChainArgs, IsolationArg};
+use crate::cli::{ChainArgs, IsolationArg};
 
 #[derive(Debug, Serialize)]
 struct ChainResult {
@@ -86,17 +86,6 @@ pub fn chain_spec(a: &ChainArgs) -> String {
     s
 }
 
-/// Runs `sluice bench …`.
-pub fn run(args: BenchArgs) -> ExitCode {
-    match args.which {
-        BenchKind::Chain(a) => chain(a),
-        BenchKind::Nfs(a) => crate::bench_nfs::run(a),
-        BenchKind::Wire(a) => crate::bench_wire::run(a),
-        BenchKind::Jitter(a) => crate::bench_jitter::run(a),
-        BenchKind::Deploy(a) => crate::bench_deploy::run(a),
-    }
-}
-
 /// The CPU model, as /proc/cpuinfo names it (benchmark figures depend on it).
 pub(crate) fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
@@ -138,7 +127,7 @@ pub(crate) fn isolation_name(i: IsolationArg) -> &'static str {
     }
 }
 
-fn chain(a: ChainArgs) -> ExitCode {
+pub fn chain(a: ChainArgs) -> ExitCode {
     let spec = match sluice_spec::parse_str(&chain_spec(&a), "<bench chain>", &nf_type_names()) {
         Ok(s) => s,
         Err(e) => {

@@ -18,14 +18,15 @@
 //! core it overloads itself (at 100 kpps per chain the NFs' core was
 //! saturated and every change waited for its turn).
 
-use std::process::{Child, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
+use crate::bench_daemon::{apply, start_daemon};
 use crate::cli::DeployArgs;
-use crate::client::{Client, Endpoint};
+use crate::client::Client;
 
 /// Percentiles of a sample, ms.
 #[derive(Debug, Serialize)]
@@ -81,25 +82,6 @@ struct Phases {
     outside_runtime: Spread,
 }
 
-pub(crate) struct Daemon {
-    child: Child,
-    dir: std::path::PathBuf,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn now_unix_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
-
 /// The spec with `deploys` chains deployed and the first `accepted` firewalls
 /// of `count` accepting.
 fn spec(count: u32, deploys: u32, accepted: u32) -> String {
@@ -137,25 +119,6 @@ fn spec(count: u32, deploys: u32, accepted: u32) -> String {
     format!("ports:\n{ports}nfs:\n{nfs}chains:\n{chains}")
 }
 
-/// What one apply took: its start (Unix ns), round trip (ms) and the
-/// runtime's own phases (ms): compile, prepare, commit, total.
-pub(crate) struct Took {
-    t0: u64,
-    request_ms: f64,
-    phases: [f64; 4],
-}
-
-impl Took {
-    /// Adds this apply's phases to `into` (compile, prepare, commit, the
-    /// rest of the request).
-    fn record(&self, into: &mut [Vec<f64>; 4]) {
-        into[0].push(self.phases[0]);
-        into[1].push(self.phases[1]);
-        into[2].push(self.phases[2]);
-        into[3].push(self.request_ms - self.phases[3]);
-    }
-}
-
 fn phases_of(v: [Vec<f64>; 4]) -> Phases {
     let [compile, prepare, commit, outside_runtime] = v.map(spread);
     Phases {
@@ -164,33 +127,6 @@ fn phases_of(v: [Vec<f64>; 4]) -> Phases {
         commit,
         outside_runtime,
     }
-}
-
-/// Applies `text`.
-pub(crate) fn apply(c: &Client, text: &str) -> Result<Took, String> {
-    let version = c.get::<Value>("/v1/spec")?["resource_version"]
-        .as_u64()
-        .unwrap_or(0);
-    let body = json!({ "spec": text, "resource_version": version });
-    let t0 = now_unix_ns();
-    let started = Instant::now();
-    let a = c.call("PUT", "/v1/spec", Some(&body))?;
-    let took = started.elapsed().as_secs_f64() * 1e3;
-    if a.status != 200 {
-        return Err(a.error_text());
-    }
-    let r: Value = serde_json::from_slice(&a.body).map_err(|e| e.to_string())?;
-    let ms = |k: &str| r[k].as_u64().unwrap_or(0) as f64 / 1e3;
-    Ok(Took {
-        t0,
-        request_ms: took,
-        phases: [
-            ms("compile_us"),
-            ms("prepare_us"),
-            ms("commit_us"),
-            ms("took_us"),
-        ],
-    })
 }
 
 /// Waits until port `name` has transmitted; returns when it first did.
@@ -207,35 +143,6 @@ fn first_tx(c: &Client, name: &str) -> Result<u64, String> {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-}
-
-pub(crate) fn start_daemon() -> Result<(Daemon, Client), String> {
-    // One directory (and socket) per daemon: the steady-state rounds
-    // start several, one after the other.
-    static STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("sluice-bench-deploy-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let socket = dir.join("sluice.sock");
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let child = std::process::Command::new(exe)
-        .args(["daemon", "--socket"])
-        .arg(&socket)
-        .arg("--state-dir")
-        .arg(dir.join("state"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start the daemon: {e}"))?;
-    let d = Daemon { child, dir };
-    let t = Instant::now();
-    while !socket.exists() {
-        if t.elapsed() > Duration::from_secs(30) {
-            return Err("the daemon did not start within 30 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    Ok((d, Client::new(Endpoint::Unix(socket))?))
 }
 
 fn bench(a: &DeployArgs) -> Result<DeployResult, String> {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::bench_deploy::{apply, start_daemon};
+use crate::bench_daemon::{apply, start_daemon};
 
 /// The chain both run.
 const SPEC: &str = "ports:\n  - { name: gen, kind: generator, flows: 64, protocol: udp, size: 64 }\n  - { name: out, kind: sink }\nnfs:\n  - { name: a, type: forwarder, isolation: inline }\n  - { name: b, type: forwarder, isolation: inline }\n  - { name: c, type: forwarder, isolation: inline }\nchains:\n  - { name: main, from: gen, nfs: [a, b, c], to: out }\n";

@@ -2,6 +2,7 @@
 
 mod args;
 mod bench;
+mod bench_daemon;
 mod bench_deploy;
 mod bench_jitter;
 mod bench_nfs;
@@ -30,7 +31,7 @@ use sluice_dataplane::{run, RunError, RunOptions, RunReport};
 use sluice_nfs::REGISTRY;
 
 use args::Seconds;
-use cli::{Cli, Command};
+use cli::{BenchKind, Cli, Command};
 
 /// Exit code for an invalid spec or bad arguments.
 const EXIT_SPEC: u8 = 2;
@@ -60,7 +61,14 @@ fn main() -> ExitCode {
                 args.json,
             )
         }
-        Command::Bench(b) => bench::run(b),
+        // Each bench is its own module; `bench` holds what they share.
+        Command::Bench(b) => match b.which {
+            BenchKind::Chain(a) => bench::chain(a),
+            BenchKind::Nfs(a) => bench_nfs::run(a),
+            BenchKind::Wire(a) => bench_wire::run(a),
+            BenchKind::Jitter(a) => bench_jitter::run(a),
+            BenchKind::Deploy(a) => bench_deploy::run(a),
+        },
         Command::Validate { spec } => match sluice_spec::load(&spec, &type_names()) {
             Ok(s) => match compile(&s, REGISTRY, &Target::of_spec(&s), None) {
                 Ok(p) => {

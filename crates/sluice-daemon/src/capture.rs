@@ -15,8 +15,8 @@ use axum::Router;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use crate::api::{parse_query, AppState};
 use crate::error::{ApiError, ErrorBody};
+use crate::extract::{parse_query, AppState};
 use crate::pcapng;
 
 /// Query of `GET /v1/capture`.

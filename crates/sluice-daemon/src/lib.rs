@@ -14,6 +14,7 @@ mod capture;
 pub mod control;
 mod dashboard;
 pub mod error;
+pub mod extract;
 mod metrics;
 mod pcapng;
 pub mod socket;
@@ -96,7 +97,7 @@ async fn serve(
     listen: Option<SocketAddr>,
     token: Option<String>,
 ) -> Result<(), String> {
-    let state = api::AppState { control };
+    let state = extract::AppState { control };
     let app = |authed: Option<String>| {
         let router = api::routes(state.clone())
             .merge(metrics::routes(state.clone()))

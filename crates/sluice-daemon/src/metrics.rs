@@ -20,8 +20,8 @@ use sluice_dataplane::latency::Histogram;
 use sluice_dataplane::report::RunReport;
 use sluice_dataplane::worker::Instance;
 
-use crate::api::AppState;
 use crate::error::ApiError;
+use crate::extract::AppState;
 
 /// The OpenMetrics content type.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

@@ -5,14 +5,12 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 use serde::Serialize;
-use sluice_mem::Backing;
 use sluice_ports::Sink;
 use sluice_spec::Isolation;
 
 use crate::latency::Histogram;
 use crate::nf_rt::NfRt;
 use crate::ports::PortStats;
-use crate::worker::Worker;
 
 /// Latency percentiles in nanoseconds (from the sinks' HDR histograms).
 #[derive(Debug, Clone, Default, Serialize, serde::Deserialize, utoipa::ToSchema)]
@@ -245,7 +243,7 @@ pub struct RunReport {
     pub arena_backing: String,
 }
 
-fn nf_report(nf: &NfRt<'_>, counter_names: &[(usize, String)]) -> NfReport {
+pub(crate) fn nf_report(nf: &NfRt<'_>, counter_names: &[(usize, String)]) -> NfReport {
     let packets = nf.packets();
     let cpu_ns = nf.busy_ns();
     let s = &nf.control.stats;
@@ -307,42 +305,6 @@ fn nf_report(nf: &NfRt<'_>, counter_names: &[(usize, String)]) -> NfReport {
     }
 }
 
-/// Latency per chain: the histograms of its routes (current and retired)
-/// added up.
-fn chain_reports(w: &Worker<'_>) -> Vec<ChainReport> {
-    let mut by_chain: Vec<Option<Histogram>> = vec![None; w.plan.chains.len()];
-    for (route, h) in w.route_latency.iter().enumerate() {
-        if h.count == 0 {
-            continue;
-        }
-        let Some(r) = w.plan.route(route as u16) else {
-            continue;
-        };
-        if let Some(slot) = by_chain.get_mut(r.chain as usize) {
-            slot.get_or_insert_with(Histogram::new).merge(h);
-        }
-    }
-    w.plan
-        .chains_in_order()
-        .map(|(id, c)| {
-            let h = by_chain[id as usize].take().unwrap_or_default();
-            ChainReport::from_histogram(c.name.clone(), h)
-        })
-        .collect()
-}
-
-/// All of a worker's sinks merged into one (None without sinks).
-pub(crate) fn merged_sink(w: &Worker<'_>) -> Option<Sink> {
-    let mut merged: Option<Sink> = None;
-    for s in w.ports.iter().flatten().filter_map(|p| p.sink()) {
-        match &mut merged {
-            Some(m) => m.merge(s),
-            None => merged = Some(s.clone()),
-        }
-    }
-    merged
-}
-
 /// Latency percentiles of a (merged) sink.
 pub(crate) fn latency_of(sink: Option<&Sink>) -> Latency {
     sink.map(|m| {
@@ -361,126 +323,6 @@ pub(crate) fn latency_of(sink: Option<&Sink>) -> Latency {
 }
 
 impl RunReport {
-    /// Builds the report of what a worker counted so far (its `spec` is
-    /// left empty for the caller to fill in).
-    pub fn from_worker(w: &Worker<'_>) -> RunReport {
-        let end = if w.stopped_ns > 0 {
-            w.stopped_ns
-        } else {
-            sluice_sys::monotonic_ns()
-        };
-        let duration_ns = end.max(w.started_ns + 1) - w.started_ns;
-        let duration_s = duration_ns as f64 / 1e9;
-        let ports: Vec<&crate::ports::PortRt> = w
-            .plan
-            .port_order
-            .iter()
-            .filter_map(|&i| w.ports.get(i as usize)?.as_ref())
-            .collect();
-        let nfs: Vec<&NfRt<'_>> = w
-            .plan
-            .nf_order
-            .iter()
-            .filter_map(|&i| w.nfs.get(i as usize)?.as_ref())
-            .collect();
-        let gone = &w.gone;
-        let packets_in: u64 =
-            ports.iter().map(|p| p.stats.rx_packets).sum::<u64>() + gone.ports.rx_packets;
-        let packets_out: u64 =
-            ports.iter().map(|p| p.stats.tx_packets).sum::<u64>() + gone.ports.tx_packets;
-        // Segments a port cut from a super-packet on transmit, beyond the
-        // first, are packets the platform originated.
-        let packets_originated: u64 = nfs.iter().map(|n| n.originated).sum::<u64>()
-            + gone.originated
-            + ports
-                .iter()
-                .map(|p| p.stats.offload.gso_segments)
-                .sum::<u64>()
-            + gone.ports.offload.gso_segments;
-        let bytes_out: u64 =
-            ports.iter().map(|p| p.stats.tx_bytes).sum::<u64>() + gone.ports.tx_bytes;
-        let mut drops = w.drops.named();
-        for nf in &nfs {
-            for (name, &n) in nf.drop_names.iter().zip(&nf.local_drops) {
-                if n > 0 {
-                    *drops.entry(format!("{}:{name}", nf.name)).or_default() += n;
-                }
-            }
-        }
-        for (k, &n) in &gone.nf_drops {
-            *drops.entry(k.clone()).or_default() += n;
-        }
-        let drops_total: u64 = drops.values().sum();
-        let latency_ns = latency_of(merged_sink(w).as_ref());
-        let audit = w.pool.audit();
-        let fs = w.flows.stats();
-        RunReport {
-            spec: String::new(),
-            duration_s,
-            packets_in,
-            packets_originated,
-            packets_out,
-            bytes_out,
-            drops,
-            drops_total,
-            unaccounted: (packets_in + packets_originated) as i64
-                - packets_out as i64
-                - drops_total as i64,
-            mpps: packets_out as f64 / duration_s / 1e6,
-            gbps: bytes_out as f64 * 8.0 / duration_s / 1e9,
-            latency_ns,
-            worker_stalls: w.stalls,
-            worker_stalled_us: w.stalled_ns / 1000,
-            template_restarts: w.host.as_ref().map_or(0, |h| h.restarts()),
-            nfs: nfs
-                .iter()
-                .map(|nf| {
-                    let counters = w.plan.nf(nf.id).map_or(&[][..], |p| &p.counters[..]);
-                    nf_report(nf, counters)
-                })
-                .collect(),
-            ports: ports
-                .iter()
-                .map(|p| {
-                    let sink = p.sink_report();
-                    PortReport {
-                        name: p.name.clone(),
-                        kind: p.kind.to_string(),
-                        stats: p.stats.clone(),
-                        reordered: sink.map(|s| s.reordered),
-                        duplicates: sink.map(|s| s.duplicates),
-                    }
-                })
-                .collect(),
-            chains: chain_reports(w),
-            flows: FlowReport {
-                created: fs.created,
-                ended: fs.ended,
-                live: w.flows.live(),
-                table_full: fs.full,
-            },
-            buffers: BufferReport {
-                capacity: audit.capacity,
-                free: audit.free,
-                held_by_platform: audit.platform,
-                held_by_nfs: audit.at_nfs,
-            },
-            nf_faults: NfFaults {
-                invalid_handles: w.drops.invalid_handles,
-                invalid_events: w.drops.invalid_events,
-            },
-            leaked_buffers: (audit.capacity - audit.free) as u64,
-            arena_bytes: w.arena.size(),
-            arena_backing: match w.arena.backing() {
-                Backing::HugePages => "2 MiB huge pages".to_string(),
-                Backing::NormalPages => "normal pages".to_string(),
-                Backing::NormalPagesFallback(_) => {
-                    "normal pages (huge pages unavailable)".to_string()
-                }
-            },
-        }
-    }
-
     /// The report of a platform with no workers' reports (none answered).
     pub fn empty(arena: &sluice_mem::Arena) -> RunReport {
         RunReport {

@@ -110,8 +110,8 @@ impl<'a> Worker<'a> {
     /// What the worker counted, with its sinks merged (for latency).
     pub(crate) fn shard_result(&self) -> ShardResult {
         ShardResult {
-            report: crate::report::RunReport::from_worker(self),
-            sink: crate::report::merged_sink(self),
+            report: super::report::run_report(self),
+            sink: super::report::merged_sink(self),
         }
     }
 }

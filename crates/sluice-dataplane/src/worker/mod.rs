@@ -60,6 +60,7 @@ mod finish;
 pub mod mailbox;
 mod markers;
 mod reconfig;
+mod report;
 mod steering;
 mod supervise;
 pub mod tap;

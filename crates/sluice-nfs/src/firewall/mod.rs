@@ -277,6 +277,8 @@ impl Firewall {
     /// Builds from the NF's spec config.
     pub fn from_build_context(ctx: &BuildContext<'_>) -> Result<Firewall, SpecError> {
         let cfg = config::compile(ctx.config, ctx.resolver, ctx.flow_capacity)?;
+        // Rejects must be able to leave through the ports they answer on.
+        reply_ports::check(ctx.config, ctx.resolver, &cfg)?;
         Ok(Firewall::new(cfg, ctx.flow_capacity))
     }
 

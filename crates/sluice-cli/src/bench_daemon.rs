@@ -1,0 +1,104 @@
+//! A daemon for the benchmarks that measure one: this binary started as
+//! a child with its own socket and state directory (removed when dropped),
+//! and applies through its API as a user's would be.
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::client::{Client, Endpoint};
+
+pub(crate) struct Daemon {
+    child: Child,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn now_unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// What one apply took: its start (Unix ns), round trip (ms) and the
+/// runtime's own phases (ms): compile, prepare, commit, total.
+pub(crate) struct Took {
+    pub t0: u64,
+    pub request_ms: f64,
+    pub phases: [f64; 4],
+}
+
+impl Took {
+    /// Adds this apply's phases to `into` (compile, prepare, commit, the
+    /// rest of the request).
+    pub fn record(&self, into: &mut [Vec<f64>; 4]) {
+        into[0].push(self.phases[0]);
+        into[1].push(self.phases[1]);
+        into[2].push(self.phases[2]);
+        into[3].push(self.request_ms - self.phases[3]);
+    }
+}
+
+/// Applies `text`.
+pub(crate) fn apply(c: &Client, text: &str) -> Result<Took, String> {
+    let version = c.get::<Value>("/v1/spec")?["resource_version"]
+        .as_u64()
+        .unwrap_or(0);
+    let body = json!({ "spec": text, "resource_version": version });
+    let t0 = now_unix_ns();
+    let started = Instant::now();
+    let a = c.call("PUT", "/v1/spec", Some(&body))?;
+    let took = started.elapsed().as_secs_f64() * 1e3;
+    if a.status != 200 {
+        return Err(a.error_text());
+    }
+    let r: Value = serde_json::from_slice(&a.body).map_err(|e| e.to_string())?;
+    let ms = |k: &str| r[k].as_u64().unwrap_or(0) as f64 / 1e3;
+    Ok(Took {
+        t0,
+        request_ms: took,
+        phases: [
+            ms("compile_us"),
+            ms("prepare_us"),
+            ms("commit_us"),
+            ms("took_us"),
+        ],
+    })
+}
+
+pub(crate) fn start_daemon() -> Result<(Daemon, Client), String> {
+    // One directory (and socket) per daemon: the steady-state rounds
+    // start several, one after the other.
+    static STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("sluice-bench-deploy-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let socket = dir.join("sluice.sock");
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let child = std::process::Command::new(exe)
+        .args(["daemon", "--socket"])
+        .arg(&socket)
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start the daemon: {e}"))?;
+    let d = Daemon { child, dir };
+    let t = Instant::now();
+    while !socket.exists() {
+        if t.elapsed() > Duration::from_secs(30) {
+            return Err("the daemon did not start within 30 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok((d, Client::new(Endpoint::Unix(socket))?))
+}
