@@ -113,6 +113,8 @@ fn template_main(registry: &'static [NfType]) -> i32 {
     let arena = match Arena::attach(fd, l.config(), l.len, l.hugepages) {
         Ok(a) => a,
         Err(e) => {
+            // This process has no tracing subscriber: its stderr is the
+            // platform's, and the platform reports the exit as well.
             eprintln!("sluice-template: cannot map the arena: {e}");
             return 2;
         }
@@ -377,6 +379,9 @@ impl Template<'_> {
 }
 
 /// Runs the NF of `req` as this process (a fresh fork of the template).
+///
+/// What it writes on stderr is its log: a pipe the template relays to the
+/// platform as `Log` events (`sluice logs NF`), so it uses `eprintln!`.
 fn nf_main(arena: &Arena, worker: u32, req: &SpawnRequest, registry: &[NfType]) -> i32 {
     let name = &req.recipe.name;
     sluice_sys::set_thread_name(&format!("nf:{name}"));
