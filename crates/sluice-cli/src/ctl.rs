@@ -386,7 +386,7 @@ pub fn stats(conn: &ConnArgs, a: ListArgs) -> ExitCode {
     match a.output {
         Some(f @ (Format::Json | Format::Yaml)) => emit(&ans.json(), f),
         _ => match serde_json::from_slice::<sluice_dataplane::RunReport>(&ans.body) {
-            Ok(r) => print_stdout(&r.human()),
+            Ok(r) => print_stdout(&r.human_as("sluice daemon")),
             Err(_) => emit(&ans.json(), Format::Json),
         },
     }

@@ -193,6 +193,7 @@ fn apply_get_ps_stats_logs_and_delete_through_the_cli() {
     assert!(live["packets_out"].as_u64().unwrap() > 0);
     let human = ok(&d, &["stats"]);
     assert!(human.contains("acl") && human.contains("mon"), "{human}");
+    assert!(human.starts_with("sluice daemon "), "{human}");
 
     // logs: the platform's account of each NF process.
     let pid = ps

@@ -368,9 +368,15 @@ impl RunReport {
 
     /// A human-readable summary.
     pub fn human(&self) -> String {
+        self.human_as("sluice run")
+    }
+
+    /// [`Self::human`] headed by `who` (`sluice daemon` for a daemon's
+    /// report) instead of `sluice run`.
+    pub fn human_as(&self, who: &str) -> String {
         let mut s = String::new();
         s.push_str(&format!(
-            "sluice run {}: {:.2} s\n  in  {} packets\n  out {} packets  {:.3} Mpps  {:.3} Gbit/s\n",
+            "{who} {}: {:.2} s\n  in  {} packets\n  out {} packets  {:.3} Mpps  {:.3} Gbit/s\n",
             self.spec, self.duration_s, self.packets_in, self.packets_out, self.mpps, self.gbps
         ));
         s.push_str(&format!(
