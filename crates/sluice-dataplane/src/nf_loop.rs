@@ -17,6 +17,7 @@ use sluice_mem::{
 use sluice_nf::runtime::{run_batch, run_flow_end, run_stop, run_tick, Services};
 use sluice_nf::{NetworkFunction, PacketIo};
 
+use crate::nf_turn::Turns;
 use crate::stall::StallMeter;
 
 /// Upper bound on one sleep, so a missed stop request is noticed.
@@ -147,6 +148,7 @@ pub fn run_nf_loop(
     let mut blocked = 0u32;
     let mut stalls = StallMeter::default();
     let mut messages = BlobReader::default();
+    let mut turns = Turns::new(arena, slot);
     ctl.running_since_ns
         .store(sluice_sys::monotonic_ns(), Ordering::Relaxed);
     ctl.state.store(state::RUNNING, Ordering::Release);
@@ -165,6 +167,17 @@ pub fn run_nf_loop(
             run_tick(nf, io.services(arena, now));
             next_tick = now + tick_every.unwrap_or(u64::MAX / 2);
             continue;
+        }
+        // Under turns (`crate::sched`) the NF runs only while it holds its
+        // core's turn; a stopping NF drains without one.
+        let turn = turns.turn();
+        if let Some(t) = turn {
+            if !stopping && !turns.holds(t, now) {
+                idle_polls = 0;
+                turns.wait(t, next_tick, SLEEP_TIMEOUT);
+                stalls.slept();
+                continue;
+            }
         }
         let room = match ep.tx_room() {
             Ok(r) => r,
@@ -198,6 +211,12 @@ pub fn run_nf_loop(
         if n == 0 {
             if stopping {
                 break;
+            }
+            if let Some(t) = turn {
+                turns.settle();
+                ep.wake_platform();
+                turns.end(t, sluice_sys::monotonic_ns());
+                continue;
             }
             if idle_polls == 0 {
                 idle_since = now;
@@ -263,7 +282,12 @@ pub fn run_nf_loop(
         }
         flush(nf, arena, &mut ep, &mut pkts, &mut io, now);
         ep.wake_platform();
-        if n == batch_size && cfg.yield_after_batch {
+        if let Some(t) = turn {
+            let now = sluice_sys::monotonic_ns();
+            if turns.should_pass(now) {
+                turns.end(t, now);
+            }
+        } else if n == batch_size && cfg.yield_after_batch {
             NfStats::add(&ctl.stats.yields, 1);
             sluice_sys::yield_now();
         }

@@ -95,6 +95,8 @@ pub struct Retired {
     pub sleeps: u64,
     /// Yields.
     pub yields: u64,
+    /// Turns taken.
+    pub turns: u64,
     /// Stalls (loop held off the CPU, see `NfStats::stalls`).
     pub stalls: u64,
     /// Nanoseconds stalled.
@@ -163,6 +165,7 @@ impl<'a> NfRt<'a> {
             (&mut self.retired.busy_ns, &s.busy_ns),
             (&mut self.retired.sleeps, &s.sleeps),
             (&mut self.retired.yields, &s.yields),
+            (&mut self.retired.turns, &s.turns),
             (&mut self.retired.stalls, &s.stalls),
             (&mut self.retired.stalled_ns, &s.stalled_ns),
         ] {

@@ -67,6 +67,10 @@ pub struct NfReport {
     pub sleeps: u64,
     /// Times it yielded after a full batch.
     pub yields: u64,
+    /// Turns of its core it took (`settings.scheduler`; 0 when it
+    /// schedules itself).
+    #[serde(default)]
+    pub turns: u64,
     /// Times its loop was held off the CPU for more than 50 µs between two
     /// polls without sleeping (the kernel, the hypervisor, other tasks or
     /// NFs sharing its core ran); process NFs only.
@@ -285,6 +289,7 @@ pub(crate) fn nf_report(nf: &NfRt<'_>, counter_names: &[(usize, String)]) -> NfR
         counters_by_worker: Vec::new(),
         sleeps: nf.retired.sleeps + s.sleeps.load(Ordering::Relaxed),
         yields: nf.retired.yields + s.yields.load(Ordering::Relaxed),
+        turns: nf.retired.turns + s.turns.load(Ordering::Relaxed),
         stalls: nf.retired.stalls + s.stalls.load(Ordering::Relaxed),
         stalled_us: (nf.retired.stalled_ns + s.stalled_ns.load(Ordering::Relaxed)) / 1000,
         wakeups: nf.wakeups,

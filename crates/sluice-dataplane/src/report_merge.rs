@@ -54,6 +54,7 @@ fn add_nf(into: &mut NfReport, from: &NfReport) {
     add_maps(&mut into.counters, &from.counters);
     into.sleeps += from.sleeps;
     into.yields += from.yields;
+    into.turns += from.turns;
     into.stalls += from.stalls;
     into.stalled_us += from.stalled_us;
     into.wakeups += from.wakeups;

@@ -20,11 +20,15 @@ use rustix::mm::{mmap, munmap, MapFlags, ProtFlags};
 use crate::buffer::{Pkt, PktHandle, BUF_STRIDE, LARGE_STRIDE};
 use crate::control::NfControl;
 use crate::ring::{RingRef, RingShared};
+use crate::turn::CoreTurn;
 use crate::wake::WakeWord;
 
 const HUGE_PAGE: usize = 2 << 20;
 const PAGE: usize = 4096;
 const LINE: usize = 128;
+
+/// CPUs with a turn word (the kernel's own `CPU_SETSIZE`).
+pub const MAX_CORES: usize = 1024;
 
 /// Sizes of everything the arena holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +83,7 @@ impl std::error::Error for ArenaError {}
 #[derive(Debug, Clone, Copy)]
 struct Offsets {
     wakes: usize,
+    cores: usize,
     controls: usize,
     control_size: usize,
     rings: usize,
@@ -95,7 +100,8 @@ fn align(x: usize, a: usize) -> usize {
 impl Offsets {
     fn compute(c: &ArenaConfig) -> Offsets {
         let wakes = PAGE;
-        let controls = align(wakes + c.workers as usize * LINE, PAGE);
+        let cores = align(wakes + c.workers as usize * LINE, PAGE);
+        let controls = align(cores + MAX_CORES * LINE, PAGE);
         let control_size = align(std::mem::size_of::<NfControl>(), LINE);
         let rings = align(controls + c.nf_slots as usize * control_size, PAGE);
         let ring_bytes = align(
@@ -107,6 +113,7 @@ impl Offsets {
         let total = large + c.large_buffers as usize * LARGE_STRIDE;
         Offsets {
             wakes,
+            cores,
             controls,
             control_size,
             rings,
@@ -356,6 +363,13 @@ impl Arena {
     pub fn worker_wake(&self, w: u32) -> &WakeWord {
         assert!(w < self.config.workers, "worker {w} out of range");
         self.at(self.offsets.wakes + w as usize * LINE)
+    }
+
+    /// Turn word of CPU `core` (NF processes sharing that core take turns
+    /// through it; see [`crate::turn`]).
+    pub fn core_turn(&self, core: u32) -> &CoreTurn {
+        assert!((core as usize) < MAX_CORES, "core {core} out of range");
+        self.at(self.offsets.cores + core as usize * LINE)
     }
 
     /// Control block of NF slot `slot`.

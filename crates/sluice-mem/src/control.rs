@@ -5,6 +5,7 @@
 //! accesses (principle 5: the platform never trusts an NF).
 
 use crate::sync::{AtomicU32, AtomicU64, CachePadded, Ordering};
+use crate::turn::Budget;
 use crate::wake::WakeWord;
 
 /// Number of NF-specific counters an NF may publish.
@@ -50,6 +51,8 @@ pub struct NfStats {
     pub stalls: AtomicU64,
     /// Nanoseconds of those stalls.
     pub stalled_ns: AtomicU64,
+    /// Turns of its core the NF has taken (`crate::turn`).
+    pub turns: AtomicU64,
 }
 
 impl NfStats {
@@ -93,6 +96,8 @@ pub struct NfControl {
     /// size. Untrusted: a lie only makes the platform send more spares,
     /// which the NF's buffer quota bounds.
     pub spares_consumed: AtomicU64,
+    /// How the NF is scheduled (written by the platform's scheduler).
+    pub budget: CachePadded<Budget>,
     /// Extended counters, indexed by the NF (e.g. hits per rule).
     pub ext: ExtCounters,
 }
@@ -124,6 +129,9 @@ impl NfControl {
             &self.stats.sleeps,
             &self.stats.yields,
             &self.stats.events,
+            &self.stats.stalls,
+            &self.stats.stalled_ns,
+            &self.stats.turns,
         ] {
             c.store(0, Ordering::Relaxed);
         }
@@ -132,5 +140,7 @@ impl NfControl {
         }
         self.spare_target.store(0, Ordering::Relaxed);
         self.spares_consumed.store(0, Ordering::Relaxed);
+        // The budget belongs to the scheduler, which keeps it across
+        // restarts (a restarted NF takes turns at once).
     }
 }

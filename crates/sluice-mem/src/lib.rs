@@ -22,6 +22,7 @@ pub mod link_blob;
 pub mod pool;
 pub mod ring;
 pub mod sync;
+pub mod turn;
 pub mod wake;
 
 #[cfg(not(loom))]
@@ -41,4 +42,5 @@ pub use link::{
 pub use link_blob::{BlobReader, NotSent};
 pub use pool::{Audit, BufferPool, Claim, PoolCache};
 pub use ring::{Consumer, Producer, RingCorrupt, RingRef, RingShared};
+pub use turn::{Budget, CoreTurn};
 pub use wake::WakeWord;

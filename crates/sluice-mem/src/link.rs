@@ -19,6 +19,7 @@ use crate::buffer::PktHandle;
 use crate::control::NfControl;
 use crate::pool::{owner_nf, owner_nf_blob, owner_nf_spare, BufferPool, Claim, PoolCache};
 use crate::ring::{Consumer, Producer, RingCorrupt, RingRef};
+use crate::sync::Ordering;
 use crate::wake::WakeWord;
 
 /// Receive-ring entries with this bit set are events, not buffers.
@@ -73,6 +74,7 @@ pub struct NfLink<'a> {
     spares_sent: u64,
     /// Spares given and not yet back (in the stash, the ring, or the NF).
     spares_out: u32,
+    arena: &'a Arena,
     rx_ring: RingRef<'a>,
     tx_ring: RingRef<'a>,
     rx: Producer<'a>,
@@ -106,6 +108,7 @@ impl<'a> NfLink<'a> {
             blobs_back: Vec::new(),
             spares_sent: 0,
             spares_out: 0,
+            arena,
             rx_ring,
             tx_ring,
             rx: rx_ring.producer(),
@@ -260,9 +263,27 @@ impl<'a> NfLink<'a> {
         Ok(sent)
     }
 
-    /// Wakes the NF if it announced sleep; true if a syscall was made.
+    /// Wakes the NF to see what was just sent, if it sleeps; true if a
+    /// syscall was made. An NF that takes turns (`crate::turn`) is woken
+    /// only when it gets its core's turn here, because nobody held it:
+    /// otherwise the holder hands the turn along and it comes to this NF.
     pub fn wake(&self) -> bool {
+        if let Some(turn) = self.turn() {
+            if !turn.claim(self.slot) {
+                return false;
+            }
+        }
         self.control.wake.wake()
+    }
+
+    /// The NF's core turn, if the scheduler has it take turns.
+    pub fn turn(&self) -> Option<&'a crate::turn::CoreTurn> {
+        let b = &self.control.budget;
+        if b.mode.load(Ordering::Acquire) != crate::turn::mode::TURNS {
+            return None;
+        }
+        let core = b.core.load(Ordering::Relaxed);
+        ((core as usize) < crate::arena::MAX_CORES).then(|| self.arena.core_turn(core))
     }
 
     /// Takes up to `max` entries back from the NF into `out`, keeping only

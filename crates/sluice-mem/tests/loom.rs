@@ -12,7 +12,7 @@
 
 use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use loom::sync::Arc;
-use sluice_mem::{BufferPool, PoolCache, RingRef, RingShared, WakeWord};
+use sluice_mem::{BufferPool, CoreTurn, PoolCache, RingRef, RingShared, WakeWord};
 
 /// Preemption bound used when `LOOM_MAX_PREEMPTIONS` is not set.
 const DEFAULT_PREEMPTIONS: usize = 3;
@@ -199,5 +199,64 @@ fn sleeping_consumer_always_gets_the_item() {
         }
         assert_eq!(out, [7]);
         producer.join().unwrap();
+    });
+}
+
+/// Turns (`sluice_mem::turn`): the holder A releases the core's turn while
+/// the platform puts a packet in B's ring and claims the turn for B. Either
+/// the platform sees nobody holding, or A's second look sees B's packet;
+/// whatever the interleaving, B ends up holding the turn and exactly one
+/// side was told to wake it, so a packet never waits on a core whose turn
+/// nobody holds.
+#[test]
+fn a_released_turn_is_never_lost_while_work_waits() {
+    model(|| {
+        let turn = Arc::new(CoreTurn::default());
+        let ring_b = Ring::new(2);
+        const A: u32 = 0;
+        const B: u32 = 1;
+        assert!(turn.claim(A));
+        let (turn2, ring2) = (turn.clone(), ring_b.clone());
+        let platform = loom::thread::spawn(move || {
+            let mut p = ring2.get().producer();
+            assert_eq!(p.enqueue(&[9]).unwrap(), 1);
+            turn2.claim(B)
+        });
+        assert!(turn.release(A));
+        let a_claimed = ring_b.get().occupancy() > 0 && turn.claim(B);
+        let platform_claimed = platform.join().unwrap();
+        assert!(turn.holds(B), "B has a packet and nobody holds the turn");
+        assert!(
+            a_claimed ^ platform_claimed,
+            "exactly one side must wake B (A: {a_claimed}, platform: {platform_claimed})"
+        );
+    });
+}
+
+/// Passing the turn to a sleeping NF: the passer moves the turn, then
+/// wakes the receiver; the receiver checks the holder after announcing its
+/// sleep. It never sleeps through a turn it was given.
+#[test]
+fn a_passed_turn_always_wakes_its_receiver() {
+    model(|| {
+        let turn = Arc::new(CoreTurn::default());
+        let wake = Arc::new(WakeWord::default());
+        const A: u32 = 0;
+        const B: u32 = 1;
+        assert!(turn.claim(A));
+        let (turn2, wake2) = (turn.clone(), wake.clone());
+        let passer = loom::thread::spawn(move || {
+            assert!(turn2.pass(A, B));
+            wake2.wake()
+        });
+        wake.prepare_sleep();
+        let slept = if turn.holds(B) {
+            wake.cancel_sleep();
+            false
+        } else {
+            true
+        };
+        let woke = passer.join().unwrap();
+        assert!(!slept || woke, "B slept with the turn and nobody woke it");
     });
 }

@@ -9,7 +9,10 @@ use crate::fields::{self, Fields, Res};
 use crate::limits;
 use crate::location::SourceName;
 use crate::model::{Isolation, NfSpec, Spec};
-use crate::settings::{FlowTableSettings, RestartMode, RestartPolicy, Settings, WakeupSettings};
+use crate::settings::{
+    FlowTableSettings, RestartMode, RestartPolicy, SchedulerPolicy, SchedulerSettings, Settings,
+    WakeupSettings,
+};
 use crate::{decode_chains, decode_ports};
 
 /// Top-level keys.
@@ -76,6 +79,7 @@ fn settings(node: &ConfigNode) -> Res<Settings> {
             "restart",
             "flow_table",
             "wakeup",
+            "scheduler",
         ],
     )?;
     let d = Settings::default();
@@ -100,6 +104,10 @@ fn settings(node: &ConfigNode) -> Res<Settings> {
         wakeup: match f.opt("wakeup") {
             Some(n) => wakeup(n)?,
             None => d.wakeup,
+        },
+        scheduler: match f.opt("scheduler") {
+            Some(n) => scheduler(n)?,
+            None => d.scheduler,
         },
     };
     if u32::from(s.batch) > s.ring_size {
@@ -159,6 +167,19 @@ fn wakeup(node: &ConfigNode) -> Res<WakeupSettings> {
         max_batch: opt_int(&f, "max_batch", limits::WAKE_MAX_BATCH)?.unwrap_or(d.max_batch),
         timeout_us: opt_int(&f, "timeout_us", limits::WAKE_TIMEOUT_US)?.unwrap_or(d.timeout_us),
         busy_poll_us: opt_int(&f, "busy_poll_us", limits::BUSY_POLL_US)?.or(d.busy_poll_us),
+    })
+}
+
+fn scheduler(node: &ConfigNode) -> Res<SchedulerSettings> {
+    let f = Fields::of(node, "scheduler settings")?;
+    f.deny_unknown("scheduler", &["policy", "slice_us"])?;
+    let d = SchedulerSettings::default();
+    Ok(SchedulerSettings {
+        policy: match f.opt("policy") {
+            Some(n) => fields::choice(n, "scheduler policy", &SchedulerPolicy::ALL)?,
+            None => d.policy,
+        },
+        slice_us: opt_int(&f, "slice_us", limits::SLICE_US)?.unwrap_or(d.slice_us),
     })
 }
 

@@ -53,6 +53,10 @@ fn settings(s: &Settings) -> Value {
             "idle_timeout_ms": s.flow_table.idle_timeout_ms,
         },
         "wakeup": wakeup,
+        "scheduler": {
+            "policy": s.scheduler.policy.name(),
+            "slice_us": s.scheduler.slice_us,
+        },
     })
 }
 

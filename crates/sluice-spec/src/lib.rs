@@ -77,4 +77,7 @@ pub use ports::{
     SinkSpec, SizeSpec,
 };
 pub use resolve::ResolvedChain;
-pub use settings::{FlowTableSettings, RestartMode, RestartPolicy, Settings, WakeupSettings};
+pub use settings::{
+    FlowTableSettings, RestartMode, RestartPolicy, SchedulerPolicy, SchedulerSettings, Settings,
+    WakeupSettings,
+};

@@ -25,6 +25,8 @@ pub struct Settings {
     pub flow_table: FlowTableSettings,
     /// When sleeping process NFs are woken (`wakeup`).
     pub wakeup: WakeupSettings,
+    /// How process NFs sharing a core are scheduled (`scheduler`).
+    pub scheduler: SchedulerSettings,
 }
 
 impl Default for Settings {
@@ -38,6 +40,7 @@ impl Default for Settings {
             restart: RestartPolicy::default(),
             flow_table: FlowTableSettings::default(),
             wakeup: WakeupSettings::default(),
+            scheduler: SchedulerSettings::default(),
         }
     }
 }
@@ -152,6 +155,55 @@ impl Default for WakeupSettings {
             max_batch: 1,
             timeout_us: 20,
             busy_poll_us: None,
+        }
+    }
+}
+
+/// How process NFs sharing a core are scheduled (`settings.scheduler`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchedulerSettings {
+    /// Which NFs take turns (`policy`, default `hybrid`).
+    pub policy: SchedulerPolicy,
+    /// Longest turn an NF keeps while another NF of its core has packets,
+    /// in microseconds (`slice_us`, 1..=100000, default 20).
+    pub slice_us: u64,
+}
+
+impl Default for SchedulerSettings {
+    fn default() -> Self {
+        SchedulerSettings {
+            policy: SchedulerPolicy::Hybrid,
+            slice_us: 20,
+        }
+    }
+}
+
+/// `settings.scheduler.policy`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SchedulerPolicy {
+    /// Every NF polls, yields and sleeps by itself (`hybrid`).
+    #[default]
+    Hybrid,
+    /// NFs on a core without a worker take turns in chain order (`turns`).
+    Turns,
+    /// Turns where four or more process NFs share such a core (`auto`).
+    Auto,
+}
+
+impl SchedulerPolicy {
+    /// All policies with their spec names.
+    pub const ALL: [(&'static str, SchedulerPolicy); 3] = [
+        ("hybrid", SchedulerPolicy::Hybrid),
+        ("turns", SchedulerPolicy::Turns),
+        ("auto", SchedulerPolicy::Auto),
+    ];
+
+    /// The name used in specs.
+    pub fn name(self) -> &'static str {
+        match self {
+            SchedulerPolicy::Hybrid => "hybrid",
+            SchedulerPolicy::Turns => "turns",
+            SchedulerPolicy::Auto => "auto",
         }
     }
 }

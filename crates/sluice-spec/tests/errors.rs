@@ -108,7 +108,7 @@ ports:
 settings:
   ringsize: 64
 ",
-        "bad.yaml:2:3: settings.ringsize: unknown key \"ringsize\" in settings (valid keys: buffers, ring_size, batch, hugepages, workers, restart, flow_table, wakeup); did you mean \"ring_size\"?",
+        "bad.yaml:2:3: settings.ringsize: unknown key \"ringsize\" in settings (valid keys: buffers, ring_size, batch, hugepages, workers, restart, flow_table, wakeup, scheduler); did you mean \"ring_size\"?",
     );
     check(
         "
@@ -536,6 +536,27 @@ settings:
   wakeup: { busy_poll_us: -1 }
 ",
         "bad.yaml:2:27: settings.wakeup.busy_poll_us: must be an integer between 0 and 1000000, got -1",
+    );
+    check(
+        "
+settings:
+  scheduler: { policy: fifo }
+",
+        "bad.yaml:2:24: settings.scheduler.policy: unknown scheduler policy \"fifo\" (valid: hybrid, turns, auto)",
+    );
+    check(
+        "
+settings:
+  scheduler: { slice_us: 0 }
+",
+        "bad.yaml:2:26: settings.scheduler.slice_us: must be an integer between 1 and 100000, got 0",
+    );
+    check(
+        "
+settings:
+  scheduler: { order: chain }
+",
+        "bad.yaml:2:16: settings.scheduler.order: unknown key \"order\" in scheduler (valid keys: policy, slice_us)",
     );
 }
 

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use sluice_spec::{
     load, ChainSpec, ConfigNode, FlowTableSettings, GeneratorSpec, IpVersionChoice, Isolation,
     Location, MatchSpec, NicSpec, PcapInSpec, PcapOutSpec, PortKind, PortRange, PortSpec, Protocol,
-    RestartMode, RestartPolicy, Settings, SinkSpec, SizeSpec, WakeupSettings,
+    RestartMode, RestartPolicy, SchedulerSettings, Settings, SinkSpec, SizeSpec, WakeupSettings,
 };
 
 const TYPES: &[&str] = &["acl", "mon", "nat"];
@@ -45,6 +45,7 @@ fn full_spec_loads_into_expected_structs() {
                 idle_timeout_ms: 10000,
             },
             wakeup: WakeupSettings::default(),
+            scheduler: SchedulerSettings::default(),
         }
     );
 

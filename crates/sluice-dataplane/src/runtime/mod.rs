@@ -37,6 +37,7 @@ use crate::plan::Plan;
 use crate::ports::PortRt;
 use crate::report::RunReport;
 use crate::report_merge::ShardResult;
+use crate::sched::SchedPolicy;
 use crate::wakeup::WakePolicy;
 use crate::worker::mailbox::{Committed, Reply};
 use crate::worker::tap::{Captured, TapFilter, TapPoint, TapSpec};
@@ -233,6 +234,7 @@ impl Runtime {
                     restart: s.restart.clone(),
                     drain_timeout_ns: 2_000_000_000,
                     wakeup: WakePolicy::from_settings(&s.wakeup),
+                    sched: SchedPolicy::from_settings(&s.scheduler),
                 };
                 let mut worker = Worker::new(&arena, &pool, flows, host, thread_mail, logbook, cfg);
                 let _ = ready_tx.send(Ok(()));
@@ -318,8 +320,10 @@ impl Runtime {
         let diff = Diff::between(&self.plan, &plan);
         let restart = spec.settings.restart.clone();
         let wakeup = WakePolicy::from_settings(&spec.settings.wakeup);
-        let live_settings_same =
-            restart == self.settings.restart && spec.settings.wakeup == self.settings.wakeup;
+        let sched = SchedPolicy::from_settings(&spec.settings.scheduler);
+        let live_settings_same = restart == self.settings.restart
+            && spec.settings.wakeup == self.settings.wakeup
+            && spec.settings.scheduler == self.settings.scheduler;
         if diff.is_empty() && live_settings_same {
             self.plan = Arc::new(Plan {
                 generation: self.plan.generation,
@@ -337,7 +341,7 @@ impl Runtime {
         }
         let plan = Arc::new(plan);
         let compiled = sluice_sys::monotonic_ns();
-        let mut changes = self.changes_for(&plan, &diff, &restart, wakeup)?;
+        let mut changes = self.changes_for(&plan, &diff, &restart, wakeup, sched)?;
         // Prepare everywhere; all must succeed.
         let mut replies = Vec::new();
         for (w, change) in changes.drain(..).enumerate() {
@@ -408,6 +412,7 @@ impl Runtime {
         }
         self.settings.restart = restart;
         self.settings.wakeup = spec.settings.wakeup.clone();
+        self.settings.scheduler = spec.settings.scheduler.clone();
         self.plan = plan;
         self.source = spec.source.as_str().to_string();
         let end = sluice_sys::monotonic_ns();
@@ -434,6 +439,7 @@ impl Runtime {
         diff: &Diff,
         restart: &sluice_spec::RestartPolicy,
         wakeup: WakePolicy,
+        sched: SchedPolicy,
     ) -> Result<Vec<(Change, Vec<(u16, u32)>)>, RunError> {
         let workers = self.workers.len();
         // Open ports first, worker by worker and in id order: af_packet
@@ -536,6 +542,7 @@ impl Runtime {
                     quiesce: diff.quiesce,
                     restart: restart.clone(),
                     wakeup,
+                    sched,
                 },
                 slots,
             ));

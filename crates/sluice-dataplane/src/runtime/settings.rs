@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use sluice_spec::{Location, RestartPolicy, Spec, SpecError, WakeupSettings};
+use sluice_spec::{Location, RestartPolicy, SchedulerSettings, Spec, SpecError, WakeupSettings};
 
 /// Settings of a running data plane.
 #[derive(Debug, Clone)]
@@ -31,6 +31,8 @@ pub struct PlatformSettings {
     pub restart: RestartPolicy,
     /// Wake-up policy of process NFs (a spec may change it).
     pub wakeup: WakeupSettings,
+    /// Scheduling of process NFs sharing a core (a spec may change it).
+    pub scheduler: SchedulerSettings,
     /// Most NFs at once (arena slots per worker; a replaced NF holds two
     /// until its old instance has stopped).
     pub max_nfs: u32,
@@ -74,6 +76,7 @@ impl PlatformSettings {
             idle_timeout_ms: s.flow_table.idle_timeout_ms,
             restart: s.restart.clone(),
             wakeup: s.wakeup.clone(),
+            scheduler: s.scheduler.clone(),
             max_nfs: spec.nfs.len().max(1) as u32,
             max_ports: spec.ports.len().max(1) as u32,
             max_chains: spec.chains.len().max(1) as u32,
@@ -117,7 +120,7 @@ impl PlatformSettings {
 
     /// Whether a spec fits this running platform: the settings fixed at
     /// start must be the spec's too (the restart and wake-up policies may
-    /// differ: applying the spec changes them).
+    /// differ, and so may the scheduler's: applying the spec changes them).
     pub fn accepts(&self, spec: &Spec) -> Result<(), SpecError> {
         let s = &spec.settings;
         let fixed: [(&str, u64, u64); 7] = [

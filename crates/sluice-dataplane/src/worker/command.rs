@@ -309,6 +309,8 @@ impl<'a> Worker<'a> {
         let reconfigure = std::mem::take(&mut change.reconfigure);
         self.cfg.restart = change.restart;
         self.cfg.wakeup = change.wakeup;
+        // Published to the NFs by the `derive` that ends the change.
+        self.sched.set_policy(change.sched);
         let plan = Rc::new(Arc::unwrap_or_clone(change.plan));
         let table = plan.nfs.len().max(self.nfs.len());
         self.nfs.resize_with(table, || None);

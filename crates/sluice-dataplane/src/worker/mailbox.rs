@@ -81,6 +81,8 @@ pub struct Change {
     pub restart: RestartPolicy,
     /// Wake-up policy from now on.
     pub wakeup: WakePolicy,
+    /// The scheduling policy from now on.
+    pub sched: crate::sched::SchedPolicy,
 }
 
 /// What a commit did.

@@ -51,6 +51,7 @@ use crate::nf_rt::{Exec, NfRt};
 use crate::plan::{Hop, Plan};
 use crate::ports::PortRt;
 use crate::route::Dest;
+use crate::sched::{Member, SchedPolicy, Scheduler};
 use crate::stall::StallMeter;
 use crate::wakeup::{WakeGate, WakePolicy};
 
@@ -95,6 +96,8 @@ pub struct WorkerConfig {
     pub drain_timeout_ns: u64,
     /// When sleeping process NFs are woken.
     pub wakeup: WakePolicy,
+    /// How process NFs sharing a core are scheduled.
+    pub sched: SchedPolicy,
 }
 
 /// Routing facts derived from the plan and which NFs run as processes,
@@ -157,6 +160,8 @@ pub struct Worker<'a> {
     gates: Vec<WakeGate>,
     /// NFs whose gate holds packets back (their timers run in the loop).
     holding: Vec<u16>,
+    /// Schedules this worker's process NFs on their cores.
+    pub(crate) sched: Scheduler,
     /// An NF on this worker's core was woken: it runs only once the
     /// worker gives up the core, so the worker yields at the end of the pass.
     yield_due: bool,
@@ -194,6 +199,7 @@ impl<'a> Worker<'a> {
         cfg: WorkerConfig,
     ) -> Self {
         let refill = (cfg.batch * 2).max(64);
+        let sched = Scheduler::new(cfg.sched);
         Worker {
             arena,
             pool,
@@ -220,6 +226,7 @@ impl<'a> Worker<'a> {
             route_latency: Vec::new(),
             gates: Vec::new(),
             holding: Vec::new(),
+            sched,
             yield_due: false,
             last_yield_ns: 0,
             stall_meter: StallMeter::default(),
@@ -305,6 +312,41 @@ impl<'a> Worker<'a> {
         self.route_latency
             .resize_with(self.plan.routes.len(), Histogram::new);
         self.derived = d;
+        let members = self.sched_members();
+        self.sched.apply(self.arena, &members);
+    }
+
+    /// This worker's process NFs as the scheduler sees them: their slot,
+    /// core, and place along the chains (chains in their order, hops in
+    /// route order; NFs on no route last).
+    pub(crate) fn sched_members(&self) -> Vec<Member> {
+        let mut order: Vec<Option<(u32, u32)>> = vec![None; self.nfs.len()];
+        for (c, (_, chain)) in self.plan.chains_in_order().enumerate() {
+            let Some(route) = self.plan.route(chain.route) else {
+                continue;
+            };
+            for (h, hop) in route.path.iter().enumerate() {
+                if let Hop::Nf(i) = hop {
+                    if let Some(o) = order.get_mut(*i as usize) {
+                        o.get_or_insert((c as u32, h as u32));
+                    }
+                }
+            }
+        }
+        self.derived
+            .process_ids
+            .iter()
+            .filter_map(|&i| {
+                let nf = self.nfs[i as usize].as_ref()?;
+                let p = nf.process_ref()?;
+                Some(Member {
+                    slot: nf.slot,
+                    cpu: p.spawn.cpu,
+                    order: order[i as usize].unwrap_or((u32::MAX, u32::from(i))),
+                    beside_worker: self.cfg.nfs_share_core,
+                })
+            })
+            .collect()
     }
 
     pub(crate) fn take_batch(&mut self) -> Box<HandleBatch> {

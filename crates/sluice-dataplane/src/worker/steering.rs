@@ -254,7 +254,9 @@ impl<'a> Worker<'a> {
                         Ok(n) if n > 0 => {
                             let gate = &mut self.gates[i as usize];
                             let policy = &self.cfg.wakeup;
-                            let woke = if !policy.batches() {
+                            // An NF taking turns is woken when it gets
+                            // one (`NfLink::wake`), never held back.
+                            let woke = if !policy.batches() || p.link.turn().is_some() {
                                 p.link.wake()
                             } else if !p.link.sleeps() {
                                 // Running: it finds the packets itself.

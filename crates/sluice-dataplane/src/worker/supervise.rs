@@ -433,6 +433,7 @@ impl<'a> Worker<'a> {
             }
         }
         self.advance_staged(now);
+        self.sched.police(self.arena, now);
         let budget = (self.flows.capacity() as usize / 256).max(64);
         let mut ended = std::mem::take(&mut self.ended);
         self.flows.expire(now, budget, &mut ended);

@@ -1,0 +1,166 @@
+//! An NF process's side of turns (`sluice_mem::turn`, `crate::sched`):
+//! waiting for the core's turn, keeping it while there is work and the
+//! slice lasts, and handing it to the next NF of the run order that has
+//! packets.
+//!
+//! Everything read here from other slots (their run-order links, their ring
+//! occupancy) is only a hint: links are bounds-checked and a walk stops
+//! after [`MAX_WALK`] steps, so a corrupt budget costs order, never safety.
+
+use std::sync::atomic::Ordering;
+
+use sluice_mem::turn::mode;
+use sluice_mem::{Arena, CoreTurn, NfControl, NfStats};
+
+/// Most slots a search for the next NF with work visits.
+const MAX_WALK: u32 = 4096;
+
+/// How long an NF whose input ran dry keeps the turn for its own output
+/// to be collected by the worker, so the next hop finds those packets when
+/// it gets the turn. Measured on a 60-NF chain at 0.1 Mpps
+/// (`docs/benchmarks.md`, "Turns"): 0 µs passes turns that carry nothing
+/// (p50 4.9–6.7 ms), 20 µs spends the round waiting (3.9–7.6 ms), 3 µs
+/// gave the lowest p50 (0.96–1.3 ms).
+const SETTLE_NS: u64 = 3_000;
+
+/// Output ring occupancy (in quarters) at which the holder passes the turn
+/// on even with input left, so the hops downstream drain first (UNiS: the
+/// output ring passing 75 %).
+const OUTPUT_FULL_QUARTERS: u32 = 3;
+
+/// One NF's turn-taking state.
+pub(crate) struct Turns<'a> {
+    arena: &'a Arena,
+    slot: u32,
+    control: &'a NfControl,
+    /// When the NF got the turn it holds (0: it does not hold one).
+    since_ns: u64,
+}
+
+impl<'a> Turns<'a> {
+    pub(crate) fn new(arena: &'a Arena, slot: u32) -> Self {
+        Turns {
+            arena,
+            slot,
+            control: arena.nf_control(slot),
+            since_ns: 0,
+        }
+    }
+
+    /// The core's turn word if the scheduler has this NF take turns.
+    pub(crate) fn turn(&self) -> Option<&'a CoreTurn> {
+        let b = &self.control.budget;
+        if b.mode.load(Ordering::Acquire) != mode::TURNS {
+            return None;
+        }
+        let core = b.core.load(Ordering::Relaxed);
+        ((core as usize) < sluice_mem::arena::MAX_CORES).then(|| self.arena.core_turn(core))
+    }
+
+    /// Whether this NF holds the turn; counts a newly taken one.
+    pub(crate) fn holds(&mut self, turn: &CoreTurn, now: u64) -> bool {
+        if !turn.holds(self.slot) {
+            self.since_ns = 0;
+            return false;
+        }
+        if self.since_ns == 0 {
+            self.since_ns = now.max(1);
+            NfStats::add(&self.control.stats.turns, 1);
+        }
+        true
+    }
+
+    /// Sleeps until this NF is given the turn, asked to stop, or `until`
+    /// (its next timer) passes; at most `nap_max`.
+    pub(crate) fn wait(&self, turn: &CoreTurn, until: u64, nap_max: std::time::Duration) {
+        let ctl = self.control;
+        ctl.wake.prepare_sleep();
+        if turn.holds(self.slot)
+            || ctl.stop.load(Ordering::Acquire) != 0
+            || self.control.budget.mode.load(Ordering::Acquire) != mode::TURNS
+        {
+            ctl.wake.cancel_sleep();
+            return;
+        }
+        NfStats::add(&ctl.stats.sleeps, 1);
+        let left = until.saturating_sub(sluice_sys::monotonic_ns()).max(1);
+        ctl.wake
+            .sleep(Some(nap_max.min(std::time::Duration::from_nanos(left))));
+    }
+
+    /// Whether the holder should hand the turn on after a batch: its slice
+    /// is spent or its output ring is nearly full.
+    pub(crate) fn should_pass(&self, now: u64) -> bool {
+        let slice = self.control.budget.slice_ns.load(Ordering::Relaxed);
+        if slice > 0 && now.saturating_sub(self.since_ns) >= slice {
+            return true;
+        }
+        let tx = self.arena.nf_tx_ring(self.slot);
+        tx.occupancy() * 4 >= tx.capacity() * OUTPUT_FULL_QUARTERS
+    }
+
+    /// Input ran dry: waits (boundedly) for the worker to collect this
+    /// NF's output, so the next hop has it when its turn comes.
+    pub(crate) fn settle(&self) {
+        let tx = self.arena.nf_tx_ring(self.slot);
+        let until = sluice_sys::monotonic_ns() + SETTLE_NS;
+        while tx.occupancy() > 0 && sluice_sys::monotonic_ns() < until {
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Ends this NF's turn: passes it to the next NF of the run order with
+    /// packets, keeps it if only this NF has any, or releases it (and
+    /// claims it back for any NF that got packets meanwhile). Returns
+    /// whether this NF still holds the turn.
+    pub(crate) fn end(&mut self, turn: &CoreTurn, now: u64) -> bool {
+        match self.next_with_work() {
+            Some(s) if s == self.slot => {
+                // Alone with work: a fresh slice.
+                self.since_ns = now.max(1);
+                return true;
+            }
+            Some(s) => {
+                if turn.pass(self.slot, s) {
+                    self.arena.nf_control(s).wake.wake();
+                }
+            }
+            None => {
+                if turn.release(self.slot) {
+                    if let Some(s) = self.next_with_work() {
+                        if turn.claim(s) {
+                            if s == self.slot {
+                                self.since_ns = now.max(1);
+                                return true;
+                            }
+                            self.arena.nf_control(s).wake.wake();
+                        }
+                    }
+                }
+            }
+        }
+        self.since_ns = 0;
+        false
+    }
+
+    /// The first slot after this one in the run order (this one last) whose
+    /// receive ring holds anything.
+    fn next_with_work(&self) -> Option<u32> {
+        let slots = self.arena.config().nf_slots;
+        let mut s = self.slot;
+        for _ in 0..MAX_WALK {
+            s = self.arena.nf_control(s).budget.next.load(Ordering::Relaxed);
+            if s >= slots {
+                break;
+            }
+            if self.arena.nf_rx_ring(s).occupancy() > 0 {
+                return Some(s);
+            }
+            if s == self.slot {
+                return None;
+            }
+        }
+        // A broken circle: at least look at our own ring.
+        (self.arena.nf_rx_ring(self.slot).occupancy() > 0).then_some(self.slot)
+    }
+}

@@ -1,0 +1,354 @@
+//! The scheduler of NF processes that share a core: which of them take
+//! turns, in which order, for how long, and what happens to one that keeps
+//! the core too long.
+//!
+//! Every worker owns one [`Scheduler`]. After each change of its NFs it
+//! calls [`Scheduler::apply`] with its process NFs; the scheduler groups
+//! them by core, orders each group along the chains (the first chain's
+//! hops in order, then the next chain's; UNiS, seed 001: a workflow-aware
+//! order, so one round of the core moves a batch through the whole chain)
+//! and publishes each NF's [`Budget`] in its control block. NFs read their
+//! budget at every pass of their loop, so a new policy takes effect without
+//! restarting them. The turn protocol itself is `sluice_mem::turn`.
+//!
+//! [`Scheduler::police`] is the watchdog: a holder that keeps the turn for
+//! more than [`HOG_SLICES`] slices while another NF of its core has
+//! packets (a spin loop in `process`, a stopped or dead process) loses it
+//! to the next NF with work, and the revocation is counted. The kernel then
+//! shares the core between the hog and the NF holding the turn, so the
+//! hog's siblings keep running.
+
+use sluice_mem::turn::mode;
+use sluice_mem::Arena;
+use std::sync::atomic::Ordering;
+
+/// How the NF processes of one core are scheduled
+/// (`settings.scheduler.policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchedMode {
+    /// Turns where [`AUTO_TURNS_FROM`] or more process NFs share a core
+    /// that runs no worker, the NFs' own hybrid polling elsewhere.
+    Auto,
+    /// Every NF polls, yields and sleeps by itself.
+    Hybrid,
+    /// NFs sharing a core take turns in chain order (also alone on a core).
+    Turns,
+}
+
+/// The scheduling policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SchedPolicy {
+    /// Which NFs take turns.
+    pub mode: SchedMode,
+    /// Longest turn while another NF of the core has packets, in ns.
+    pub slice_ns: u64,
+}
+
+impl SchedPolicy {
+    /// The policy of `settings.scheduler`.
+    pub fn from_settings(s: &sluice_spec::SchedulerSettings) -> SchedPolicy {
+        SchedPolicy {
+            mode: match s.policy {
+                sluice_spec::SchedulerPolicy::Hybrid => SchedMode::Hybrid,
+                sluice_spec::SchedulerPolicy::Turns => SchedMode::Turns,
+                sluice_spec::SchedulerPolicy::Auto => SchedMode::Auto,
+            },
+            slice_ns: s.slice_us.saturating_mul(1_000),
+        }
+    }
+}
+
+impl Default for SchedPolicy {
+    /// `settings.scheduler`'s defaults: hybrid polling. Turns are opt-in
+    /// until they beat it on the tail as well (`docs/benchmarks.md`,
+    /// "Turns").
+    fn default() -> Self {
+        SchedPolicy::from_settings(&sluice_spec::SchedulerSettings::default())
+    }
+}
+
+/// Under [`SchedMode::Auto`], the number of process NFs on one core from
+/// which they take turns. Fewer NFs poll by themselves: with two or three
+/// NFs a round of the core is short whatever its order, and polling saves
+/// the turn's hand-over.
+pub const AUTO_TURNS_FROM: usize = 4;
+
+/// A holder loses the turn after this many slices while others wait.
+pub const HOG_SLICES: u64 = 50;
+
+/// A process NF as the scheduler sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Member {
+    /// Its arena slot.
+    pub slot: u32,
+    /// The CPU it is pinned to.
+    pub cpu: u32,
+    /// Its place in the run order: (chain, hop), smaller first.
+    pub order: (u32, u32),
+    /// Whether a worker runs on the same CPU (the NF then shares the core
+    /// with the worker, which turns do not schedule).
+    pub beside_worker: bool,
+}
+
+/// What the scheduler publishes for one NF.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Assignment {
+    /// The NF's slot.
+    pub slot: u32,
+    /// `sluice_mem::turn::mode`.
+    pub mode: u32,
+    /// The core whose turn it takes.
+    pub core: u32,
+    /// The next slot in the core's run order (itself when alone).
+    pub next: u32,
+}
+
+/// Computes every NF's assignment: members grouped by CPU, each group in
+/// run order, linked in a circle. Pure, so it is tested without an arena.
+pub fn assign(policy: &SchedPolicy, members: &[Member]) -> Vec<Assignment> {
+    let mut sorted: Vec<Member> = members.to_vec();
+    sorted.sort_by_key(|m| (m.cpu, m.order, m.slot));
+    let mut out = Vec::with_capacity(sorted.len());
+    for group in sorted.chunk_by(|a, b| a.cpu == b.cpu) {
+        let turns = match policy.mode {
+            SchedMode::Hybrid => false,
+            SchedMode::Turns => !group[0].beside_worker,
+            SchedMode::Auto => !group[0].beside_worker && group.len() >= AUTO_TURNS_FROM,
+        };
+        for (k, m) in group.iter().enumerate() {
+            out.push(Assignment {
+                slot: m.slot,
+                mode: if turns { mode::TURNS } else { mode::HYBRID },
+                core: m.cpu,
+                next: group[(k + 1) % group.len()].slot,
+            });
+        }
+    }
+    out
+}
+
+/// Watchdog state of one core that takes turns.
+#[derive(Debug, Clone, Copy)]
+struct Watch {
+    core: u32,
+    changes: u64,
+    since_ns: u64,
+}
+
+/// One worker's scheduler.
+#[derive(Debug, Default)]
+pub struct Scheduler {
+    policy: SchedPolicy,
+    assigned: Vec<Assignment>,
+    watches: Vec<Watch>,
+    revoked: u64,
+}
+
+/// What the scheduler reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SchedStats {
+    /// NFs taking turns.
+    pub taking_turns: usize,
+    /// Cores whose NFs take turns.
+    pub turn_cores: usize,
+    /// Turns the watchdog took from a holder that kept one too long.
+    pub revoked: u64,
+}
+
+impl Scheduler {
+    /// A scheduler with `policy`.
+    pub fn new(policy: SchedPolicy) -> Scheduler {
+        Scheduler {
+            policy,
+            ..Scheduler::default()
+        }
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> SchedPolicy {
+        self.policy
+    }
+
+    /// Publishes the budgets of `members` (this worker's process NFs).
+    pub fn apply(&mut self, arena: &Arena, members: &[Member]) {
+        let assigned = assign(&self.policy, members);
+        let slots = arena.config().nf_slots;
+        for a in &assigned {
+            if a.slot >= slots || a.core as usize >= sluice_mem::arena::MAX_CORES {
+                continue;
+            }
+            let b = &arena.nf_control(a.slot).budget;
+            b.core.store(a.core, Ordering::Relaxed);
+            b.next.store(a.next, Ordering::Relaxed);
+            b.slice_ns.store(self.policy.slice_ns, Ordering::Relaxed);
+            // Mode last: an NF that sees TURNS sees its core and links.
+            let was = b.mode.swap(a.mode, Ordering::AcqRel);
+            if was == mode::TURNS && a.mode == mode::HYBRID {
+                // It may sleep waiting for a turn it will no longer get.
+                arena.nf_control(a.slot).wake.wake();
+            }
+        }
+        let mut cores: Vec<u32> = assigned
+            .iter()
+            .filter(|a| a.mode == mode::TURNS)
+            .map(|a| a.core)
+            .collect();
+        cores.dedup();
+        for &core in &cores {
+            // NFs that waited for a turn under the old order: whoever has
+            // packets gets the turn if it is free.
+            if let Some(s) = assigned
+                .iter()
+                .filter(|a| a.core == core)
+                .find(|a| arena.nf_rx_ring(a.slot).occupancy() > 0)
+            {
+                if arena.core_turn(core).claim(s.slot) {
+                    arena.nf_control(s.slot).wake.wake();
+                }
+            }
+        }
+        self.watches = cores
+            .iter()
+            .map(|&core| Watch {
+                core,
+                changes: arena.core_turn(core).changes(),
+                since_ns: sluice_sys::monotonic_ns(),
+            })
+            .collect();
+        self.assigned = assigned;
+    }
+
+    /// Changes the policy; the next [`apply`](Self::apply) publishes it.
+    pub fn set_policy(&mut self, policy: SchedPolicy) {
+        self.policy = policy;
+    }
+
+    /// The watchdog (called about every millisecond): revokes turns held
+    /// too long while other NFs of the core wait, and turns held by a slot
+    /// that is no longer a member.
+    pub fn police(&mut self, arena: &Arena, now: u64) {
+        let limit = self.policy.slice_ns.max(1_000).saturating_mul(HOG_SLICES);
+        for w in &mut self.watches {
+            let turn = arena.core_turn(w.core);
+            let changes = turn.changes();
+            if changes != w.changes {
+                w.changes = changes;
+                w.since_ns = now;
+                continue;
+            }
+            let Some(holder) = turn.holder() else {
+                w.since_ns = now;
+                continue;
+            };
+            let group = self.assigned.iter().filter(|a| a.core == w.core);
+            let member = group.clone().any(|a| a.slot == holder);
+            let waiting = group
+                .filter(|a| a.slot != holder)
+                .find(|a| arena.nf_rx_ring(a.slot).occupancy() > 0);
+            let too_long = now.saturating_sub(w.since_ns) > limit;
+            if !member || (too_long && waiting.is_some()) {
+                let to = waiting.map(|a| a.slot);
+                if turn.revoke(holder, to) {
+                    self.revoked += 1;
+                    if let Some(to) = to {
+                        arena.nf_control(to).wake.wake();
+                    }
+                }
+                w.changes = turn.changes();
+                w.since_ns = now;
+            }
+        }
+    }
+
+    /// What the scheduler has done.
+    pub fn stats(&self) -> SchedStats {
+        SchedStats {
+            taking_turns: self
+                .assigned
+                .iter()
+                .filter(|a| a.mode == mode::TURNS)
+                .count(),
+            turn_cores: self.watches.len(),
+            revoked: self.revoked,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(slot: u32, cpu: u32, order: (u32, u32)) -> Member {
+        Member {
+            slot,
+            cpu,
+            order,
+            beside_worker: false,
+        }
+    }
+
+    fn auto() -> SchedPolicy {
+        SchedPolicy {
+            mode: SchedMode::Auto,
+            slice_ns: 20_000,
+        }
+    }
+
+    #[test]
+    fn each_core_runs_its_nfs_in_chain_order_in_a_circle() {
+        // Slots deliberately out of chain order.
+        let m = [
+            member(7, 1, (0, 2)),
+            member(3, 1, (0, 0)),
+            member(9, 1, (1, 0)),
+            member(5, 1, (0, 1)),
+        ];
+        let a = assign(&auto(), &m);
+        let next: Vec<(u32, u32)> = a.iter().map(|a| (a.slot, a.next)).collect();
+        assert_eq!(next, [(3, 5), (5, 7), (7, 9), (9, 3)]);
+        assert!(a.iter().all(|a| a.mode == mode::TURNS && a.core == 1));
+    }
+
+    #[test]
+    fn auto_lets_a_few_nfs_poll_and_never_schedules_a_workers_core() {
+        let few = [member(0, 1, (0, 0)), member(1, 1, (0, 1))];
+        let a = assign(&auto(), &few);
+        assert!(a.iter().all(|a| a.mode == mode::HYBRID));
+        let forced = SchedPolicy {
+            mode: SchedMode::Turns,
+            ..auto()
+        };
+        assert!(assign(&forced, &few).iter().all(|a| a.mode == mode::TURNS));
+        let beside: Vec<Member> = (0..8)
+            .map(|i| Member {
+                beside_worker: true,
+                ..member(i, 0, (0, i))
+            })
+            .collect();
+        assert!(assign(&forced, &beside)
+            .iter()
+            .all(|a| a.mode == mode::HYBRID));
+    }
+
+    #[test]
+    fn cores_are_separate_circles() {
+        let m: Vec<Member> = (0..8).map(|i| member(i, 1 + i % 2, (0, i))).collect();
+        let a = assign(&auto(), &m);
+        for x in &a {
+            let next = a.iter().find(|y| y.slot == x.next).unwrap();
+            assert_eq!(next.core, x.core, "a link never leaves its core");
+        }
+        let on1: Vec<u32> = a.iter().filter(|x| x.core == 1).map(|x| x.slot).collect();
+        assert_eq!(on1, [0, 2, 4, 6]);
+    }
+
+    #[test]
+    fn hybrid_turns_nobody() {
+        let m: Vec<Member> = (0..10).map(|i| member(i, 1, (0, i))).collect();
+        let p = SchedPolicy {
+            mode: SchedMode::Hybrid,
+            ..auto()
+        };
+        assert!(assign(&p, &m).iter().all(|a| a.mode == mode::HYBRID));
+    }
+}
