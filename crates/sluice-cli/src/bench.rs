@@ -17,6 +17,9 @@ struct ChainResult {
     workers: u16,
     packet_size: u16,
     offered_pps: Option<u64>,
+    scheduler: &'static str,
+    /// Turns the NFs took per second (0 unless they take turns).
+    turns_per_s: f64,
     #[serde(flatten)]
     figures: Figures,
     nf_ns_per_packet: Vec<f64>,
@@ -59,13 +62,14 @@ impl Figures {
 pub fn chain_spec(a: &ChainArgs) -> String {
     let isolation = isolation_name(a.isolation);
     let mut s = format!(
-        "settings:\n  batch: {}\n  buffers: 32768\n  ring_size: 1024\n  workers: {}\n  wakeup: {{ max_batch: {}, timeout_us: {}{} }}\nports:\n  - name: gen\n    kind: generator\n    flows: {}\n    protocol: udp\n    size: {}\n",
+        "settings:\n  batch: {}\n  buffers: 32768\n  ring_size: 1024\n  workers: {}\n  wakeup: {{ max_batch: {}, timeout_us: {}{} }}\n  scheduler: {{ policy: {} }}\nports:\n  - name: gen\n    kind: generator\n    flows: {}\n    protocol: udp\n    size: {}\n",
         a.batch,
         a.workers,
         a.wake_batch,
         a.wake_timeout_us,
         a.busy_poll_us
             .map_or(String::new(), |us| format!(", busy_poll_us: {us}")),
+        a.scheduler.name(),
         a.flows,
         a.packet_size
     );
@@ -142,6 +146,9 @@ pub fn chain(a: ChainArgs) -> ExitCode {
     let result = ChainResult {
         length: a.length,
         isolation: isolation_name(a.isolation),
+        scheduler: a.scheduler.name(),
+        turns_per_s: report.nfs.iter().map(|n| n.turns).sum::<u64>() as f64
+            / report.duration_s.max(1e-9),
         workers: a.workers,
         packet_size: a.packet_size,
         offered_pps: a.rate,

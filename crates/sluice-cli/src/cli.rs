@@ -251,7 +251,33 @@ pub struct ChainArgs {
     /// default: the platform's, 200 µs for up to four NFs per core).
     #[arg(long, value_parser = value_parser!(u64).range(0..=1_000_000))]
     pub busy_poll_us: Option<u64>,
+    /// How process NFs sharing a core are scheduled
+    /// (`settings.scheduler.policy`).
+    #[arg(long, value_enum, default_value_t = SchedulerArg::Auto)]
+    pub scheduler: SchedulerArg,
     /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `settings.scheduler.policy` on the command line.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum SchedulerArg {
+    /// Every NF polls, yields and sleeps by itself.
+    Hybrid,
+    /// NFs sharing a core take turns in chain order.
+    Turns,
+    /// Turns from four NFs per core.
+    Auto,
+}
+
+impl SchedulerArg {
+    /// The spec's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SchedulerArg::Hybrid => "hybrid",
+            SchedulerArg::Turns => "turns",
+            SchedulerArg::Auto => "auto",
+        }
+    }
 }

@@ -213,7 +213,6 @@ pub fn run_nf_loop(
                 break;
             }
             if let Some(t) = turn {
-                turns.settle();
                 ep.wake_platform();
                 turns.end(t, sluice_sys::monotonic_ns());
                 continue;
@@ -283,6 +282,7 @@ pub fn run_nf_loop(
         flush(nf, arena, &mut ep, &mut pkts, &mut io, now);
         ep.wake_platform();
         if let Some(t) = turn {
+            turns.worked();
             let now = sluice_sys::monotonic_ns();
             if turns.should_pass(now) {
                 turns.end(t, now);

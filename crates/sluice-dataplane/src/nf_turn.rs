@@ -15,13 +15,13 @@ use sluice_mem::{Arena, CoreTurn, NfControl, NfStats};
 /// Most slots a search for the next NF with work visits.
 const MAX_WALK: u32 = 4096;
 
-/// How long an NF whose input ran dry keeps the turn for its own output
-/// to be collected by the worker, so the next hop finds those packets when
-/// it gets the turn. Measured on a 60-NF chain at 0.1 Mpps
-/// (`docs/benchmarks.md`, "Turns"): 0 µs passes turns that carry nothing
-/// (p50 4.9–6.7 ms), 20 µs spends the round waiting (3.9–7.6 ms), 3 µs
-/// gave the lowest p50 (0.96–1.3 ms).
-const SETTLE_NS: u64 = 3_000;
+/// How long an NF that emitted packets during its turn keeps the turn
+/// until the worker has relayed them to the next NF of the run order, so
+/// the turn follows the packets and a batch crosses a chain in one round.
+/// The worker relays within one pass of its loop (microseconds, more with
+/// hundreds of NFs); this bounds the wait when the packets went elsewhere
+/// (dropped, another chain, a port).
+const FOLLOW_NS: u64 = 50_000;
 
 /// Output ring occupancy (in quarters) at which the holder passes the turn
 /// on even with input left, so the hops downstream drain first (UNiS: the
@@ -35,6 +35,8 @@ pub(crate) struct Turns<'a> {
     control: &'a NfControl,
     /// When the NF got the turn it holds (0: it does not hold one).
     since_ns: u64,
+    /// It processed packets during this turn.
+    worked: bool,
 }
 
 impl<'a> Turns<'a> {
@@ -44,6 +46,7 @@ impl<'a> Turns<'a> {
             slot,
             control: arena.nf_control(slot),
             since_ns: 0,
+            worked: false,
         }
     }
 
@@ -99,12 +102,30 @@ impl<'a> Turns<'a> {
         tx.occupancy() * 4 >= tx.capacity() * OUTPUT_FULL_QUARTERS
     }
 
-    /// Input ran dry: waits (boundedly) for the worker to collect this
-    /// NF's output, so the next hop has it when its turn comes.
-    pub(crate) fn settle(&self) {
-        let tx = self.arena.nf_tx_ring(self.slot);
-        let until = sluice_sys::monotonic_ns() + SETTLE_NS;
-        while tx.occupancy() > 0 && sluice_sys::monotonic_ns() < until {
+    /// The NF processed a batch during its turn.
+    pub(crate) fn worked(&mut self) {
+        self.worked = true;
+    }
+
+    /// After a turn with work: the next NF of the run order once the
+    /// worker has relayed packets to it (waiting at most [`FOLLOW_NS`]).
+    fn follow(&self) -> Option<u32> {
+        if !self.worked {
+            return None;
+        }
+        let next = self.control.budget.next.load(Ordering::Relaxed);
+        if next == self.slot || next >= self.arena.config().nf_slots {
+            return None;
+        }
+        let rx = self.arena.nf_rx_ring(next);
+        let until = sluice_sys::monotonic_ns() + FOLLOW_NS;
+        loop {
+            if rx.occupancy() > 0 {
+                return Some(next);
+            }
+            if sluice_sys::monotonic_ns() >= until {
+                return None;
+            }
             std::hint::spin_loop();
         }
     }
@@ -114,7 +135,9 @@ impl<'a> Turns<'a> {
     /// claims it back for any NF that got packets meanwhile). Returns
     /// whether this NF still holds the turn.
     pub(crate) fn end(&mut self, turn: &CoreTurn, now: u64) -> bool {
-        match self.next_with_work() {
+        let next = self.follow().or_else(|| self.next_with_work());
+        self.worked = false;
+        match next {
             Some(s) if s == self.slot => {
                 // Alone with work: a fresh slice.
                 self.since_ns = now.max(1);

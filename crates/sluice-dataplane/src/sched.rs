@@ -59,9 +59,7 @@ impl SchedPolicy {
 }
 
 impl Default for SchedPolicy {
-    /// `settings.scheduler`'s defaults: hybrid polling. Turns are opt-in
-    /// until they beat it on the tail as well (`docs/benchmarks.md`,
-    /// "Turns").
+    /// `settings.scheduler`'s defaults: turns from four NFs per core.
     fn default() -> Self {
         SchedPolicy::from_settings(&sluice_spec::SchedulerSettings::default())
     }

@@ -162,7 +162,7 @@ impl Default for WakeupSettings {
 /// How process NFs sharing a core are scheduled (`settings.scheduler`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SchedulerSettings {
-    /// Which NFs take turns (`policy`, default `hybrid`).
+    /// Which NFs take turns (`policy`, default `auto`).
     pub policy: SchedulerPolicy,
     /// Longest turn an NF keeps while another NF of its core has packets,
     /// in microseconds (`slice_us`, 1..=100000, default 20).
@@ -172,7 +172,7 @@ pub struct SchedulerSettings {
 impl Default for SchedulerSettings {
     fn default() -> Self {
         SchedulerSettings {
-            policy: SchedulerPolicy::Hybrid,
+            policy: SchedulerPolicy::Auto,
             slice_us: 20,
         }
     }
@@ -182,11 +182,11 @@ impl Default for SchedulerSettings {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum SchedulerPolicy {
     /// Every NF polls, yields and sleeps by itself (`hybrid`).
-    #[default]
     Hybrid,
     /// NFs on a core without a worker take turns in chain order (`turns`).
     Turns,
     /// Turns where four or more process NFs share such a core (`auto`).
+    #[default]
     Auto,
 }
 

@@ -154,11 +154,13 @@ impl<'a> Worker<'a> {
         let Some(nf) = self.nfs.get_mut(i as usize).and_then(Option::as_mut) else {
             return;
         };
-        let name = nf.name.clone();
-        let Some(p) = nf.process() else { return };
-        if !p.link.has_blob_answers() {
+        // Checked every pass for every process NF: nothing is allocated
+        // unless an answer is there (the name is cloned only then).
+        if !nf.process_ref().is_some_and(|p| p.link.has_blob_answers()) {
             return;
         }
+        let name = nf.name.clone();
+        let Some(p) = nf.process() else { return };
         let answers = p.link.take_blob_answers(arena, &mut self.cache);
         for ans in answers {
             let line = if ans.done {
