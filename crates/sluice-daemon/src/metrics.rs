@@ -210,13 +210,30 @@ pub fn render(r: &RunReport, instances: &[Instance]) -> String {
         "Times an NF's process was restarted after it died",
         None,
     );
+    let nf_turns = counter_family(
+        &mut reg,
+        "nf_turns",
+        "Turns of its core a process NF took (settings.scheduler)",
+        None,
+    );
+    let nf_turns_revoked = counter_family(
+        &mut reg,
+        "nf_turns_revoked",
+        "Turns the scheduler took back from an NF that kept one too long",
+        None,
+    );
     for nf in &r.nfs {
         let lab = l(&[("nf", &nf.name), ("type", &nf.nf_type)]);
         nf_packets.get_or_create(&lab).inc_by(nf.packets as f64);
         nf_cpu.get_or_create(&lab).inc_by(nf.cpu_ns as f64 / 1e9);
+        let by_nf = l(&[("nf", &nf.name)]);
         nf_restarts
-            .get_or_create(&l(&[("nf", &nf.name)]))
+            .get_or_create(&by_nf)
             .inc_by(f64::from(nf.restarts));
+        nf_turns.get_or_create(&by_nf).inc_by(nf.turns as f64);
+        nf_turns_revoked
+            .get_or_create(&by_nf)
+            .inc_by(nf.turns_revoked as f64);
         for (reason, &v) in &nf.drops {
             nf_drops
                 .get_or_create(&l(&[("nf", &nf.name), ("reason", reason)]))

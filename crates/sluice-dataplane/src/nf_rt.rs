@@ -133,6 +133,9 @@ pub struct NfRt<'a> {
     pub wakeups: u64,
     /// Of those, wake-ups by the adaptive batching timeout.
     pub wakeups_by_timeout: u64,
+    /// Turns of its core the scheduler took back from it (it kept one too
+    /// long).
+    pub turns_revoked: u64,
     /// Ring entries it returned that were not buffers it owned.
     pub invalid_handles: u64,
     /// Totals of exited instances.

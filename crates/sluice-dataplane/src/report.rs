@@ -82,6 +82,10 @@ pub struct NfReport {
     /// Of those, wake-ups for packets held back (adaptive wake-up batching,
     /// `settings.wakeup`) until the timeout.
     pub wakeups_by_timeout: u64,
+    /// Turns the scheduler took back from it because it kept one too long
+    /// while NFs sharing its core waited (a spin loop, a stopped process).
+    #[serde(default)]
+    pub turns_revoked: u64,
     /// Ring entries it returned that were not buffers it owned (rejected).
     pub invalid_handles: u64,
     /// Packets the NF created (reject replies, flood copies, …).
@@ -294,6 +298,7 @@ pub(crate) fn nf_report(nf: &NfRt<'_>, counter_names: &[(usize, String)]) -> NfR
         stalled_us: (nf.retired.stalled_ns + s.stalled_ns.load(Ordering::Relaxed)) / 1000,
         wakeups: nf.wakeups,
         wakeups_by_timeout: nf.wakeups_by_timeout,
+        turns_revoked: nf.turns_revoked,
         invalid_handles: nf.invalid_handles,
         originated: nf.originated,
         ext_counters: {

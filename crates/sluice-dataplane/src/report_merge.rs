@@ -59,6 +59,7 @@ fn add_nf(into: &mut NfReport, from: &NfReport) {
     into.stalled_us += from.stalled_us;
     into.wakeups += from.wakeups;
     into.wakeups_by_timeout += from.wakeups_by_timeout;
+    into.turns_revoked += from.turns_revoked;
     into.invalid_handles += from.invalid_handles;
     into.originated += from.originated;
     add_vec(&mut into.ext_counters, &from.ext_counters);

@@ -71,8 +71,13 @@ impl Default for SchedPolicy {
 /// the turn's hand-over.
 pub const AUTO_TURNS_FROM: usize = 4;
 
-/// A holder loses the turn after this many slices while others wait.
+/// A holder loses the turn after this many slices while others wait...
 pub const HOG_SLICES: u64 = 50;
+
+/// ...and never sooner than this: the host alone holds a vCPU for up to a
+/// millisecond or two here (`sluice bench jitter`), which is no fault of
+/// the NF it interrupted.
+pub const HOG_MIN_NS: u64 = 5_000_000;
 
 /// A process NF as the scheduler sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,8 +143,17 @@ struct Watch {
 pub struct Scheduler {
     policy: SchedPolicy,
     assigned: Vec<Assignment>,
+    /// (core, slot) of every NF taking turns, sorted (the watchdog's
+    /// membership test).
+    members: Vec<(u32, u32)>,
     watches: Vec<Watch>,
     revoked: u64,
+    /// The members of the last apply.
+    last: Vec<Member>,
+    /// Slots that lost a turn to the watchdog: they leave the circle and
+    /// schedule themselves (hybrid) from then on, so the turn is never
+    /// handed back to an NF that does not take it.
+    demoted: Vec<u32>,
 }
 
 /// What the scheduler reports.
@@ -151,6 +165,8 @@ pub struct SchedStats {
     pub turn_cores: usize,
     /// Turns the watchdog took from a holder that kept one too long.
     pub revoked: u64,
+    /// NFs taken out of the turns for that, scheduling themselves.
+    pub demoted: usize,
 }
 
 impl Scheduler {
@@ -169,7 +185,29 @@ impl Scheduler {
 
     /// Publishes the budgets of `members` (this worker's process NFs).
     pub fn apply(&mut self, arena: &Arena, members: &[Member]) {
-        let assigned = assign(&self.policy, members);
+        self.demoted
+            .retain(|d| members.iter().any(|m| m.slot == *d));
+        let mut assigned = assign(&self.policy, members);
+        if !self.demoted.is_empty() {
+            let circle: Vec<Member> = members
+                .iter()
+                .filter(|m| !self.demoted.contains(&m.slot))
+                .copied()
+                .collect();
+            assigned = assign(&self.policy, &circle);
+            assigned.extend(
+                members
+                    .iter()
+                    .filter(|m| self.demoted.contains(&m.slot))
+                    .map(|m| Assignment {
+                        slot: m.slot,
+                        mode: mode::HYBRID,
+                        core: m.cpu,
+                        next: m.slot,
+                    }),
+            );
+        }
+        self.last = members.to_vec();
         let slots = arena.config().nf_slots;
         for a in &assigned {
             if a.slot >= slots || a.core as usize >= sluice_mem::arena::MAX_CORES {
@@ -213,6 +251,12 @@ impl Scheduler {
                 since_ns: sluice_sys::monotonic_ns(),
             })
             .collect();
+        self.members = assigned
+            .iter()
+            .filter(|a| a.mode == mode::TURNS)
+            .map(|a| (a.core, a.slot))
+            .collect();
+        self.members.sort_unstable();
         self.assigned = assigned;
     }
 
@@ -223,38 +267,62 @@ impl Scheduler {
 
     /// The watchdog (called about every millisecond): revokes turns held
     /// too long while other NFs of the core wait, and turns held by a slot
-    /// that is no longer a member.
-    pub fn police(&mut self, arena: &Arena, now: u64) {
-        let limit = self.policy.slice_ns.max(1_000).saturating_mul(HOG_SLICES);
+    /// that is no longer a member; pushes the slots it took a turn from
+    /// onto `revoked`.
+    pub fn police(&mut self, arena: &Arena, now: u64, revoked: &mut Vec<u32>) {
+        let limit = self
+            .policy
+            .slice_ns
+            .saturating_mul(HOG_SLICES)
+            .max(HOG_MIN_NS);
         for w in &mut self.watches {
             let turn = arena.core_turn(w.core);
             let changes = turn.changes();
-            if changes != w.changes {
-                w.changes = changes;
-                w.since_ns = now;
-                continue;
-            }
             let Some(holder) = turn.holder() else {
-                w.since_ns = now;
+                (w.changes, w.since_ns) = (changes, now);
                 continue;
             };
-            let group = self.assigned.iter().filter(|a| a.core == w.core);
-            let member = group.clone().any(|a| a.slot == holder);
-            let waiting = group
-                .filter(|a| a.slot != holder)
-                .find(|a| arena.nf_rx_ring(a.slot).occupancy() > 0);
-            let too_long = now.saturating_sub(w.since_ns) > limit;
-            if !member || (too_long && waiting.is_some()) {
-                let to = waiting.map(|a| a.slot);
-                if turn.revoke(holder, to) {
-                    self.revoked += 1;
-                    if let Some(to) = to {
-                        arena.nf_control(to).wake.wake();
-                    }
+            let member = self.members.binary_search(&(w.core, holder)).is_ok();
+            if member {
+                if changes != w.changes {
+                    (w.changes, w.since_ns) = (changes, now);
+                    continue;
                 }
-                w.changes = turn.changes();
-                w.since_ns = now;
+                if now.saturating_sub(w.since_ns) <= limit {
+                    continue;
+                }
             }
+            // Held too long (or by a stranger): is anyone waiting? Only
+            // then is it worth a look at every ring of the core.
+            let waiting = self
+                .assigned
+                .iter()
+                .filter(|a| a.core == w.core && a.slot != holder)
+                .find(|a| arena.nf_rx_ring(a.slot).occupancy() > 0)
+                .map(|a| a.slot);
+            if member && waiting.is_none() {
+                // Nobody waits: the clock runs only while someone does.
+                w.since_ns = now;
+                continue;
+            }
+            if turn.revoke(holder, waiting) {
+                self.revoked += 1;
+                revoked.push(holder);
+                if let Some(to) = waiting {
+                    arena.nf_control(to).wake.wake();
+                }
+            }
+            (w.changes, w.since_ns) = (turn.changes(), now);
+        }
+        let hogs: Vec<u32> = revoked
+            .iter()
+            .copied()
+            .filter(|s| self.last.iter().any(|m| m.slot == *s))
+            .collect();
+        if !hogs.is_empty() {
+            self.demoted.extend(hogs);
+            let members = std::mem::take(&mut self.last);
+            self.apply(arena, &members);
         }
     }
 
@@ -268,6 +336,7 @@ impl Scheduler {
                 .count(),
             turn_cores: self.watches.len(),
             revoked: self.revoked,
+            demoted: self.demoted.len(),
         }
     }
 }
@@ -338,6 +407,111 @@ mod tests {
         }
         let on1: Vec<u32> = a.iter().filter(|x| x.core == 1).map(|x| x.slot).collect();
         assert_eq!(on1, [0, 2, 4, 6]);
+    }
+
+    fn arena(slots: u32) -> Arena {
+        Arena::create(sluice_mem::ArenaConfig {
+            buffers: 1024,
+            ring_size: 64,
+            nf_slots: slots,
+            workers: 1,
+            hugepages: false,
+            large_buffers: 0,
+        })
+        .unwrap()
+    }
+
+    /// Puts one entry in `slot`'s receive ring (the scheduler only looks
+    /// at occupancy).
+    fn give_work(a: &Arena, slot: u32) {
+        assert_eq!(a.nf_rx_ring(slot).producer().enqueue(&[1]).unwrap(), 1);
+    }
+
+    #[test]
+    fn the_budgets_reach_the_control_blocks_and_a_new_policy_replaces_them() {
+        let a = arena(4);
+        let m: Vec<Member> = (0..4).map(|i| member(i, 1, (0, 3 - i))).collect();
+        let mut s = Scheduler::new(auto());
+        s.apply(&a, &m);
+        let b = |slot: u32| &a.nf_control(slot).budget;
+        assert_eq!(b(3).mode.load(Ordering::Relaxed), mode::TURNS);
+        assert_eq!(
+            b(3).next.load(Ordering::Relaxed),
+            2,
+            "chain order, not slots"
+        );
+        assert_eq!(b(0).next.load(Ordering::Relaxed), 3, "a circle");
+        assert_eq!(b(0).slice_ns.load(Ordering::Relaxed), 20_000);
+        assert_eq!(s.stats().taking_turns, 4);
+        s.set_policy(SchedPolicy {
+            mode: SchedMode::Hybrid,
+            slice_ns: 20_000,
+        });
+        s.apply(&a, &m);
+        assert!((0..4).all(|i| b(i).mode.load(Ordering::Relaxed) == mode::HYBRID));
+        assert_eq!(s.stats(), SchedStats::default());
+    }
+
+    #[test]
+    fn applying_hands_a_free_turn_to_an_nf_with_packets() {
+        let a = arena(4);
+        let m: Vec<Member> = (0..4).map(|i| member(i, 1, (0, i))).collect();
+        give_work(&a, 2);
+        Scheduler::new(auto()).apply(&a, &m);
+        assert_eq!(a.core_turn(1).holder(), Some(2));
+    }
+
+    #[test]
+    fn the_watchdog_takes_the_turn_from_a_hog_only_while_others_wait() {
+        let a = arena(4);
+        let m: Vec<Member> = (0..4).map(|i| member(i, 1, (0, i))).collect();
+        let mut s = Scheduler::new(SchedPolicy {
+            mode: SchedMode::Turns,
+            slice_ns: 20_000,
+        });
+        s.apply(&a, &m);
+        let turn = a.core_turn(1);
+        assert!(turn.claim(0));
+        let t0 = sluice_sys::monotonic_ns();
+        let mut out = Vec::new();
+        // Nobody waits: a holder may keep the turn as long as it likes.
+        s.police(&a, t0 + 1, &mut out);
+        s.police(&a, t0 + 10 * HOG_MIN_NS, &mut out);
+        assert!(out.is_empty() && turn.holds(0));
+        // Slot 3 waits, but not yet for long.
+        give_work(&a, 3);
+        let t1 = t0 + 11 * HOG_MIN_NS;
+        s.police(&a, t1, &mut out);
+        assert!(turn.holds(0), "{out:?}");
+        s.police(&a, t1 + 2 * HOG_MIN_NS, &mut out);
+        assert_eq!(out, [0]);
+        assert_eq!(turn.holder(), Some(3), "the waiting NF gets the turn");
+        assert_eq!(s.stats().revoked, 1);
+        // The hog leaves the circle: the turn never comes back to it.
+        assert_eq!(s.stats().demoted, 1);
+        let b = |slot: u32| &a.nf_control(slot).budget;
+        assert_eq!(b(0).mode.load(Ordering::Relaxed), mode::HYBRID);
+        assert_eq!(b(3).next.load(Ordering::Relaxed), 1, "3 → 1, skipping 0");
+        // It stays out when the worker applies its NFs again.
+        s.apply(&a, &m);
+        assert_eq!(b(0).mode.load(Ordering::Relaxed), mode::HYBRID);
+        assert_eq!(s.stats().taking_turns, 3);
+    }
+
+    #[test]
+    fn a_turn_held_by_a_slot_that_left_is_taken_back_at_once() {
+        let a = arena(4);
+        let m: Vec<Member> = (0..3).map(|i| member(i, 1, (0, i))).collect();
+        let mut s = Scheduler::new(SchedPolicy {
+            mode: SchedMode::Turns,
+            slice_ns: 20_000,
+        });
+        s.apply(&a, &m);
+        assert!(a.core_turn(1).claim(3), "slot 3 is no member");
+        let mut out = Vec::new();
+        s.police(&a, sluice_sys::monotonic_ns() + 1, &mut out);
+        assert_eq!(out, [3]);
+        assert_eq!(a.core_turn(1).holder(), None);
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! | `garbage_verdicts` | writes random bits into every verdict |
 //! | `garbage_metadata` | writes random packet offsets/lengths/chains |
 //! | `garbage_ring` | writes random and duplicate handles into its ring |
+//! | `hang` | spins forever inside `process`, never returning (a process NF keeps its core busy and never yields; inline it would stop its worker, so use it with `isolation: process`) |
 //!
 //! The platform must survive every one of these: count the damage, take
 //! back every buffer, restart the NF per policy, and keep traffic flowing.
@@ -31,6 +32,7 @@ enum Fault {
     GarbageVerdicts,
     GarbageMetadata,
     GarbageRing,
+    Hang,
 }
 
 #[derive(Debug, Deserialize)]
@@ -115,6 +117,9 @@ impl NetworkFunction for Chaos {
                 }
                 ctx.inject_raw_output(&junk);
             }
+            Fault::Hang => loop {
+                std::hint::spin_loop();
+            },
         }
     }
 

@@ -267,6 +267,7 @@ impl<'a> Worker<'a> {
             startup_us: Vec::new(),
             wakeups: 0,
             wakeups_by_timeout: 0,
+            turns_revoked: 0,
             invalid_handles: 0,
             retired: Default::default(),
             originated: 0,

@@ -433,7 +433,31 @@ impl<'a> Worker<'a> {
             }
         }
         self.advance_staged(now);
-        self.sched.police(self.arena, now);
+        let mut revoked = Vec::new();
+        self.sched.police(self.arena, now, &mut revoked);
+        for slot in revoked {
+            let nf = self.nfs.iter_mut().flatten().find(|n| n.slot == slot);
+            if let Some(nf) = nf {
+                nf.turns_revoked += 1;
+                // Out of the turns it would still take half the core from
+                // the NF holding the turn (the kernel shares the core
+                // between two runnable tasks): lower its priority too.
+                let pid = nf.process_ref().map_or(0, |p| p.pid);
+                let lowered = sluice_sys::Pid::from_raw(pid)
+                    .is_some_and(|p| sluice_sys::deprioritize(p).is_ok());
+                let line = format!(
+                    "kept its core's turn too long while other NFs waited: the scheduler took \
+                     it back{}",
+                    if lowered {
+                        " and lowered its CPU priority (nice 19)"
+                    } else {
+                        ""
+                    }
+                );
+                self.logbook
+                    .push(&nf.name, self.cfg.index, "platform", line);
+            }
+        }
         let budget = (self.flows.capacity() as usize / 256).max(64);
         let mut ended = std::mem::take(&mut self.ended);
         self.flows.expire(now, budget, &mut ended);
