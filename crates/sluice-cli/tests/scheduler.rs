@@ -61,22 +61,23 @@ fn under_hybrid_polling_no_nf_takes_a_turn() {
 
 #[test]
 fn an_invalid_policy_is_a_spec_error() {
-    let (_d, path) = spec_file(&spec("fastest", 10, 10).replace(
-        "scheduler: { policy: fastest }",
-        "scheduler: { policy: fastest, slice_us: 5 }",
-    ));
-    let out = sluice().args(["validate"]).arg(&path).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("settings.scheduler.policy"), "{err}");
-    let (_d, path) = spec_file(&spec("turns", 10, 10).replace(
-        "scheduler: { policy: turns }",
-        "scheduler: { policy: turns, slice_us: 0 }",
-    ));
-    let out = sluice().args(["validate"]).arg(&path).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("settings.scheduler.slice_us"), "{err}");
+    for (scheduler, field) in [
+        (
+            "{ policy: fastest, slice_us: 5 }",
+            "settings.scheduler.policy",
+        ),
+        (
+            "{ policy: turns, slice_us: 0 }",
+            "settings.scheduler.slice_us",
+        ),
+    ] {
+        let text = spec("turns", 10, 10).replace("{ policy: turns }", scheduler);
+        let (_d, path) = spec_file(&text);
+        let out = sluice().args(["validate"]).arg(&path).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{scheduler}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(field), "{scheduler}: {err}");
+    }
 }
 
 /// hybrid → turns → hybrid on a running daemon while 100 kpps flow: the

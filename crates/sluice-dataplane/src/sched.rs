@@ -361,6 +361,13 @@ mod tests {
         }
     }
 
+    fn turns() -> SchedPolicy {
+        SchedPolicy {
+            mode: SchedMode::Turns,
+            ..auto()
+        }
+    }
+
     #[test]
     fn each_core_runs_its_nfs_in_chain_order_in_a_circle() {
         // Slots deliberately out of chain order.
@@ -381,10 +388,7 @@ mod tests {
         let few = [member(0, 1, (0, 0)), member(1, 1, (0, 1))];
         let a = assign(&auto(), &few);
         assert!(a.iter().all(|a| a.mode == mode::HYBRID));
-        let forced = SchedPolicy {
-            mode: SchedMode::Turns,
-            ..auto()
-        };
+        let forced = turns();
         assert!(assign(&forced, &few).iter().all(|a| a.mode == mode::TURNS));
         let beside: Vec<Member> = (0..8)
             .map(|i| Member {
@@ -465,10 +469,7 @@ mod tests {
     fn the_watchdog_takes_the_turn_from_a_hog_only_while_others_wait() {
         let a = arena(4);
         let m: Vec<Member> = (0..4).map(|i| member(i, 1, (0, i))).collect();
-        let mut s = Scheduler::new(SchedPolicy {
-            mode: SchedMode::Turns,
-            slice_ns: 20_000,
-        });
+        let mut s = Scheduler::new(turns());
         s.apply(&a, &m);
         let turn = a.core_turn(1);
         assert!(turn.claim(0));
@@ -502,10 +503,7 @@ mod tests {
     fn a_turn_held_by_a_slot_that_left_is_taken_back_at_once() {
         let a = arena(4);
         let m: Vec<Member> = (0..3).map(|i| member(i, 1, (0, i))).collect();
-        let mut s = Scheduler::new(SchedPolicy {
-            mode: SchedMode::Turns,
-            slice_ns: 20_000,
-        });
+        let mut s = Scheduler::new(turns());
         s.apply(&a, &m);
         assert!(a.core_turn(1).claim(3), "slot 3 is no member");
         let mut out = Vec::new();
