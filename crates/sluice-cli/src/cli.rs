@@ -96,6 +96,25 @@ pub enum BenchKind {
     /// of process NFs to its first packet out, and a rule update to the
     /// first packet that sees it.
     Deploy(DeployArgs),
+    /// The scheduler's experiments from the seeds (NFs per core, long
+    /// chains, chains of costly NFs), under turns and under NFs that
+    /// schedule themselves, in alternating rounds.
+    Sched(SchedArgs),
+}
+
+/// `sluice bench sched`.
+#[derive(Debug, Args)]
+pub struct SchedArgs {
+    /// One round of 1.5 s per configuration and at most 100 NFs per core
+    /// (default: three rounds of 3 s, up to 1,000 NFs).
+    #[arg(long)]
+    pub quick: bool,
+    /// Only these sections (repeatable): nfs_per_core, long_chain, chains.
+    #[arg(long, value_parser = ["nfs_per_core", "long_chain", "chains"])]
+    pub section: Vec<String>,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `sluice bench deploy`.

@@ -6,6 +6,7 @@ mod bench_daemon;
 mod bench_deploy;
 mod bench_jitter;
 mod bench_nfs;
+mod bench_sched;
 mod bench_steady;
 mod bench_wire;
 mod cli;
@@ -68,6 +69,7 @@ fn main() -> ExitCode {
             BenchKind::Wire(a) => bench_wire::run(a),
             BenchKind::Jitter(a) => bench_jitter::run(a),
             BenchKind::Deploy(a) => bench_deploy::run(a),
+            BenchKind::Sched(a) => bench_sched::run_bench(a),
         },
         Command::Validate { spec } => match sluice_spec::load(&spec, &type_names()) {
             Ok(s) => match compile(&s, REGISTRY, &Target::of_spec(&s), None) {

@@ -1,7 +1,8 @@
 //! `sluice bench chain` and `sluice bench nfs` produce the documented JSON,
 //! with every packet delivered and no buffer leaked (the figures
 //! themselves are measured in docs/benchmarks.md, not asserted here);
-//! `sluice bench jitter` sees a stall it is given.
+//! `sluice bench jitter` sees a stall it is given; `sluice bench sched`
+//! runs every experiment under both scheduling policies.
 
 mod common;
 use common::*;
@@ -165,4 +166,34 @@ fn bench_jitter_refuses_a_bad_duration() {
     let (out, _) = bench(&["jitter", "--duration", "0"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--duration"));
+}
+
+#[test]
+fn bench_sched_runs_each_experiment_under_both_policies() {
+    let (out, r) = bench(&["sched", "--quick", "--section", "long_chain", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = r["long_chain"].as_array().unwrap();
+    let got: Vec<(u64, &str)> = rows
+        .iter()
+        .map(|x| (x["length"].as_u64().unwrap(), x["policy"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        got,
+        [(50, "hybrid"), (50, "turns"), (60, "hybrid"), (60, "turns")],
+        "{r:#}"
+    );
+    for x in rows {
+        assert!(x["mpps"].as_f64().unwrap() > 0.0, "{r:#}");
+        let turns = x["turns_per_s"].as_f64().unwrap();
+        assert_eq!(turns > 0.0, x["policy"] == "turns", "{r:#}");
+    }
+    assert!(r["summary"]["long_chain_60_p50_us"].as_f64().unwrap() > 0.0);
+    assert!(
+        r["nfs_per_core"].as_array().unwrap().is_empty(),
+        "only the section asked for"
+    );
 }
