@@ -185,7 +185,8 @@ pub enum SchedulerPolicy {
     Hybrid,
     /// NFs on a core without a worker take turns in chain order (`turns`).
     Turns,
-    /// Turns where four or more process NFs share such a core (`auto`).
+    /// Turns on such a core where one chain has four or more process NFs
+    /// (`auto`).
     #[default]
     Auto,
 }
