@@ -124,26 +124,32 @@ fn the_policy_changes_live_without_restarts_or_loss() {
     assert_eq!(port(&s, "out")["reordered"], 0, "{s:#}");
 }
 
-/// An NF that never returns from `process` (chaos `hang`) while its core's
-/// NFs take turns: the scheduler takes the turn back from it (counted),
-/// takes it out of the turns and lowers its priority; the other chain on
-/// the same core delivers every packet, and the run still stops.
+/// An NF that never returns from `process` (chaos `hang`: spinning; chaos
+/// `sleep`: asleep) while its core's NFs take turns: the scheduler takes
+/// the turn back from it (counted), takes it out of the turns and lowers
+/// its priority; the other chain on the same core delivers every packet,
+/// and the run still stops.
 #[test]
-fn an_nf_that_never_yields_is_contained() {
-    let spec = "settings:\n  scheduler: { policy: turns }\nports:\n  - { name: gen_a, kind: generator, flows: 4, protocol: udp, rate_pps: 20000, count: 20000 }\n  - { name: gen_b, kind: generator, flows: 4, protocol: udp, rate_pps: 20000, count: 20000 }\n  - { name: out_a, kind: sink }\n  - { name: out_b, kind: sink }\nnfs:\n  - { name: hog, type: chaos, isolation: process, config: { fault: hang, after_packets: 100 } }\n  - { name: fa, type: forwarder, isolation: process }\n  - { name: b0, type: forwarder, isolation: process }\n  - { name: b1, type: forwarder, isolation: process }\n  - { name: b2, type: forwarder, isolation: process }\n  - { name: b3, type: forwarder, isolation: process }\nchains:\n  - { name: a, from: gen_a, nfs: [hog, fa], to: out_a }\n  - { name: b, from: gen_b, nfs: [b0, b1, b2, b3], to: out_b }\n";
-    let (_d, path) = spec_file(spec);
-    let (out, r) = run_json(&path, 6.0);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_accounted(&r);
-    assert_eq!(port(&r, "out_b")["tx_packets"], 20_000, "{r:#}");
-    assert_eq!(port(&r, "out_b")["reordered"], 0, "{r:#}");
-    let hog = nf(&r, "hog");
-    assert!(hog["turns_revoked"].as_u64().unwrap() >= 1, "{r:#}");
-    for b in ["b0", "b1", "b2", "b3"] {
-        assert_eq!(nf(&r, b)["packets"], 20_000, "{r:#}");
+fn an_nf_that_never_returns_from_process_is_contained() {
+    for fault in ["hang", "sleep"] {
+        let spec = format!("settings:\n  scheduler: {{ policy: turns }}\nports:\n  - {{ name: gen_a, kind: generator, flows: 4, protocol: udp, rate_pps: 20000, count: 20000 }}\n  - {{ name: gen_b, kind: generator, flows: 4, protocol: udp, rate_pps: 20000, count: 20000 }}\n  - {{ name: out_a, kind: sink }}\n  - {{ name: out_b, kind: sink }}\nnfs:\n  - {{ name: hog, type: chaos, isolation: process, config: {{ fault: {fault}, after_packets: 100 }} }}\n  - {{ name: fa, type: forwarder, isolation: process }}\n  - {{ name: b0, type: forwarder, isolation: process }}\n  - {{ name: b1, type: forwarder, isolation: process }}\n  - {{ name: b2, type: forwarder, isolation: process }}\n  - {{ name: b3, type: forwarder, isolation: process }}\nchains:\n  - {{ name: a, from: gen_a, nfs: [hog, fa], to: out_a }}\n  - {{ name: b, from: gen_b, nfs: [b0, b1, b2, b3], to: out_b }}\n");
+        let (_d, path) = spec_file(&spec);
+        let (out, r) = run_json(&path, 6.0);
+        assert!(
+            out.status.success(),
+            "{fault}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_accounted(&r);
+        assert_eq!(port(&r, "out_b")["tx_packets"], 20_000, "{fault}: {r:#}");
+        assert_eq!(port(&r, "out_b")["reordered"], 0, "{fault}: {r:#}");
+        let hog = nf(&r, "hog");
+        assert!(
+            hog["turns_revoked"].as_u64().unwrap() >= 1,
+            "{fault}: {r:#}"
+        );
+        for b in ["b0", "b1", "b2", "b3"] {
+            assert_eq!(nf(&r, b)["packets"], 20_000, "{fault}: {r:#}");
+        }
     }
 }

@@ -12,6 +12,7 @@
 //! | `garbage_metadata` | writes random packet offsets/lengths/chains |
 //! | `garbage_ring` | writes random and duplicate handles into its ring |
 //! | `hang` | spins forever inside `process`, never returning (a process NF keeps its core busy and never yields; inline it would stop its worker, so use it with `isolation: process`) |
+//! | `sleep` | sleeps forever inside `process` (a process NF that neither works nor gives its packets back) |
 //!
 //! The platform must survive every one of these: count the damage, take
 //! back every buffer, restart the NF per policy, and keep traffic flowing.
@@ -33,6 +34,7 @@ enum Fault {
     GarbageMetadata,
     GarbageRing,
     Hang,
+    Sleep,
 }
 
 #[derive(Debug, Deserialize)]
@@ -119,6 +121,9 @@ impl NetworkFunction for Chaos {
             }
             Fault::Hang => loop {
                 std::hint::spin_loop();
+            },
+            Fault::Sleep => loop {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
             },
         }
     }
