@@ -90,6 +90,26 @@ pub fn chain_spec(a: &ChainArgs) -> String {
     s
 }
 
+/// Runs `spec` as a child `sluice run SPEC --duration SECS --json` (a
+/// fresh platform per run, so no process of one run lingers into the
+/// next); its report.
+pub(crate) fn run_child(spec: &std::path::Path, secs: f64) -> Result<serde_json::Value, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let out = std::process::Command::new(exe)
+        .arg("run")
+        .arg(spec)
+        .args(["--duration", &secs.to_string(), "--json"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot start sluice run: {e}"))?;
+    serde_json::from_slice(&out.stdout).map_err(|e| {
+        format!(
+            "sluice run printed no report ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
 /// The CPU model, as /proc/cpuinfo names it (benchmark figures depend on it).
 pub(crate) fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")

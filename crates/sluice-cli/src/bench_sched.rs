@@ -11,8 +11,7 @@
 //! * `chains`: chains of 1, 4 and 8 `cycle_burner`s of light and heavy
 //!   cost per packet at full rate (UNiS's set).
 //!
-//! Every run is a separate `sluice run` (a fresh platform), so one run's
-//! processes never linger into the next.
+//! Every run is a separate `sluice run` (`bench::run_child`).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -109,20 +108,7 @@ fn spec(policy: &str, rate: Option<u64>, chains: &[Vec<String>]) -> String {
 /// Runs a spec under `sluice run` for `secs`; its figures.
 fn run(path: &Path, text: &str, policy: &'static str, secs: f64) -> Result<Row, String> {
     std::fs::write(path, text).map_err(|e| format!("cannot write the spec: {e}"))?;
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let out = std::process::Command::new(exe)
-        .arg("run")
-        .arg(path)
-        .args(["--duration", &secs.to_string(), "--json"])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run: {e}"))?;
-    let r: Value = serde_json::from_slice(&out.stdout).map_err(|e| {
-        format!(
-            "sluice run printed no report ({e}): {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })?;
+    let r = crate::bench::run_child(path, secs)?;
     let f = |v: &Value| v.as_f64().unwrap_or(0.0);
     let turns: u64 = r["nfs"]
         .as_array()

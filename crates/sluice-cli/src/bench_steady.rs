@@ -42,21 +42,7 @@ fn median(v: &[f64]) -> f64 {
 
 /// One `sluice run` round: its reported Mpps.
 fn run_round(spec: &std::path::Path) -> Result<f64, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let out = std::process::Command::new(exe)
-        .arg("run")
-        .arg(spec)
-        .args(["--duration", &SECS.to_string(), "--json"])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run the chain: {e}"))?;
-    let r: Value = serde_json::from_slice(&out.stdout).map_err(|e| {
-        format!(
-            "sluice run printed no report ({e}): {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })?;
-    r["mpps"]
+    crate::bench::run_child(spec, SECS)?["mpps"]
         .as_f64()
         .ok_or_else(|| "the run report has no mpps".to_string())
 }

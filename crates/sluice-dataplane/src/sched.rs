@@ -199,26 +199,24 @@ impl Scheduler {
     pub fn apply(&mut self, arena: &Arena, members: &[Member]) {
         self.demoted
             .retain(|d| members.iter().any(|m| m.slot == *d));
-        let mut assigned = assign(&self.policy, members);
-        if !self.demoted.is_empty() {
-            let circle: Vec<Member> = members
+        // Demoted NFs leave the circle and schedule themselves.
+        let circle: Vec<Member> = members
+            .iter()
+            .filter(|m| !self.demoted.contains(&m.slot))
+            .copied()
+            .collect();
+        let mut assigned = assign(&self.policy, &circle);
+        assigned.extend(
+            members
                 .iter()
-                .filter(|m| !self.demoted.contains(&m.slot))
-                .copied()
-                .collect();
-            assigned = assign(&self.policy, &circle);
-            assigned.extend(
-                members
-                    .iter()
-                    .filter(|m| self.demoted.contains(&m.slot))
-                    .map(|m| Assignment {
-                        slot: m.slot,
-                        mode: mode::HYBRID,
-                        core: m.cpu,
-                        next: m.slot,
-                    }),
-            );
-        }
+                .filter(|m| self.demoted.contains(&m.slot))
+                .map(|m| Assignment {
+                    slot: m.slot,
+                    mode: mode::HYBRID,
+                    core: m.cpu,
+                    next: m.slot,
+                }),
+        );
         self.last = members.to_vec();
         let slots = arena.config().nf_slots;
         for a in &assigned {
