@@ -153,3 +153,49 @@ fn an_nf_that_never_returns_from_process_is_contained() {
         }
     }
 }
+
+/// Turns on a host that overcommits the NFs' core: three threads of this
+/// test spin on it beside the chain, so every holder is held off its CPU
+/// now and then. No NF is blamed for that (`turns_revoked` stays 0), none
+/// is starved, and every packet arrives: turns never drop what hybrid
+/// polling would carry (found by the elements example under CI's parallel
+/// tests, where holders were judged hogs and starved at nice 19).
+#[test]
+fn a_busy_host_neither_blames_nor_starves_nfs_taking_turns() {
+    let cpus = sluice_sys::allowed_cpus();
+    let nf_cpu = *cpus.last().unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spinners: Vec<_> = (0..3)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let _ = sluice_sys::pin_to_cpu(nf_cpu);
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    let (_d, path) = spec_file(&spec("turns", 40_000, 20_000));
+    let (out, r) = run_json(&path, 60.0);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for s in spinners {
+        s.join().unwrap();
+    }
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_accounted(&r);
+    assert_eq!(r["drops_total"], 0, "{r:#}");
+    assert_eq!(r["packets_out"], 40_000, "{r:#}");
+    for i in 0..NFS {
+        assert_eq!(
+            nf(&r, &format!("f{i}"))["turns_revoked"],
+            0,
+            "{r:#}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

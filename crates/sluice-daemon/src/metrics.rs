@@ -222,6 +222,18 @@ pub fn render(r: &RunReport, instances: &[Instance]) -> String {
         "Turns the scheduler took back from an NF that kept one too long",
         None,
     );
+    let nf_turns_held_off = counter_family(
+        &mut reg,
+        "nf_turns_held_off",
+        "Turns the scheduler handed on because the host held their holder off its CPU",
+        None,
+    );
+    let nf_out_of_turn = counter_family(
+        &mut reg,
+        "nf_out_of_turn",
+        "Batches an NF that takes turns ran without its core's turn because its receive ring was three quarters full",
+        None,
+    );
     for nf in &r.nfs {
         let lab = l(&[("nf", &nf.name), ("type", &nf.nf_type)]);
         nf_packets.get_or_create(&lab).inc_by(nf.packets as f64);
@@ -231,6 +243,12 @@ pub fn render(r: &RunReport, instances: &[Instance]) -> String {
             .get_or_create(&by_nf)
             .inc_by(f64::from(nf.restarts));
         nf_turns.get_or_create(&by_nf).inc_by(nf.turns as f64);
+        nf_turns_held_off
+            .get_or_create(&by_nf)
+            .inc_by(nf.turns_held_off as f64);
+        nf_out_of_turn
+            .get_or_create(&by_nf)
+            .inc_by(nf.out_of_turn as f64);
         nf_turns_revoked
             .get_or_create(&by_nf)
             .inc_by(nf.turns_revoked as f64);

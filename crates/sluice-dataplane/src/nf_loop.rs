@@ -164,19 +164,33 @@ pub fn run_nf_loop(
             NfStats::add(&ctl.stats.stalled_ns, gap);
         }
         if now >= next_tick && io.out.is_empty() {
+            // A tick may block (a mirror's write): never while holding the
+            // core's turn if another NF could use it.
+            if let Some(t) = turns.turn() {
+                if turns.holds(t, now) {
+                    turns.end(t, now);
+                }
+            }
             run_tick(nf, io.services(arena, now));
             next_tick = now + tick_every.unwrap_or(u64::MAX / 2);
             continue;
         }
         // Under turns (`crate::sched`) the NF runs only while it holds its
-        // core's turn; a stopping NF drains without one.
-        let turn = turns.turn();
+        // core's turn, or for one batch out of turn when its ring is under
+        // pressure; a stopping NF drains without one.
+        let mut turn = turns.turn();
+        let mut out_of_turn = false;
         if let Some(t) = turn {
             if !stopping && !turns.holds(t, now) {
-                idle_polls = 0;
-                turns.wait(t, next_tick, SLEEP_TIMEOUT);
-                stalls.slept();
-                continue;
+                if turns.pressed() {
+                    turn = None;
+                    out_of_turn = true;
+                } else {
+                    idle_polls = 0;
+                    turns.wait(t, next_tick, SLEEP_TIMEOUT);
+                    stalls.slept();
+                    continue;
+                }
             }
         }
         let room = match ep.tx_room() {
@@ -185,10 +199,15 @@ pub fn run_nf_loop(
         };
         if room == 0 {
             // The platform has not drained our output yet: make sure it is
-            // awake, then give way to it or to NFs sharing this core.
+            // awake, then give way to it or to NFs sharing this core (under
+            // turns, hand the turn to one with work).
             ep.wake_platform();
+            if let Some(t) = turn {
+                turns.end(t, now);
+            }
             blocked += 1;
             if cfg.yield_while_polling || blocked > BLOCKED_SPINS {
+                NfStats::add(&ctl.stats.yields, 1);
                 sluice_sys::yield_now();
             } else {
                 std::hint::spin_loop();
@@ -200,6 +219,7 @@ pub fn run_nf_loop(
         let room = room.saturating_sub(io.out.len());
         if room == 0 {
             ep.wake_platform();
+            NfStats::add(&ctl.stats.yields, 1);
             sluice_sys::yield_now();
             continue;
         }
@@ -211,6 +231,9 @@ pub fn run_nf_loop(
         if n == 0 {
             if stopping {
                 break;
+            }
+            if out_of_turn {
+                continue;
             }
             if let Some(t) = turn {
                 ep.wake_platform();
@@ -287,6 +310,10 @@ pub fn run_nf_loop(
             if turns.should_pass(now) {
                 turns.end(t, now);
             }
+        } else if out_of_turn {
+            // Give the core back to the holder, as hybrid polling would.
+            NfStats::add(&ctl.stats.out_of_turn, 1);
+            sluice_sys::yield_now();
         } else if n == batch_size && cfg.yield_after_batch {
             NfStats::add(&ctl.stats.yields, 1);
             sluice_sys::yield_now();

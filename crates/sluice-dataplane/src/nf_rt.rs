@@ -97,6 +97,8 @@ pub struct Retired {
     pub yields: u64,
     /// Turns taken.
     pub turns: u64,
+    /// Batches run out of turn.
+    pub out_of_turn: u64,
     /// Stalls (loop held off the CPU, see `NfStats::stalls`).
     pub stalls: u64,
     /// Nanoseconds stalled.
@@ -134,8 +136,10 @@ pub struct NfRt<'a> {
     /// Of those, wake-ups by the adaptive batching timeout.
     pub wakeups_by_timeout: u64,
     /// Turns of its core the scheduler took back from it (it kept one too
-    /// long).
+    /// long, running or blocked).
     pub turns_revoked: u64,
+    /// Turns the scheduler handed on while the host held it off its CPU.
+    pub turns_held_off: u64,
     /// Ring entries it returned that were not buffers it owned.
     pub invalid_handles: u64,
     /// Totals of exited instances.
@@ -169,6 +173,7 @@ impl<'a> NfRt<'a> {
             (&mut self.retired.sleeps, &s.sleeps),
             (&mut self.retired.yields, &s.yields),
             (&mut self.retired.turns, &s.turns),
+            (&mut self.retired.out_of_turn, &s.out_of_turn),
             (&mut self.retired.stalls, &s.stalls),
             (&mut self.retired.stalled_ns, &s.stalled_ns),
         ] {

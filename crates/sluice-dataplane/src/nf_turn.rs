@@ -9,7 +9,7 @@
 
 use std::sync::atomic::Ordering;
 
-use sluice_mem::turn::mode;
+use sluice_mem::turn::{mode, under_pressure};
 use sluice_mem::{Arena, CoreTurn, NfControl, NfStats};
 
 /// Most slots a search for the next NF with work visits.
@@ -73,12 +73,21 @@ impl<'a> Turns<'a> {
         true
     }
 
-    /// Sleeps until this NF is given the turn, asked to stop, or `until`
-    /// (its next timer) passes; at most `nap_max`.
+    /// Whether this NF's receive ring is under pressure, so it runs a batch
+    /// without the turn (`sluice_mem::turn`, "Pressure").
+    pub(crate) fn pressed(&self) -> bool {
+        let rx = self.arena.nf_rx_ring(self.slot);
+        under_pressure(rx.occupancy(), rx.capacity())
+    }
+
+    /// Sleeps until this NF is given the turn, its ring comes under
+    /// pressure, it is asked to stop, or `until` (its next timer) passes;
+    /// at most `nap_max`.
     pub(crate) fn wait(&self, turn: &CoreTurn, until: u64, nap_max: std::time::Duration) {
         let ctl = self.control;
         ctl.wake.prepare_sleep();
         if turn.holds(self.slot)
+            || self.pressed()
             || ctl.stop.load(Ordering::Acquire) != 0
             || self.control.budget.mode.load(Ordering::Acquire) != mode::TURNS
         {

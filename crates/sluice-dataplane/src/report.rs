@@ -65,12 +65,18 @@ pub struct NfReport {
     pub counters_by_worker: Vec<BTreeMap<String, u64>>,
     /// Times the NF slept for lack of work.
     pub sleeps: u64,
-    /// Times it yielded after a full batch.
+    /// Times it yielded the CPU: after a full batch, or waiting for room
+    /// in its output ring.
     pub yields: u64,
     /// Turns of its core it took (`settings.scheduler`; 0 when it
     /// schedules itself).
     #[serde(default)]
     pub turns: u64,
+    /// Batches it ran without its core's turn because its receive ring was
+    /// three quarters full (turns were too slow to come: an overcommitted
+    /// host or an overloaded chain).
+    #[serde(default)]
+    pub out_of_turn: u64,
     /// Times its loop was held off the CPU for more than 50 µs between two
     /// polls without sleeping (the kernel, the hypervisor, other tasks or
     /// NFs sharing its core ran); process NFs only.
@@ -86,6 +92,11 @@ pub struct NfReport {
     /// while NFs sharing its core waited (a spin loop, a stopped process).
     #[serde(default)]
     pub turns_revoked: u64,
+    /// Turns the scheduler handed to a waiting NF because this one, holding
+    /// one, waited for a CPU the host gave to other tasks (it keeps taking
+    /// turns).
+    #[serde(default)]
+    pub turns_held_off: u64,
     /// Ring entries it returned that were not buffers it owned (rejected).
     pub invalid_handles: u64,
     /// Packets the NF created (reject replies, flood copies, …).
@@ -294,11 +305,13 @@ pub(crate) fn nf_report(nf: &NfRt<'_>, counter_names: &[(usize, String)]) -> NfR
         sleeps: nf.retired.sleeps + s.sleeps.load(Ordering::Relaxed),
         yields: nf.retired.yields + s.yields.load(Ordering::Relaxed),
         turns: nf.retired.turns + s.turns.load(Ordering::Relaxed),
+        out_of_turn: nf.retired.out_of_turn + s.out_of_turn.load(Ordering::Relaxed),
         stalls: nf.retired.stalls + s.stalls.load(Ordering::Relaxed),
         stalled_us: (nf.retired.stalled_ns + s.stalled_ns.load(Ordering::Relaxed)) / 1000,
         wakeups: nf.wakeups,
         wakeups_by_timeout: nf.wakeups_by_timeout,
         turns_revoked: nf.turns_revoked,
+        turns_held_off: nf.turns_held_off,
         invalid_handles: nf.invalid_handles,
         originated: nf.originated,
         ext_counters: {

@@ -55,11 +55,13 @@ fn add_nf(into: &mut NfReport, from: &NfReport) {
     into.sleeps += from.sleeps;
     into.yields += from.yields;
     into.turns += from.turns;
+    into.out_of_turn += from.out_of_turn;
     into.stalls += from.stalls;
     into.stalled_us += from.stalled_us;
     into.wakeups += from.wakeups;
     into.wakeups_by_timeout += from.wakeups_by_timeout;
     into.turns_revoked += from.turns_revoked;
+    into.turns_held_off += from.turns_held_off;
     into.invalid_handles += from.invalid_handles;
     into.originated += from.originated;
     add_vec(&mut into.ext_counters, &from.ext_counters);

@@ -41,7 +41,8 @@ pub struct NfStats {
     pub busy_ns: AtomicU64,
     /// Times the NF went to sleep for lack of work.
     pub sleeps: AtomicU64,
-    /// Times the NF yielded the CPU after a full batch.
+    /// Times the NF yielded the CPU: after a full batch, or waiting for
+    /// room in its output ring.
     pub yields: AtomicU64,
     /// Flow-end/reset events delivered.
     pub events: AtomicU64,
@@ -53,6 +54,14 @@ pub struct NfStats {
     pub stalled_ns: AtomicU64,
     /// Turns of its core the NF has taken (`crate::turn`).
     pub turns: AtomicU64,
+    /// Batches it processed without its core's turn because its receive
+    /// ring was under pressure (`crate::turn::under_pressure`).
+    pub out_of_turn: AtomicU64,
+    /// Not a counter: 1 while the NF's own code runs (`process`, `tick`,
+    /// `flow_end`), 0 while its loop is in the platform's code. Lets the
+    /// scheduler's watchdog blame an NF only for what its code does. A
+    /// hint: an NF can write anything here.
+    pub inside: AtomicU64,
 }
 
 impl NfStats {
@@ -132,6 +141,8 @@ impl NfControl {
             &self.stats.stalls,
             &self.stats.stalled_ns,
             &self.stats.turns,
+            &self.stats.out_of_turn,
+            &self.stats.inside,
         ] {
             c.store(0, Ordering::Relaxed);
         }

@@ -265,11 +265,14 @@ impl<'a> NfLink<'a> {
 
     /// Wakes the NF to see what was just sent, if it sleeps; true if a
     /// syscall was made. An NF that takes turns (`crate::turn`) is woken
-    /// only when it gets its core's turn here, because nobody held it:
-    /// otherwise the holder hands the turn along and it comes to this NF.
+    /// when it gets its core's turn here, because nobody held it, or when
+    /// its ring is under pressure (it then runs out of turn); otherwise the
+    /// holder hands the turn along and it comes to this NF.
     pub fn wake(&self) -> bool {
         if let Some(turn) = self.turn() {
-            if !turn.claim(self.slot) {
+            let rx = self.arena.nf_rx_ring(self.slot);
+            if !turn.claim(self.slot) && !crate::turn::under_pressure(rx.occupancy(), rx.capacity())
+            {
                 return false;
             }
         }

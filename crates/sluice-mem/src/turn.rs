@@ -30,6 +30,17 @@
 //! wake of `to`; the sleeper checks the holder after `prepare_sleep`, so the
 //! wake word's own Dekker pair makes that wake-up impossible to lose.
 //!
+//! **Pressure.** Turns serialise a core's NFs, so each hand-over costs one
+//! wake-up; on a core the NFs own that is microseconds, but on a host that
+//! overcommits the core (other tasks, other runs) a woken NF can wait
+//! milliseconds for the CPU, and a chain that passes the turn after every
+//! batch then moves a batch per wake-up latency and overflows its rings.
+//! So an NF whose receive ring is [`under_pressure`] does not wait for the
+//! turn: it runs a batch *out of turn* and yields, as under hybrid polling,
+//! and a producer that finds the turn held wakes it anyway. Turns order the
+//! work while the core keeps up; they never make an NF drop what hybrid
+//! polling would have carried.
+//!
 //! The holder word is only a hint the platform must not trust for memory
 //! safety (an NF can write anything into it); the worst a liar can do is
 //! take turns out of order, which the platform's watchdog revokes.
@@ -115,6 +126,19 @@ impl CoreTurn {
     }
 }
 
+/// Receive ring occupancy, in quarters of its capacity, at which an NF runs
+/// without its core's turn (see the module documentation, "Pressure").
+/// Three quarters leaves a quarter of the ring to absorb the wake-up and
+/// the batch that lowers it; a core that keeps up never gets there (the
+/// holder passes its turn on before its output ring is three quarters full).
+pub const PRESSURE_QUARTERS: u32 = 3;
+
+/// Whether a receive ring holding `occupancy` of `capacity` entries is
+/// under pressure: its NF runs out of turn.
+pub fn under_pressure(occupancy: u32, capacity: u32) -> bool {
+    u64::from(occupancy) * 4 >= u64::from(capacity) * u64::from(PRESSURE_QUARTERS)
+}
+
 /// How an NF process is scheduled: written by the platform's scheduler at
 /// any time, read by the NF at every pass of its loop, so a policy change
 /// takes effect without restarting the NF. Zeroed memory is the NF's own
@@ -178,6 +202,15 @@ mod tests {
         assert!(t.holds(2));
         assert!(t.revoke(2, None));
         assert_eq!(t.holder(), None);
+    }
+
+    #[test]
+    fn pressure_starts_at_three_quarters_of_the_ring() {
+        assert!(!under_pressure(0, 1024));
+        assert!(!under_pressure(767, 1024));
+        assert!(under_pressure(768, 1024));
+        assert!(under_pressure(1024, 1024));
+        assert!(under_pressure(u32::MAX, u32::MAX), "no overflow");
     }
 
     #[test]

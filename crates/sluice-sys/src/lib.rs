@@ -18,6 +18,7 @@ mod cycles;
 mod huge;
 mod net;
 mod prefetch;
+mod schedstat;
 mod zeroed;
 pub use child::{
     close_fds_from, isolate_child_stdio, output_pipe, process_gone, raise_nofile_limit, ChildExits,
@@ -224,6 +225,8 @@ pub fn pin_process_to_cpu(pid: Pid, cpu: usize) -> io::Result<()> {
 pub fn deprioritize(pid: Pid) -> io::Result<()> {
     Ok(rustix::process::setpriority_process(Some(pid), 19)?)
 }
+
+pub use schedstat::{sched_times, SchedTimes};
 
 /// CPUs this process may run on, ascending.
 pub fn allowed_cpus() -> Vec<usize> {

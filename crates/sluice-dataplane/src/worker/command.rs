@@ -268,6 +268,7 @@ impl<'a> Worker<'a> {
             wakeups: 0,
             wakeups_by_timeout: 0,
             turns_revoked: 0,
+            turns_held_off: 0,
             invalid_handles: 0,
             retired: Default::default(),
             originated: 0,

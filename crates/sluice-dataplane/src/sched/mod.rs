@@ -1,0 +1,304 @@
+//! The scheduler of NF processes that share a core: which of them take
+//! turns, in which order, for how long, and what happens to one that keeps
+//! the core too long.
+//!
+//! Every worker owns one [`Scheduler`]. After each change of its NFs it
+//! calls [`Scheduler::apply`] with its process NFs; the scheduler groups
+//! them by core, orders each group along the chains (the first chain's
+//! hops in order, then the next chain's; UNiS, seed 001: a workflow-aware
+//! order, so one round of the core moves a batch through the whole chain)
+//! and publishes each NF's [`Budget`] in its control block. NFs read their
+//! budget at every pass of their loop, so a new policy takes effect without
+//! restarting them. The turn protocol itself is `sluice_mem::turn`.
+//!
+//! [`Scheduler::police`] is the watchdog (`watchdog`): a holder that keeps
+//! the turn for more than [`HOG_SLICES`] slices while another NF of its
+//! core has packets loses it to the next NF with work; one found at fault
+//! (a spin loop in `process`, a blocked or stopped process) also leaves
+//! the turns.
+
+use sluice_mem::turn::mode;
+use sluice_mem::Arena;
+use std::sync::atomic::Ordering;
+
+mod watchdog;
+
+pub use watchdog::{judge, Revocation, JUDGE_NS};
+use watchdog::{Suspect, Watch};
+
+/// How the NF processes of one core are scheduled
+/// (`settings.scheduler.policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchedMode {
+    /// Turns on a core that runs no worker where one chain has
+    /// [`AUTO_TURNS_FROM`] or more process NFs, the NFs' own hybrid
+    /// polling elsewhere.
+    Auto,
+    /// Every NF polls, yields and sleeps by itself.
+    Hybrid,
+    /// NFs sharing a core take turns in chain order (also alone on a core).
+    Turns,
+}
+
+/// The scheduling policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SchedPolicy {
+    /// Which NFs take turns.
+    pub mode: SchedMode,
+    /// Longest turn while another NF of the core has packets, in ns.
+    pub slice_ns: u64,
+}
+
+impl SchedPolicy {
+    /// The policy of `settings.scheduler`.
+    pub fn from_settings(s: &sluice_spec::SchedulerSettings) -> SchedPolicy {
+        SchedPolicy {
+            mode: match s.policy {
+                sluice_spec::SchedulerPolicy::Hybrid => SchedMode::Hybrid,
+                sluice_spec::SchedulerPolicy::Turns => SchedMode::Turns,
+                sluice_spec::SchedulerPolicy::Auto => SchedMode::Auto,
+            },
+            slice_ns: s.slice_us.saturating_mul(1_000),
+        }
+    }
+}
+
+impl Default for SchedPolicy {
+    /// `settings.scheduler`'s defaults: turns from four NFs per core.
+    fn default() -> Self {
+        SchedPolicy::from_settings(&sluice_spec::SchedulerSettings::default())
+    }
+}
+
+/// Under [`SchedMode::Auto`], the NFs of a core take turns once one chain
+/// has this many of them there. Turns pay off where packets go from NF to
+/// NF on the core (8-NF chain: 1.8× the rate); NFs of separate chains gain
+/// nothing from the order and pay a hand-over per turn (10 one-NF chains:
+/// 0.73× the rate), and with two or three NFs any order is short.
+pub const AUTO_TURNS_FROM: usize = 4;
+
+/// A holder loses the turn after this many slices while others wait...
+pub const HOG_SLICES: u64 = 50;
+
+/// ...and never sooner than this: the host alone holds a vCPU for up to a
+/// millisecond or two here (`sluice bench jitter`), which is no fault of
+/// the NF it interrupted.
+pub const HOG_MIN_NS: u64 = 5_000_000;
+
+/// A process NF as the scheduler sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Member {
+    /// Its arena slot.
+    pub slot: u32,
+    /// The CPU it is pinned to.
+    pub cpu: u32,
+    /// Its place in the run order: (chain, hop), smaller first.
+    pub order: (u32, u32),
+    /// Whether a worker runs on the same CPU (the NF then shares the core
+    /// with the worker, which turns do not schedule).
+    pub beside_worker: bool,
+}
+
+/// What the scheduler publishes for one NF.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Assignment {
+    /// The NF's slot.
+    pub slot: u32,
+    /// `sluice_mem::turn::mode`.
+    pub mode: u32,
+    /// The core whose turn it takes.
+    pub core: u32,
+    /// The next slot in the core's run order (itself when alone).
+    pub next: u32,
+}
+
+/// Computes every NF's assignment: members grouped by CPU, each group in
+/// run order, linked in a circle. Pure, so it is tested without an arena.
+pub fn assign(policy: &SchedPolicy, members: &[Member]) -> Vec<Assignment> {
+    let mut sorted: Vec<Member> = members.to_vec();
+    sorted.sort_by_key(|m| (m.cpu, m.order, m.slot));
+    let mut out = Vec::with_capacity(sorted.len());
+    for group in sorted.chunk_by(|a, b| a.cpu == b.cpu) {
+        let turns = match policy.mode {
+            SchedMode::Hybrid => false,
+            SchedMode::Turns => !group[0].beside_worker,
+            SchedMode::Auto => !group[0].beside_worker && longest_chain(group) >= AUTO_TURNS_FROM,
+        };
+        for (k, m) in group.iter().enumerate() {
+            out.push(Assignment {
+                slot: m.slot,
+                mode: if turns { mode::TURNS } else { mode::HYBRID },
+                core: m.cpu,
+                next: group[(k + 1) % group.len()].slot,
+            });
+        }
+    }
+    out
+}
+
+/// The most NFs of one chain in `group` (sorted by CPU and order, so a
+/// chain's NFs are adjacent).
+fn longest_chain(group: &[Member]) -> usize {
+    group
+        .chunk_by(|a, b| a.order.0 == b.order.0)
+        .map(<[Member]>::len)
+        .max()
+        .unwrap_or(0)
+}
+
+/// One worker's scheduler.
+#[derive(Debug, Default)]
+pub struct Scheduler {
+    policy: SchedPolicy,
+    assigned: Vec<Assignment>,
+    /// (core, slot) of every NF taking turns, sorted (the watchdog's
+    /// membership test).
+    members: Vec<(u32, u32)>,
+    watches: Vec<Watch>,
+    /// Holders that lost a turn at the limit, awaiting the watchdog's
+    /// verdict.
+    suspects: Vec<Suspect>,
+    revoked: u64,
+    held_off: u64,
+    /// The members of the last apply.
+    last: Vec<Member>,
+    /// Slots that lost a turn to the watchdog: they leave the circle and
+    /// schedule themselves (hybrid) from then on, so the turn is never
+    /// handed back to an NF that does not take it.
+    demoted: Vec<u32>,
+}
+
+/// What the scheduler reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SchedStats {
+    /// NFs taking turns.
+    pub taking_turns: usize,
+    /// Cores whose NFs take turns.
+    pub turn_cores: usize,
+    /// Turns the watchdog took from a holder at fault (a hog, a blocked
+    /// process).
+    pub revoked: u64,
+    /// Turns it handed on because the host held their holder off its CPU.
+    pub held_off: u64,
+    /// NFs taken out of the turns for that, scheduling themselves.
+    pub demoted: usize,
+}
+
+impl Scheduler {
+    /// A scheduler with `policy`.
+    pub fn new(policy: SchedPolicy) -> Scheduler {
+        Scheduler {
+            policy,
+            ..Scheduler::default()
+        }
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> SchedPolicy {
+        self.policy
+    }
+
+    /// Publishes the budgets of `members` (this worker's process NFs).
+    pub fn apply(&mut self, arena: &Arena, members: &[Member]) {
+        self.demoted
+            .retain(|d| members.iter().any(|m| m.slot == *d));
+        // Demoted NFs leave the circle and schedule themselves.
+        let circle: Vec<Member> = members
+            .iter()
+            .filter(|m| !self.demoted.contains(&m.slot))
+            .copied()
+            .collect();
+        let mut assigned = assign(&self.policy, &circle);
+        assigned.extend(
+            members
+                .iter()
+                .filter(|m| self.demoted.contains(&m.slot))
+                .map(|m| Assignment {
+                    slot: m.slot,
+                    mode: mode::HYBRID,
+                    core: m.cpu,
+                    next: m.slot,
+                }),
+        );
+        self.last = members.to_vec();
+        let slots = arena.config().nf_slots;
+        for a in &assigned {
+            if a.slot >= slots || a.core as usize >= sluice_mem::arena::MAX_CORES {
+                continue;
+            }
+            let b = &arena.nf_control(a.slot).budget;
+            b.core.store(a.core, Ordering::Relaxed);
+            b.next.store(a.next, Ordering::Relaxed);
+            b.slice_ns.store(self.policy.slice_ns, Ordering::Relaxed);
+            // Mode last: an NF that sees TURNS sees its core and links.
+            let was = b.mode.swap(a.mode, Ordering::AcqRel);
+            if was == mode::TURNS && a.mode == mode::HYBRID {
+                // It may sleep waiting for a turn it will no longer get.
+                arena.nf_control(a.slot).wake.wake();
+            }
+        }
+        let mut cores: Vec<u32> = assigned
+            .iter()
+            .filter(|a| a.mode == mode::TURNS)
+            .map(|a| a.core)
+            .collect();
+        cores.dedup();
+        for &core in &cores {
+            // NFs that waited for a turn under the old order: whoever has
+            // packets gets the turn if it is free.
+            if let Some(s) = assigned
+                .iter()
+                .filter(|a| a.core == core && a.mode == mode::TURNS)
+                .find(|a| arena.nf_rx_ring(a.slot).occupancy() > 0)
+            {
+                if arena.core_turn(core).claim(s.slot) {
+                    arena.nf_control(s.slot).wake.wake();
+                }
+            }
+        }
+        self.watches = cores
+            .iter()
+            .map(|&core| {
+                Watch::new(
+                    core,
+                    arena.core_turn(core).changes(),
+                    sluice_sys::monotonic_ns(),
+                )
+            })
+            .collect();
+        self.members = assigned
+            .iter()
+            .filter(|a| a.mode == mode::TURNS)
+            .map(|a| (a.core, a.slot))
+            .collect();
+        self.members.sort_unstable();
+        // A suspect that left the turns is no longer the watchdog's.
+        let members = &self.members;
+        self.suspects
+            .retain(|x| members.iter().any(|&(_, slot)| slot == x.slot()));
+        self.assigned = assigned;
+    }
+
+    /// Changes the policy; the next [`apply`](Self::apply) publishes it.
+    pub fn set_policy(&mut self, policy: SchedPolicy) {
+        self.policy = policy;
+    }
+
+    /// What the scheduler has done.
+    pub fn stats(&self) -> SchedStats {
+        SchedStats {
+            taking_turns: self
+                .assigned
+                .iter()
+                .filter(|a| a.mode == mode::TURNS)
+                .count(),
+            turn_cores: self.watches.len(),
+            revoked: self.revoked,
+            held_off: self.held_off,
+            demoted: self.demoted.len(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
