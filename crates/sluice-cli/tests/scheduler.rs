@@ -49,6 +49,11 @@ fn a_chain_taking_turns_delivers_every_packet_in_order() {
         assert_eq!(f["packets"], 40_000, "{r:#}");
         assert!(f["turns"].as_u64().unwrap() > 0, "f{i} took no turn: {r:#}");
     }
+    // Hand-overs take time (a futex wake-up each), and it is reported.
+    let waited: u64 = (0..NFS)
+        .map(|i| nf(&r, &format!("f{i}"))["turn_wait_us"].as_u64().unwrap())
+        .sum();
+    assert!(waited > 0, "{r:#}");
 }
 
 #[test]
@@ -56,6 +61,7 @@ fn under_hybrid_polling_no_nf_takes_a_turn() {
     let r = run("hybrid");
     for i in 0..NFS {
         assert_eq!(nf(&r, &format!("f{i}"))["turns"], 0, "{r:#}");
+        assert_eq!(nf(&r, &format!("f{i}"))["turn_wait_us"], 0, "{r:#}");
     }
 }
 

@@ -228,6 +228,12 @@ pub fn render(r: &RunReport, instances: &[Instance]) -> String {
         "Turns the scheduler handed on because the host held their holder off its CPU",
         None,
     );
+    let nf_turn_wait = counter_family(
+        &mut reg,
+        "nf_turn_wait_seconds",
+        "Time from a turn being handed to a process NF until it ran with it, summed over its turns",
+        None,
+    );
     let nf_out_of_turn = counter_family(
         &mut reg,
         "nf_out_of_turn",
@@ -246,6 +252,9 @@ pub fn render(r: &RunReport, instances: &[Instance]) -> String {
         nf_turns_held_off
             .get_or_create(&by_nf)
             .inc_by(nf.turns_held_off as f64);
+        nf_turn_wait
+            .get_or_create(&by_nf)
+            .inc_by(nf.turn_wait_us as f64 / 1e6);
         nf_out_of_turn
             .get_or_create(&by_nf)
             .inc_by(nf.out_of_turn as f64);

@@ -99,6 +99,8 @@ pub struct Retired {
     pub turns: u64,
     /// Batches run out of turn.
     pub out_of_turn: u64,
+    /// Hand-over time of its turns, ns.
+    pub turn_wait_ns: u64,
     /// Stalls (loop held off the CPU, see `NfStats::stalls`).
     pub stalls: u64,
     /// Nanoseconds stalled.
@@ -174,6 +176,7 @@ impl<'a> NfRt<'a> {
             (&mut self.retired.yields, &s.yields),
             (&mut self.retired.turns, &s.turns),
             (&mut self.retired.out_of_turn, &s.out_of_turn),
+            (&mut self.retired.turn_wait_ns, &s.turn_wait_ns),
             (&mut self.retired.stalls, &s.stalls),
             (&mut self.retired.stalled_ns, &s.stalled_ns),
         ] {

@@ -68,7 +68,9 @@ impl<'a> Turns<'a> {
         }
         if self.since_ns == 0 {
             self.since_ns = now.max(1);
-            NfStats::add(&self.control.stats.turns, 1);
+            let stats = &self.control.stats;
+            NfStats::add(&stats.turns, 1);
+            NfStats::add(&stats.turn_wait_ns, now.saturating_sub(turn.since_ns()));
         }
         true
     }

@@ -77,6 +77,10 @@ pub struct NfReport {
     /// host or an overloaded chain).
     #[serde(default)]
     pub out_of_turn: u64,
+    /// Time from a turn being handed to it until it ran with it, summed
+    /// over its turns, µs (divided by `turns`: how long a hand-over took).
+    #[serde(default)]
+    pub turn_wait_us: u64,
     /// Times its loop was held off the CPU for more than 50 µs between two
     /// polls without sleeping (the kernel, the hypervisor, other tasks or
     /// NFs sharing its core ran); process NFs only.
@@ -306,6 +310,7 @@ pub(crate) fn nf_report(nf: &NfRt<'_>, counter_names: &[(usize, String)]) -> NfR
         yields: nf.retired.yields + s.yields.load(Ordering::Relaxed),
         turns: nf.retired.turns + s.turns.load(Ordering::Relaxed),
         out_of_turn: nf.retired.out_of_turn + s.out_of_turn.load(Ordering::Relaxed),
+        turn_wait_us: (nf.retired.turn_wait_ns + s.turn_wait_ns.load(Ordering::Relaxed)) / 1000,
         stalls: nf.retired.stalls + s.stalls.load(Ordering::Relaxed),
         stalled_us: (nf.retired.stalled_ns + s.stalled_ns.load(Ordering::Relaxed)) / 1000,
         wakeups: nf.wakeups,

@@ -56,6 +56,7 @@ fn add_nf(into: &mut NfReport, from: &NfReport) {
     into.yields += from.yields;
     into.turns += from.turns;
     into.out_of_turn += from.out_of_turn;
+    into.turn_wait_us += from.turn_wait_us;
     into.stalls += from.stalls;
     into.stalled_us += from.stalled_us;
     into.wakeups += from.wakeups;

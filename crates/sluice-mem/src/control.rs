@@ -57,6 +57,9 @@ pub struct NfStats {
     /// Batches it processed without its core's turn because its receive
     /// ring was under pressure (`crate::turn::under_pressure`).
     pub out_of_turn: AtomicU64,
+    /// Time from its core's turn being handed to it until it ran with it,
+    /// summed over its turns (`CoreTurn::since_ns`).
+    pub turn_wait_ns: AtomicU64,
     /// Not a counter: 1 while the NF's own code runs (`process`, `tick`,
     /// `flow_end`), 0 while its loop is in the platform's code. Lets the
     /// scheduler's watchdog blame an NF only for what its code does. A
@@ -142,6 +145,7 @@ impl NfControl {
             &self.stats.stalled_ns,
             &self.stats.turns,
             &self.stats.out_of_turn,
+            &self.stats.turn_wait_ns,
             &self.stats.inside,
         ] {
             c.store(0, Ordering::Relaxed);

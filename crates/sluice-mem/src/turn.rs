@@ -56,6 +56,27 @@ pub struct CoreTurn {
     /// Incremented at every pass, release and claim, so the platform can
     /// tell a holder that keeps the turn too long (its watchdog).
     changes: AtomicU64,
+    /// When the turn last changed hands (CLOCK_MONOTONIC ns), so the NF
+    /// that takes it can tell how long the hand-over took: microseconds on
+    /// a core the NFs own, milliseconds when the host gives the core to
+    /// other tasks (the scheduler then stops taking turns there).
+    since_ns: AtomicU64,
+}
+
+// Each core's turn word has one cache line of the arena.
+#[cfg(not(loom))]
+const _: () = assert!(std::mem::size_of::<CoreTurn>() <= 64);
+
+/// The clock of [`CoreTurn::since_ns`] (none under loom, which models the
+/// protocol, not time).
+fn now_ns() -> u64 {
+    #[cfg(not(loom))]
+    {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+        t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+    }
+    #[cfg(loom)]
+    0
 }
 
 fn word(slot: u32) -> u32 {
@@ -83,6 +104,12 @@ impl CoreTurn {
         self.changes.load(Ordering::Relaxed)
     }
 
+    /// When the turn last changed hands (CLOCK_MONOTONIC ns; stored just
+    /// after the change, so a taker may rarely read the one before).
+    pub fn since_ns(&self) -> u64 {
+        self.since_ns.load(Ordering::Relaxed)
+    }
+
     fn swap(&self, from: u32, to: u32) -> bool {
         let won = self
             .holder
@@ -90,6 +117,7 @@ impl CoreTurn {
             .is_ok();
         if won {
             self.changes.fetch_add(1, Ordering::Relaxed);
+            self.since_ns.store(now_ns(), Ordering::Relaxed);
         }
         won
     }

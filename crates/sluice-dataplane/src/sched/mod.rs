@@ -279,6 +279,12 @@ impl Scheduler {
         self.assigned = assigned;
     }
 
+    /// Publishes the budgets of the last members again.
+    fn reapply(&mut self, arena: &Arena) {
+        let members = std::mem::take(&mut self.last);
+        self.apply(arena, &members);
+    }
+
     /// Changes the policy; the next [`apply`](Self::apply) publishes it.
     pub fn set_policy(&mut self, policy: SchedPolicy) {
         self.policy = policy;

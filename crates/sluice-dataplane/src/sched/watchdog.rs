@@ -242,8 +242,7 @@ impl Scheduler {
         demote.retain(|s| self.last.iter().any(|m| m.slot == *s));
         if !demote.is_empty() {
             self.demoted.extend(demote);
-            let members = std::mem::take(&mut self.last);
-            self.apply(arena, &members);
+            self.reapply(arena);
         }
     }
 

@@ -60,6 +60,7 @@ pub mod command;
 mod finish;
 pub mod mailbox;
 mod markers;
+mod police;
 mod reconfig;
 mod report;
 mod steering;

@@ -25,7 +25,6 @@ use crate::host::{HostEvent, NfHost};
 use crate::nf_loop::{exit_code, STOP_CALLS_MAX};
 use crate::nf_rt::{Exec, NfRt, Phase};
 use crate::plan::Hop;
-use crate::sched::Revocation;
 
 /// Asks the host to start `nf` as a new generation in its slot.
 pub(super) fn spawn<'a>(
@@ -434,48 +433,7 @@ impl<'a> Worker<'a> {
             }
         }
         self.advance_staged(now);
-        let mut revoked = Vec::new();
-        let nfs = &self.nfs;
-        let mut times = |slot: u32| {
-            let nf = nfs.iter().flatten().find(|n| n.slot == slot)?;
-            let pid = sluice_sys::Pid::from_raw(nf.process_ref()?.pid)?;
-            sluice_sys::sched_times(pid).ok()
-        };
-        self.sched.police(self.arena, now, &mut times, &mut revoked);
-        for (slot, why) in revoked {
-            let Some(nf) = self.nfs.iter_mut().flatten().find(|n| n.slot == slot) else {
-                continue;
-            };
-            let what = match why {
-                Revocation::HeldOff => {
-                    nf.turns_held_off += 1;
-                    continue;
-                }
-                Revocation::Stranger => continue,
-                Revocation::Hog => "kept its core's turn too long, running,",
-                Revocation::Blocked => "kept its core's turn too long, blocked,",
-            };
-            nf.turns_revoked += 1;
-            // A hog out of the turns would still take half the core from
-            // the NF holding the turn (the kernel shares the core between
-            // two runnable tasks): lower its priority too. A blocked NF
-            // uses no CPU; lowering it would only starve it on a busy host.
-            let pid = nf.process_ref().map_or(0, |p| p.pid);
-            let lowered = why == Revocation::Hog
-                && sluice_sys::Pid::from_raw(pid)
-                    .is_some_and(|p| sluice_sys::deprioritize(p).is_ok());
-            let line = format!(
-                "{what} while other NFs waited: the scheduler took it back and it schedules \
-                 itself from now on{}",
-                if lowered {
-                    ", at a lower CPU priority (nice 19)"
-                } else {
-                    ""
-                }
-            );
-            self.logbook
-                .push(&nf.name, self.cfg.index, "platform", line);
-        }
+        self.police(now);
         let budget = (self.flows.capacity() as usize / 256).max(64);
         let mut ended = std::mem::take(&mut self.ended);
         self.flows.expire(now, budget, &mut ended);
