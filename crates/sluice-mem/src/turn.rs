@@ -37,7 +37,9 @@
 //! batch then moves a batch per wake-up latency and overflows its rings.
 //! So an NF whose receive ring is [`under_pressure`] does not wait for the
 //! turn: it runs a batch *out of turn* and yields, as under hybrid polling,
-//! and a producer that finds the turn held wakes it anyway. Turns order the
+//! and a producer that finds the turn held wakes it anyway (the wake word's
+//! Dekker pair again, with the ring's producer index: loom's
+//! `a_ring_under_pressure_always_wakes_its_nf`). Turns order the
 //! work while the core keeps up; they never make an NF drop what hybrid
 //! polling would have carried.
 //!

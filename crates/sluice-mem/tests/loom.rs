@@ -260,3 +260,42 @@ fn a_passed_turn_always_wakes_its_receiver() {
         assert!(!slept || woke, "B slept with the turn and nobody woke it");
     });
 }
+
+/// A ring under pressure while another NF holds the turn: the worker
+/// publishes packets past three quarters of B's ring, fails to claim the
+/// turn (A holds it) and wakes B anyway; B, about to wait for the turn,
+/// looks at its ring after announcing its sleep. It never sleeps through a
+/// ring under pressure (it must run out of turn).
+#[test]
+fn a_ring_under_pressure_always_wakes_its_nf() {
+    use sluice_mem::turn::under_pressure;
+    const CAPACITY: u32 = 4;
+    model(|| {
+        let turn = Arc::new(CoreTurn::default());
+        let wake = Arc::new(WakeWord::default());
+        // The ring's producer index (the consumer's stays at 0).
+        let tail = Arc::new(AtomicU32::new(2));
+        const A: u32 = 0;
+        const B: u32 = 1;
+        assert!(turn.claim(A));
+        let (turn2, wake2, tail2) = (turn.clone(), wake.clone(), tail.clone());
+        let worker = loom::thread::spawn(move || {
+            tail2.store(3, Ordering::Release);
+            // `NfLink::wake`: the worker knows what it just published.
+            if !turn2.claim(B) && !under_pressure(3, CAPACITY) {
+                return false;
+            }
+            wake2.wake()
+        });
+        wake.prepare_sleep();
+        let pressed = under_pressure(tail.load(Ordering::Acquire), CAPACITY);
+        let slept = if turn.holds(B) || pressed {
+            wake.cancel_sleep();
+            false
+        } else {
+            true
+        };
+        let woke = worker.join().unwrap();
+        assert!(!slept || woke, "B slept on a ring under pressure");
+    });
+}
