@@ -22,6 +22,7 @@ pub mod nf_rt;
 mod nf_turn;
 pub mod offload;
 pub mod plan;
+pub mod polling;
 pub mod ports;
 pub mod recipe;
 pub mod report;

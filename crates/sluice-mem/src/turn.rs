@@ -186,6 +186,22 @@ pub struct Budget {
     /// Under turns: the longest the NF keeps the turn while others wait
     /// (0: until its input is empty).
     pub slice_ns: AtomicU64,
+    /// Polling on its own (hybrid): how long an idle NF keeps polling
+    /// before it sleeps, ns; valid once [`poll::PUBLISHED`] is set.
+    pub poll_ns: AtomicU64,
+    /// Polling on its own: [`poll`] flags. 0 (not published): the NF
+    /// keeps the polling it was started with.
+    pub poll_flags: AtomicU32,
+}
+
+/// Flags of [`Budget::poll_flags`].
+pub mod poll {
+    /// The scheduler has published the polling fields.
+    pub const PUBLISHED: u32 = 1;
+    /// Yield the CPU after every full batch (other NFs share the core).
+    pub const YIELD_AFTER_BATCH: u32 = 2;
+    /// Give the core away between idle polls.
+    pub const YIELD_WHILE_POLLING: u32 = 4;
 }
 
 /// Scheduling modes of [`Budget::mode`].

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use sluice_mem::ArenaConfig;
 use sluice_sys::ExitStatus;
 
-use crate::nf_loop::LoopConfig;
+use crate::polling::LoopConfig;
 use crate::recipe::NfRecipe;
 
 /// The arena layout, so the template maps the received memfd alike.

@@ -32,8 +32,8 @@ use crate::diff::Diff;
 use crate::flow_table::FlowTable;
 use crate::host::{ForkHost, HostConfig, NfHost, SpawnRequest};
 use crate::logbook::{LogBook, LogLine};
-use crate::nf_loop::LoopConfig;
 use crate::plan::Plan;
+use crate::polling::LoopConfig;
 use crate::ports::PortRt;
 use crate::report::RunReport;
 use crate::report_merge::ShardResult;
@@ -234,7 +234,7 @@ impl Runtime {
                     restart: s.restart.clone(),
                     drain_timeout_ns: 2_000_000_000,
                     wakeup: WakePolicy::from_settings(&s.wakeup),
-                    sched: SchedPolicy::from_settings(&s.scheduler),
+                    sched: SchedPolicy::from_settings(&s.scheduler, s.wakeup.busy_poll_us),
                 };
                 let mut worker = Worker::new(&arena, &pool, flows, host, thread_mail, logbook, cfg);
                 let _ = ready_tx.send(Ok(()));
@@ -320,7 +320,8 @@ impl Runtime {
         let diff = Diff::between(&self.plan, &plan);
         let restart = spec.settings.restart.clone();
         let wakeup = WakePolicy::from_settings(&spec.settings.wakeup);
-        let sched = SchedPolicy::from_settings(&spec.settings.scheduler);
+        let sched =
+            SchedPolicy::from_settings(&spec.settings.scheduler, spec.settings.wakeup.busy_poll_us);
         let live_settings_same = restart == self.settings.restart
             && spec.settings.wakeup == self.settings.wakeup
             && spec.settings.scheduler == self.settings.scheduler;

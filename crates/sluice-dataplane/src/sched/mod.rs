@@ -7,9 +7,10 @@
 //! them by core, orders each group along the chains (the first chain's
 //! hops in order, then the next chain's; UNiS, seed 001: a workflow-aware
 //! order, so one round of the core moves a batch through the whole chain)
-//! and publishes each NF's [`Budget`] in its control block. NFs read their
-//! budget at every pass of their loop, so a new policy takes effect without
-//! restarting them. The turn protocol itself is `sluice_mem::turn`.
+//! and publishes each NF's [`Budget`] in its control block: its turns and,
+//! for NFs that poll on their own, how they poll (`crate::polling`). NFs
+//! read their budget at every pass of their loop, so a new policy, or a
+//! new sibling on their core, takes effect without restarting them. The turn protocol itself is `sluice_mem::turn`.
 //!
 //! [`Scheduler::police`] is the watchdog (`watchdog`): a holder that keeps
 //! the turn for more than [`HOG_SLICES`] slices while another NF of its
@@ -17,8 +18,10 @@
 //! (a spin loop in `process`, a blocked or stopped process) also leaves
 //! the turns.
 
-use sluice_mem::turn::mode;
-use sluice_mem::Arena;
+use sluice_mem::turn::{mode, poll};
+use sluice_mem::{Arena, Budget};
+
+use crate::polling::LoopConfig;
 use std::sync::atomic::Ordering;
 
 mod watchdog;
@@ -47,12 +50,19 @@ pub struct SchedPolicy {
     pub mode: SchedMode,
     /// Longest turn while another NF of the core has packets, in ns.
     pub slice_ns: u64,
+    /// `settings.wakeup.busy_poll_us`: how long an NF polling on its own
+    /// polls idle before it sleeps (`None`: by how many share its core).
+    pub busy_poll_us: Option<u64>,
 }
 
 impl SchedPolicy {
-    /// The policy of `settings.scheduler`.
-    pub fn from_settings(s: &sluice_spec::SchedulerSettings) -> SchedPolicy {
+    /// The policy of `settings.scheduler` and `settings.wakeup`.
+    pub fn from_settings(
+        s: &sluice_spec::SchedulerSettings,
+        busy_poll_us: Option<u64>,
+    ) -> SchedPolicy {
         SchedPolicy {
+            busy_poll_us,
             mode: match s.policy {
                 sluice_spec::SchedulerPolicy::Hybrid => SchedMode::Hybrid,
                 sluice_spec::SchedulerPolicy::Turns => SchedMode::Turns,
@@ -66,7 +76,7 @@ impl SchedPolicy {
 impl Default for SchedPolicy {
     /// `settings.scheduler`'s defaults: turns from four NFs per core.
     fn default() -> Self {
-        SchedPolicy::from_settings(&sluice_spec::SchedulerSettings::default())
+        SchedPolicy::from_settings(&sluice_spec::SchedulerSettings::default(), None)
     }
 }
 
@@ -110,6 +120,28 @@ pub struct Assignment {
     pub core: u32,
     /// The next slot in the core's run order (itself when alone).
     pub next: u32,
+}
+
+/// Publishes how an NF polls on its own (hybrid, or a demoted NF) when
+/// `sharing` process NFs share its core: the same rule the NF was started
+/// with (`LoopConfig`), kept true as NFs come and go on its core. Without
+/// it an NF started alone keeps spinning without yielding when siblings
+/// join it.
+fn publish_polling(b: &Budget, policy: &SchedPolicy, sharing: usize, beside_worker: bool) {
+    let cfg = if beside_worker {
+        LoopConfig::beside_worker(0, policy.busy_poll_us)
+    } else {
+        LoopConfig::for_sharing(0, sharing, policy.busy_poll_us)
+    };
+    let mut flags = poll::PUBLISHED;
+    if cfg.yield_after_batch {
+        flags |= poll::YIELD_AFTER_BATCH;
+    }
+    if cfg.yield_while_polling {
+        flags |= poll::YIELD_WHILE_POLLING;
+    }
+    b.poll_ns.store(cfg.busy_poll_ns, Ordering::Relaxed);
+    b.poll_flags.store(flags, Ordering::Release);
 }
 
 /// Computes every NF's assignment: members grouped by CPU, each group in
@@ -222,6 +254,15 @@ impl Scheduler {
         );
         self.last = members.to_vec();
         let slots = arena.config().nf_slots;
+        // Process NFs per core, and which share their worker's core.
+        let mut sharing: std::collections::BTreeMap<u32, usize> = Default::default();
+        let mut beside: std::collections::BTreeSet<u32> = Default::default();
+        for m in members {
+            *sharing.entry(m.cpu).or_default() += 1;
+            if m.beside_worker {
+                beside.insert(m.slot);
+            }
+        }
         for a in &assigned {
             if a.slot >= slots || a.core as usize >= sluice_mem::arena::MAX_CORES {
                 continue;
@@ -230,6 +271,8 @@ impl Scheduler {
             b.core.store(a.core, Ordering::Relaxed);
             b.next.store(a.next, Ordering::Relaxed);
             b.slice_ns.store(self.policy.slice_ns, Ordering::Relaxed);
+            let n = sharing.get(&a.core).copied().unwrap_or(1);
+            publish_polling(b, &self.policy, n, beside.contains(&a.slot));
             // Mode last: an NF that sees TURNS sees its core and links.
             let was = b.mode.swap(a.mode, Ordering::AcqRel);
             if was == mode::TURNS && a.mode == mode::HYBRID {

@@ -18,6 +18,7 @@ fn auto() -> SchedPolicy {
     SchedPolicy {
         mode: SchedMode::Auto,
         slice_ns: 20_000,
+        busy_poll_us: None,
     }
 }
 
@@ -110,6 +111,7 @@ fn the_budgets_reach_the_control_blocks_and_a_new_policy_replaces_them() {
     s.set_policy(SchedPolicy {
         mode: SchedMode::Hybrid,
         slice_ns: 20_000,
+        busy_poll_us: None,
     });
     s.apply(&a, &m);
     assert!((0..4).all(|i| b(i).mode.load(Ordering::Relaxed) == mode::HYBRID));
@@ -318,4 +320,48 @@ fn hybrid_turns_nobody() {
         ..auto()
     };
     assert!(assign(&p, &m).iter().all(|a| a.mode == mode::HYBRID));
+}
+
+#[test]
+fn nfs_polling_on_their_own_learn_how_many_share_their_core() {
+    use sluice_mem::turn::poll;
+    let a = arena(8);
+    let hybrid = SchedPolicy {
+        mode: SchedMode::Hybrid,
+        ..auto()
+    };
+    let polling = |slot: u32| {
+        let b = &a.nf_control(slot).budget;
+        (
+            b.poll_flags.load(Ordering::Relaxed),
+            b.poll_ns.load(Ordering::Relaxed),
+        )
+    };
+    let mut s = Scheduler::new(hybrid);
+    // Started alone: it spins while it polls, and never yields.
+    s.apply(&a, &[member(0, 1, (0, 0))]);
+    assert_eq!(polling(0), (poll::PUBLISHED, 200_000));
+    // Seven siblings join its core: it yields now, and polls 100 µs.
+    let m: Vec<Member> = (0..8).map(|i| member(i, 1, (0, i))).collect();
+    s.apply(&a, &m);
+    let shared = poll::PUBLISHED | poll::YIELD_AFTER_BATCH | poll::YIELD_WHILE_POLLING;
+    assert!((0..8).all(|i| polling(i) == (shared, 100_000)));
+    // `settings.wakeup.busy_poll_us` applied live.
+    s.set_policy(SchedPolicy {
+        busy_poll_us: Some(50),
+        ..hybrid
+    });
+    s.apply(&a, &m);
+    assert_eq!(polling(0), (shared, 50_000));
+    // Beside its worker (several workers): it gives way and sleeps.
+    let beside: Vec<Member> = m
+        .iter()
+        .map(|&x| Member {
+            beside_worker: true,
+            ..x
+        })
+        .collect();
+    s.set_policy(hybrid);
+    s.apply(&a, &beside);
+    assert_eq!(polling(3), (poll::PUBLISHED | poll::YIELD_WHILE_POLLING, 0));
 }
