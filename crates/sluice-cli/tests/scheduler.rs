@@ -26,17 +26,22 @@ fn spec(policy: &str, count: u64, rate: u64) -> String {
     s
 }
 
-fn run(policy: &str) -> serde_json::Value {
-    let (_d, path) = spec_file(&spec(policy, 40_000, 40_000));
+/// Runs 40,000 packets through the chain at `rate` pps: the run succeeds
+/// and every packet is delivered, none dropped. Returns the run's stderr
+/// and report.
+fn run_all(policy: &str, rate: u64) -> (String, serde_json::Value) {
+    let (_d, path) = spec_file(&spec(policy, 40_000, rate));
     let (out, r) = run_json(&path, 60.0);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
     assert_accounted(&r);
     assert_eq!(r["packets_out"], 40_000, "{r:#}");
     assert_eq!(r["drops_total"], 0, "{r:#}");
+    (stderr, r)
+}
+
+fn run(policy: &str) -> serde_json::Value {
+    let (_, r) = run_all(policy, 40_000);
     assert_eq!(port(&r, "out")["reordered"], 0, "{r:#}");
     r
 }
@@ -182,26 +187,24 @@ fn a_busy_host_neither_blames_nor_starves_nfs_taking_turns() {
             })
         })
         .collect();
-    let (_d, path) = spec_file(&spec("turns", 40_000, 20_000));
-    let (out, r) = run_json(&path, 60.0);
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    // Stop the spinners even if the run's assertions fail.
+    struct Stop(std::sync::Arc<std::sync::atomic::AtomicBool>);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    let stopper = Stop(stop);
+    let (stderr, r) = run_all("turns", 20_000);
+    drop(stopper);
     for s in spinners {
         s.join().unwrap();
     }
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_accounted(&r);
-    assert_eq!(r["drops_total"], 0, "{r:#}");
-    assert_eq!(r["packets_out"], 40_000, "{r:#}");
     for i in 0..NFS {
         assert_eq!(
             nf(&r, &format!("f{i}"))["turns_revoked"],
             0,
-            "{r:#}\n{}",
-            String::from_utf8_lossy(&out.stderr)
+            "{r:#}\n{stderr}"
         );
     }
 }
