@@ -9,7 +9,9 @@
 //! * `long_chain`: chains of 50 and 60 process forwarders at 0.1 Mpps,
 //!   p50 and p99 (Flurries §6; HyperNF: a 50-NF chain's p99);
 //! * `chains`: chains of 1, 4 and 8 `cycle_burner`s of light and heavy
-//!   cost per packet at full rate (UNiS's set).
+//!   cost per packet at full rate (UNiS's set);
+//! * `allocation` and `fairness`: how NFs share a core's CPU with and
+//!   without weights (`bench_share`).
 //!
 //! Every run is a separate `sluice run` (`bench::run_child`).
 
@@ -62,6 +64,13 @@ struct Summary {
     /// of both policies.
     #[serde(skip_serializing_if = "Option::is_none")]
     workflow_vs_best_min: Option<f64>,
+    /// With weights: the worst error of CPU shares against weight shares,
+    /// % (`allocation`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    allocation_error_max_pct: Option<f64>,
+    /// With weights: the lowest Jain's index of CPU shares (`fairness`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    jain_min: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -71,6 +80,8 @@ struct Report {
     nfs_per_core: Vec<NfsRow>,
     long_chain: Vec<ChainRow>,
     chains: Vec<ChainRow>,
+    allocation: Vec<crate::bench_share::AllocRow>,
+    fairness: Vec<crate::bench_share::FairRow>,
     summary: Summary,
 }
 
@@ -200,6 +211,8 @@ fn measure_all(a: &SchedArgs, path: &Path) -> Result<Report, String> {
         nfs_per_core: Vec::new(),
         long_chain: Vec::new(),
         chains: Vec::new(),
+        allocation: Vec::new(),
+        fairness: Vec::new(),
         summary: Summary::default(),
     };
     if sections(a, "nfs_per_core") {
@@ -261,6 +274,17 @@ fn measure_all(a: &SchedArgs, path: &Path) -> Result<Report, String> {
             }
         }
     }
+    if sections(a, "allocation") {
+        let (rows, worst) = crate::bench_share::allocation(path, secs, rounds)?;
+        report.allocation = rows;
+        report.summary.allocation_error_max_pct = Some(worst);
+    }
+    if sections(a, "fairness") {
+        let ns: &[usize] = if a.quick { &[2, 10] } else { &[2, 10, 30] };
+        let (rows, lowest) = crate::bench_share::fairness(path, secs, rounds, ns)?;
+        report.fairness = rows;
+        report.summary.jain_min = Some(lowest);
+    }
     Ok(report)
 }
 
@@ -286,6 +310,7 @@ fn human(r: &Report) -> String {
             line(&x.row)
         );
     }
+    s += &crate::bench_share::human(&r.allocation, &r.fairness);
     s += &format!(
         "summary: {}\n",
         serde_json::to_string(&r.summary).unwrap_or_default()

@@ -33,7 +33,8 @@ pub struct Model {
 #[derive(Default)]
 struct Sample {
     at: Option<Instant>,
-    nf: HashMap<String, (u64, u64)>,
+    /// Packets, handler ns and process CPU µs of each NF.
+    nf: HashMap<String, (u64, u64, u64)>,
     port: HashMap<String, (u64, u64)>,
     chain: HashMap<String, u64>,
 }
@@ -109,17 +110,25 @@ fn model(stats: &Value, instances: &[Value], prev: &mut Sample) -> Model {
     }
     for n in stats["nfs"].as_array().into_iter().flatten() {
         let name = n["name"].as_str().unwrap_or("?").to_string();
-        let (pk, ns) = (
+        let (pk, ns, us) = (
             n["packets"].as_u64().unwrap_or(0),
             n["cpu_ns"].as_u64().unwrap_or(0),
+            n["process_cpu_us"].as_u64().unwrap_or(0),
         );
-        let (pk0, ns0) = if first {
-            (pk, ns)
+        let (pk0, ns0, us0) = if first {
+            (pk, ns, us)
         } else {
-            prev.nf.get(&name).copied().unwrap_or((0, 0))
+            prev.nf.get(&name).copied().unwrap_or((0, 0, 0))
         };
         let dp = pk.saturating_sub(pk0);
         let dns = ns.saturating_sub(ns0);
+        // CPU %: a process NF's whole process as the kernel counts it
+        // (ring I/O and polling included); an inline NF's handler time.
+        let cpu_s = if us > 0 {
+            us.saturating_sub(us0) as f64 / 1e6
+        } else {
+            dns as f64 / 1e9
+        };
         let queued: u64 = instances
             .iter()
             .filter(|i| i["nf"] == n["name"])
@@ -139,7 +148,7 @@ fn model(stats: &Value, instances: &[Value], prev: &mut Sample) -> Model {
             } else {
                 "-".into()
             },
-            format!("{:.1}", dns as f64 / 1e9 / dt * 100.0),
+            format!("{:.1}", cpu_s / dt * 100.0),
             queued.to_string(),
             n["restarts"].to_string(),
             if drops.is_empty() {
@@ -148,7 +157,7 @@ fn model(stats: &Value, instances: &[Value], prev: &mut Sample) -> Model {
                 drops.join(" ")
             },
         ]);
-        next.nf.insert(name, (pk, ns));
+        next.nf.insert(name, (pk, ns, us));
     }
     *prev = next;
     m
@@ -278,7 +287,9 @@ mod tests {
                            "rx_no_buffer": 0, "rx_oversize": 0, "rx_dropped": 0, "tx_errors": 0}],
                 "chains": [{"name": "main", "packets": pk, "p50_ns": 8192, "p99_ns": 65536}],
                 "nfs": [{"name": "acl", "packets": pk, "cpu_ns": pk * 50, "restarts": 1,
-                         "drops": {"denied": 3}}]
+                         "drops": {"denied": 3}},
+                        {"name": "fw", "packets": pk, "cpu_ns": pk * 10, "restarts": 0,
+                         "process_cpu_us": pk / 4, "drops": {}}]
             })
         };
         let inst = [json!({"nf": "acl", "queued": 12})];
@@ -290,6 +301,11 @@ mod tests {
         let rate: f64 = m.nfs[0][1].parse().unwrap();
         assert!((1.9..=2.1).contains(&rate), "{m:?}");
         assert_eq!(m.nfs[0][2], "50.0");
+        // CPU %: the inline NF's handler time (0.1 s of the second); the
+        // process NF's process time (0.5 s), not its handler's.
+        let cpu = |k: usize| m.nfs[k][3].parse::<f64>().unwrap();
+        assert!((9.0..=11.0).contains(&cpu(0)), "{m:?}");
+        assert!((45.0..=55.0).contains(&cpu(1)), "{m:?}");
         let mut t = Terminal::new(TestBackend::new(100, 24)).unwrap();
         t.draw(|f| render(f, &m)).unwrap();
         let screen: String = t

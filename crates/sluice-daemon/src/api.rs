@@ -163,6 +163,7 @@ fn nf_views(s: &Ctl, report: &RunReport, instances: &[Instance]) -> Vec<NfView> 
                 isolation: d["isolation"].as_str().unwrap_or_default().to_string(),
                 packets: r.map_or(0, |r| r.packets),
                 cpu_ns: r.map_or(0, |r| r.cpu_ns),
+                process_cpu_us: r.map_or(0, |r| r.process_cpu_us),
                 restarts: r.map_or(0, |r| r.restarts),
                 drops: r.map(|r| r.drops.clone()).unwrap_or_default(),
                 instances: instances.iter().filter(|i| i.nf == name).cloned().collect(),

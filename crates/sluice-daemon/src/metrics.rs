@@ -198,6 +198,12 @@ pub fn render(r: &RunReport, instances: &[Instance]) -> String {
         "CPU time an NF spent in its batch handler (all its instances)",
         Some(Unit::Seconds),
     );
+    let nf_process_cpu = counter_family(
+        &mut reg,
+        "nf_process_cpu",
+        "CPU time of an NF's processes as the kernel counts it: its batch handler, ring I/O and polling (process NFs)",
+        Some(Unit::Seconds),
+    );
     let nf_drops = counter_family(
         &mut reg,
         "nf_drops",
@@ -244,6 +250,9 @@ pub fn render(r: &RunReport, instances: &[Instance]) -> String {
         let lab = l(&[("nf", &nf.name), ("type", &nf.nf_type)]);
         nf_packets.get_or_create(&lab).inc_by(nf.packets as f64);
         nf_cpu.get_or_create(&lab).inc_by(nf.cpu_ns as f64 / 1e9);
+        nf_process_cpu
+            .get_or_create(&lab)
+            .inc_by(nf.process_cpu_us as f64 / 1e6);
         let by_nf = l(&[("nf", &nf.name)]);
         nf_restarts
             .get_or_create(&by_nf)

@@ -100,6 +100,9 @@ pub struct NfView {
     pub packets: u64,
     /// CPU time in its batch handler, ns.
     pub cpu_ns: u64,
+    /// CPU time of its processes as the kernel counts it (handler, ring
+    /// I/O, polling), µs; 0 for inline NFs.
+    pub process_cpu_us: u64,
     /// Restarts after crashes.
     pub restarts: u32,
     /// Drops under its own reasons.

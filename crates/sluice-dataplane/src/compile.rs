@@ -229,10 +229,11 @@ pub fn compile(
                 && p.recipe.flow_capacity == target.flow_capacity
                 && p.recipe.answers_hold(&names)
         });
-        let nf = match kept {
+        let mut nf = match kept {
             Some(p) => p.clone(),
             None => build_nf(nf_type, n, &names, target)?,
         };
+        nf.cpu_weight = n.cpu_weight;
         plan.nfs[id as usize] = Some(nf);
         plan.nf_order.push(id);
     }
@@ -359,5 +360,6 @@ fn build_nf(
         }),
         alloc_reserve: nf.alloc_reserve().min(MAX_BATCH as u32),
         live_reconfigure: nf.live_reconfigure(),
+        cpu_weight: n.cpu_weight,
     })
 }

@@ -80,6 +80,8 @@ impl Diff {
                         d.quiesce = true;
                     }
                 }
+                // A new weight applies to the running instance.
+                Some(o) if o.cpu_weight != n.cpu_weight => d.nfs.changed.push(n.name.clone()),
                 Some(_) => {}
             }
         }

@@ -144,6 +144,8 @@ pub struct NfRt<'a> {
     pub turns_held_off: u64,
     /// Ring entries it returned that were not buffers it owned.
     pub invalid_handles: u64,
+    /// CPU time of its processes (process NFs only).
+    pub cpu: crate::cpu_clock::CpuClock,
     /// Totals of exited instances.
     pub retired: Retired,
     /// Packets the NF created (allocated and emitted).

@@ -75,6 +75,9 @@ pub struct NfPlan {
     /// Its type takes a new config live, keeping state
     /// (`NetworkFunction::live_reconfigure` of the validation build).
     pub live_reconfigure: bool,
+    /// Its CPU weight (`cpu_weight`), if set. Not part of how it is built:
+    /// a new weight applies to the running instance.
+    pub cpu_weight: Option<u32>,
 }
 
 impl NfPlan {

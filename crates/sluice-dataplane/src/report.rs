@@ -101,6 +101,11 @@ pub struct NfReport {
     /// turns).
     #[serde(default)]
     pub turns_held_off: u64,
+    /// CPU time its processes used, µs, their ring I/O included (read
+    /// from the kernel: `/proc/PID/schedstat`; 0 for inline NFs, whose
+    /// time is their worker's).
+    #[serde(default)]
+    pub process_cpu_us: u64,
     /// Ring entries it returned that were not buffers it owned (rejected).
     pub invalid_handles: u64,
     /// Packets the NF created (reject replies, flood copies, …).
@@ -317,6 +322,7 @@ pub(crate) fn nf_report(nf: &NfRt<'_>, counter_names: &[(usize, String)]) -> NfR
         wakeups_by_timeout: nf.wakeups_by_timeout,
         turns_revoked: nf.turns_revoked,
         turns_held_off: nf.turns_held_off,
+        process_cpu_us: nf.cpu.total_ns() / 1000,
         invalid_handles: nf.invalid_handles,
         originated: nf.originated,
         ext_counters: {

@@ -63,6 +63,7 @@ fn add_nf(into: &mut NfReport, from: &NfReport) {
     into.wakeups_by_timeout += from.wakeups_by_timeout;
     into.turns_revoked += from.turns_revoked;
     into.turns_held_off += from.turns_held_off;
+    into.process_cpu_us += from.process_cpu_us;
     into.invalid_handles += from.invalid_handles;
     into.originated += from.originated;
     add_vec(&mut into.ext_counters, &from.ext_counters);

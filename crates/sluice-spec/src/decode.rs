@@ -185,7 +185,10 @@ fn scheduler(node: &ConfigNode) -> Res<SchedulerSettings> {
 
 fn nf(node: &ConfigNode) -> Res<NfSpec> {
     let f = Fields::of(node, "an NF")?;
-    f.deny_unknown("an NF", &["name", "type", "isolation", "config"])?;
+    f.deny_unknown(
+        "an NF",
+        &["name", "type", "isolation", "config", "cpu_weight"],
+    )?;
     let name = fields::string(f.req("name", "every NF needs a unique name")?)?;
     let nf_type = fields::string(f.req("type", "the NF type, e.g. acl")?)?;
     let isolation = match f.opt("isolation") {
@@ -206,6 +209,7 @@ fn nf(node: &ConfigNode) -> Res<NfSpec> {
         nf_type: nf_type.to_string(),
         isolation,
         config,
+        cpu_weight: opt_int(&f, "cpu_weight", limits::CPU_WEIGHT)?,
         location: node.location(),
     })
 }

@@ -132,12 +132,16 @@ fn port(p: &PortSpec) -> Value {
 }
 
 fn nf(n: &NfSpec) -> Value {
-    json!({
+    let mut v = json!({
         "name": n.name,
         "type": n.nf_type,
         "isolation": n.isolation.name(),
         "config": n.config.to_json(),
-    })
+    });
+    if let Some(w) = n.cpu_weight {
+        v["cpu_weight"] = json!(w);
+    }
+    v
 }
 
 fn chain(c: &ChainSpec) -> Value {

@@ -42,6 +42,11 @@ pub struct NfSpec {
     /// Type-specific configuration (`config`), an empty mapping if absent.
     /// Interpreted by the NF implementation with [`ConfigNode::deserialize`].
     pub config: ConfigNode,
+    /// Its share of a core it shares with other process NFs (`cpu_weight`,
+    /// 1..=10000, relative to the default 100); `None`: not set. Once any
+    /// NF has one, every process NF is weighted (by the kernel's cpu
+    /// controller and the length of its turns).
+    pub cpu_weight: Option<u32>,
     /// Where the NF was declared ([`Location::GENERATED`] if built by code).
     pub location: Location,
 }
@@ -54,6 +59,7 @@ impl NfSpec {
             nf_type: nf_type.into(),
             isolation: Isolation::default(),
             config: ConfigNode::empty_map(),
+            cpu_weight: None,
             location: Location::GENERATED,
         }
     }

@@ -12,7 +12,7 @@ use crate::error::SpecError;
 use crate::fields::{suggest, Res};
 use crate::limits::{self, Limit};
 use crate::location::Location;
-use crate::model::Spec;
+use crate::model::{Isolation, Spec};
 use crate::net::{self, PortRange};
 use crate::path::{self, Seg};
 use crate::ports::{GeneratorSpec, PortKind, SizeSpec};
@@ -126,6 +126,19 @@ pub(crate) fn validate(spec: &Spec, known_nf_types: &[&str], locator: &dyn Locat
                 msg.push_str(&format!("; did you mean \"{s}\"?"));
             }
             return Err(cx.err(format!("nfs[{i}].type"), msg));
+        }
+        if let Some(w) = nf.cpu_weight.filter(|w| !(1..=10_000).contains(w)) {
+            return Err(cx.err(
+                format!("nfs[{i}].cpu_weight"),
+                format!("cpu_weight {w} is out of range (1 to 10000; the default share is 100)"),
+            ));
+        }
+        if nf.cpu_weight.is_some() && nf.isolation == Isolation::Inline {
+            return Err(cx.err(
+                format!("nfs[{i}].cpu_weight"),
+                "cpu_weight applies to process NFs: an inline NF runs in its worker's thread, \
+                 whose core it does not share by weight",
+            ));
         }
     }
     if spec.chains.is_empty() {

@@ -13,6 +13,7 @@
 
 use std::io;
 
+mod cgroup;
 mod child;
 mod cycles;
 mod huge;
@@ -20,6 +21,7 @@ mod net;
 mod prefetch;
 mod schedstat;
 mod zeroed;
+pub use cgroup::{CpuGroups, Flavor as CgroupFlavor, DEFAULT_WEIGHT, WEIGHTS as CPU_WEIGHTS};
 pub use child::{
     close_fds_from, isolate_child_stdio, output_pipe, process_gone, raise_nofile_limit, ChildExits,
 };
@@ -50,6 +52,11 @@ pub fn thread_count() -> io::Result<usize> {
         .find_map(|l| l.strip_prefix("Threads:"))
         .and_then(|v| v.trim().parse().ok())
         .ok_or_else(|| io::Error::other("no Threads: line in /proc/self/status"))
+}
+
+/// The calling thread's id (a pid of `/proc` for this thread alone).
+pub fn gettid() -> Pid {
+    rustix::thread::gettid()
 }
 
 /// Forks the calling process, which must be single-threaded.

@@ -25,9 +25,12 @@ use crate::polling::LoopConfig;
 use std::sync::atomic::Ordering;
 
 mod watchdog;
+mod weights;
 
 pub use watchdog::{judge, Revocation, JUDGE_NS};
 use watchdog::{Suspect, Watch};
+pub use weights::Enforced;
+use weights::Weights;
 
 /// How the NF processes of one core are scheduled
 /// (`settings.scheduler.policy`).
@@ -107,6 +110,10 @@ pub struct Member {
     /// Whether a worker runs on the same CPU (the NF then shares the core
     /// with the worker, which turns do not schedule).
     pub beside_worker: bool,
+    /// Its CPU weight (`cpu_weight`), if set.
+    pub weight: Option<u32>,
+    /// Its process (0 until it has started).
+    pub pid: i32,
 }
 
 /// What the scheduler publishes for one NF.
@@ -127,6 +134,11 @@ pub struct Assignment {
 /// with (`LoopConfig`), kept true as NFs come and go on its core. Without
 /// it an NF started alone keeps spinning without yielding when siblings
 /// join it.
+///
+/// NFs in weighted groups keep yielding after each batch: the kernel then
+/// shares time between the groups by weight, and a yield still lets an NF
+/// that has no packets give its group's time to the others (tried without:
+/// 2.8 Mpps against 6.1 for two NFs of 0 and 1,000 cycles).
 fn publish_polling(b: &Budget, policy: &SchedPolicy, sharing: usize, beside_worker: bool) {
     let cfg = if beside_worker {
         LoopConfig::beside_worker(0, policy.busy_poll_us)
@@ -198,6 +210,7 @@ pub struct Scheduler {
     /// schedule themselves (hybrid) from then on, so the turn is never
     /// handed back to an NF that does not take it.
     demoted: Vec<u32>,
+    weights: Weights,
 }
 
 /// What the scheduler reports.
@@ -214,6 +227,8 @@ pub struct SchedStats {
     pub held_off: u64,
     /// NFs taken out of the turns for that, scheduling themselves.
     pub demoted: usize,
+    /// How CPU weights are enforced.
+    pub weights: Enforced,
 }
 
 impl Scheduler {
@@ -253,6 +268,7 @@ impl Scheduler {
                 }),
         );
         self.last = members.to_vec();
+        self.weights.apply(members);
         let slots = arena.config().nf_slots;
         // Process NFs per core, and which share their worker's core.
         let mut sharing: std::collections::BTreeMap<u32, usize> = Default::default();
@@ -270,7 +286,13 @@ impl Scheduler {
             let b = &arena.nf_control(a.slot).budget;
             b.core.store(a.core, Ordering::Relaxed);
             b.next.store(a.next, Ordering::Relaxed);
-            b.slice_ns.store(self.policy.slice_ns, Ordering::Relaxed);
+            // A heavier NF keeps the turn longer while others wait.
+            let weight = u64::from(self.weights.weight(a.slot));
+            let slice = match self.policy.slice_ns {
+                0 => 0,
+                s => (s.saturating_mul(weight) / 100).max(1_000),
+            };
+            b.slice_ns.store(slice, Ordering::Relaxed);
             let n = sharing.get(&a.core).copied().unwrap_or(1);
             publish_polling(b, &self.policy, n, beside.contains(&a.slot));
             // Mode last: an NF that sees TURNS sees its core and links.
@@ -328,6 +350,12 @@ impl Scheduler {
         self.apply(arena, &members);
     }
 
+    /// NF `slot` now runs as process `pid` (a start or a restart): it
+    /// takes its CPU weight.
+    pub fn spawned(&mut self, slot: u32, pid: i32) {
+        self.weights.spawned(slot, pid);
+    }
+
     /// Changes the policy; the next [`apply`](Self::apply) publishes it.
     pub fn set_policy(&mut self, policy: SchedPolicy) {
         self.policy = policy;
@@ -345,6 +373,7 @@ impl Scheduler {
             revoked: self.revoked,
             held_off: self.held_off,
             demoted: self.demoted.len(),
+            weights: self.weights.enforced(),
         }
     }
 }

@@ -11,6 +11,8 @@ fn member(slot: u32, cpu: u32, order: (u32, u32)) -> Member {
         cpu,
         order,
         beside_worker: false,
+        weight: None,
+        pid: 0,
     }
 }
 
@@ -54,6 +56,8 @@ fn auto_lets_a_few_nfs_poll_and_never_schedules_a_workers_core() {
     let beside: Vec<Member> = (0..8)
         .map(|i| Member {
             beside_worker: true,
+            weight: None,
+            pid: 0,
             ..member(i, 0, (0, i))
         })
         .collect();
@@ -358,10 +362,37 @@ fn nfs_polling_on_their_own_learn_how_many_share_their_core() {
         .iter()
         .map(|&x| Member {
             beside_worker: true,
+            weight: None,
+            pid: 0,
             ..x
         })
         .collect();
     s.set_policy(hybrid);
     s.apply(&a, &beside);
     assert_eq!(polling(3), (poll::PUBLISHED | poll::YIELD_WHILE_POLLING, 0));
+}
+
+#[test]
+fn weights_lengthen_and_shorten_turns_and_turn_off_with_the_last_weight() {
+    let a = arena(3);
+    let weighted = |w: [Option<u32>; 3]| -> Vec<Member> {
+        (0..3)
+            .map(|i| Member {
+                weight: w[i as usize],
+                ..member(i, 1, (0, i))
+            })
+            .collect()
+    };
+    let mut s = Scheduler::new(turns());
+    let slice = |slot: u32| a.nf_control(slot).budget.slice_ns.load(Ordering::Relaxed);
+    s.apply(&a, &weighted([Some(300), Some(50), None]));
+    // Slices of 20 µs × weight / 100; an NF without a weight weighs 100.
+    assert_eq!([slice(0), slice(1), slice(2)], [60_000, 10_000, 20_000]);
+    assert_ne!(s.stats().weights, Enforced::Off);
+    // The lightest weight still gets a turn of a microsecond.
+    s.apply(&a, &weighted([Some(1), None, None]));
+    assert_eq!(slice(0), 1_000);
+    s.apply(&a, &weighted([None, None, None]));
+    assert_eq!([slice(0), slice(1), slice(2)], [20_000; 3]);
+    assert_eq!(s.stats().weights, Enforced::Off);
 }

@@ -121,6 +121,7 @@ impl<'a> Worker<'a> {
                     let _ = reply.send(());
                 }
                 Command::Report(reply) => {
+                    self.sample_cpu(usize::MAX);
                     let _ = reply.send(self.shard_result());
                 }
                 Command::Instances(reply) => {
@@ -270,6 +271,7 @@ impl<'a> Worker<'a> {
             turns_revoked: 0,
             turns_held_off: 0,
             invalid_handles: 0,
+            cpu: Default::default(),
             retired: Default::default(),
             originated: 0,
             tick,

@@ -38,6 +38,8 @@ impl<'a> Worker<'a> {
     /// output ports.
     pub(super) fn finish(&mut self) {
         self.end_all_flows();
+        // The last look at the NFs' CPU time, while their processes live.
+        self.sample_cpu(usize::MAX);
         for k in 0..self.derived.process_ids.len() {
             let i = self.derived.process_ids[k];
             let Some(nf) = self.nf_mut(i) else { continue };

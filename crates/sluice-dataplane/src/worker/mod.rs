@@ -180,6 +180,8 @@ pub struct Worker<'a> {
     pub(crate) stopped_ns: u64,
     /// Ingress is off: the worker is stopping, or draining before a change.
     ingress_off: bool,
+    /// The process NF whose CPU time was read last (`police::sample_cpu`).
+    cpu_cursor: usize,
     /// Id of the last config message sent to a process NF.
     next_msg: u32,
     /// Live captures (`sluice tcpdump`).
@@ -237,6 +239,7 @@ impl<'a> Worker<'a> {
             started_ns: sluice_sys::monotonic_ns(),
             stopped_ns: 0,
             ingress_off: false,
+            cpu_cursor: 0,
             next_msg: 0,
             taps: Vec::new(),
             realtime_offset_ns: std::time::SystemTime::now()
@@ -345,6 +348,8 @@ impl<'a> Worker<'a> {
                     cpu: p.spawn.cpu,
                     order: order[i as usize].unwrap_or((u32::MAX, u32::from(i))),
                     beside_worker: self.cfg.nfs_share_core,
+                    weight: self.plan.nf(i).and_then(|n| n.cpu_weight),
+                    pid: p.pid,
                 })
             })
             .collect()

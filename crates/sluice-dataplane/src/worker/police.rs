@@ -5,7 +5,24 @@
 use super::Worker;
 use crate::sched::Revocation;
 
+/// Process NFs whose CPU time the worker reads per millisecond pass (each
+/// read is a few microseconds; 1,000 NFs are all read about every 0.25 s).
+const CPU_READS_PER_PASS: usize = 4;
+
 impl Worker<'_> {
+    /// Reads the CPU time of up to `n` process NFs, taking turns.
+    pub(super) fn sample_cpu(&mut self, n: usize) {
+        let ids = &self.derived.process_ids;
+        for _ in 0..n.min(ids.len()) {
+            self.cpu_cursor = (self.cpu_cursor + 1) % ids.len();
+            let Some(nf) = self.nfs[ids[self.cpu_cursor] as usize].as_mut() else {
+                continue;
+            };
+            let pid = nf.process_ref().map_or(0, |p| p.pid);
+            nf.cpu.sample(pid);
+        }
+    }
+
     /// Runs the scheduler's watchdog (about every millisecond).
     pub(super) fn police(&mut self, now: u64) {
         let mut revoked = Vec::new();
@@ -19,6 +36,7 @@ impl Worker<'_> {
         for (slot, why) in revoked {
             self.revoked(slot, why);
         }
+        self.sample_cpu(CPU_READS_PER_PASS);
     }
 
     /// Counts the watchdog's verdict on the NF in `slot` and acts on it.

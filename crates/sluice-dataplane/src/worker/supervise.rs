@@ -108,10 +108,12 @@ impl<'a> Worker<'a> {
                     Some(i) => self.nfs[i as usize].as_mut(),
                     None => self.cmd.staged_by_slot(slot),
                 };
-                if let Some(p) = nf.and_then(|n| n.process()) {
-                    if p.generation == generation {
-                        p.pid = pid;
-                    }
+                let current = nf
+                    .and_then(|n| n.process())
+                    .filter(|p| p.generation == generation);
+                if let Some(p) = current {
+                    p.pid = pid;
+                    self.sched.spawned(slot, pid);
                 }
             }
             HostEvent::Exited {

@@ -1,0 +1,84 @@
+//! CPU time of an NF across its instances (HyperNF, seed 000 §3: charge
+//! each NF the CPU it uses, its ring I/O included).
+//!
+//! A process NF reads and writes its rings itself, so the kernel's count
+//! of its process's time on a CPU (`/proc/PID/schedstat`) includes its
+//! ring I/O; the platform reads it, so an NF cannot misreport it. The
+//! count ends with the process, so the worker reads it periodically and
+//! keeps what earlier instances of the NF used.
+
+/// The CPU time of one NF's instances.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuClock {
+    /// CPU time of instances before the current one, ns.
+    done_ns: u64,
+    /// The current instance's process, and its CPU time at the last look.
+    pid: i32,
+    last_ns: u64,
+}
+
+impl CpuClock {
+    /// Records that process `pid` had run `on_cpu_ns` when last looked at.
+    /// A new pid is a new instance: the old one's last reading is kept.
+    pub fn observe(&mut self, pid: i32, on_cpu_ns: u64) {
+        if pid != self.pid {
+            self.done_ns += self.last_ns;
+            self.pid = pid;
+            self.last_ns = 0;
+        }
+        // The kernel's count only grows; a smaller one is not this process.
+        self.last_ns = self.last_ns.max(on_cpu_ns);
+    }
+
+    /// Looks at process `pid` now (nothing if it is gone or `pid` is 0).
+    pub fn sample(&mut self, pid: i32) {
+        let Some(p) = sluice_sys::Pid::from_raw(pid) else {
+            return;
+        };
+        if let Ok(t) = sluice_sys::sched_times(p) {
+            self.observe(pid, t.on_cpu_ns);
+        }
+    }
+
+    /// CPU time of all instances, ns, as of the last look.
+    pub fn total_ns(&self) -> u64 {
+        self.done_ns + self.last_ns
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_the_time_of_instances_that_ended() {
+        let mut c = CpuClock::default();
+        c.observe(10, 5_000);
+        c.observe(10, 7_000);
+        assert_eq!(c.total_ns(), 7_000);
+        c.observe(11, 1_000);
+        assert_eq!(
+            c.total_ns(),
+            8_000,
+            "a restart keeps the old instance's time"
+        );
+        c.observe(11, 500);
+        assert_eq!(c.total_ns(), 8_000, "never goes back");
+    }
+
+    #[test]
+    fn reads_a_live_process_and_ignores_a_missing_one() {
+        let mut c = CpuClock::default();
+        c.sample(0);
+        c.sample(i32::MAX);
+        assert_eq!(c.total_ns(), 0);
+        let t0 = sluice_sys::thread_cpu_ns();
+        while sluice_sys::thread_cpu_ns() - t0 < 5_000_000 {
+            std::hint::black_box(0);
+        }
+        // This test's thread (the harness's main thread may be idle).
+        let tid = sluice_sys::gettid().as_raw_nonzero().get();
+        c.sample(tid);
+        assert!(c.total_ns() >= 5_000_000, "{}", c.total_ns());
+    }
+}
