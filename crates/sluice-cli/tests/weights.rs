@@ -41,7 +41,8 @@ fn light_cpu_share(r: &serde_json::Value) -> f64 {
 
 /// Unweighted, the light NF yields after each of its cheaper batches and
 /// gets about a fifth of the core (seed 000 §4); weighted 75/25 it gets
-/// three quarters. The margins leave room for a busy host.
+/// three quarters (0.75 measured here). The margins leave room for a busy
+/// host, where the worker feeding the NFs may lag and leave one idle.
 #[test]
 fn weighted_nfs_share_their_core_by_weight_and_report_their_cpu_time() {
     let (_d, path) = spec_file(&pair(Some([75, 25])));
@@ -54,7 +55,7 @@ fn weighted_nfs_share_their_core_by_weight_and_report_their_cpu_time() {
     assert_accounted(&r);
     let share = light_cpu_share(&r);
     assert!(
-        (0.6..0.9).contains(&share),
+        (0.5..0.95).contains(&share),
         "light NF's share {share:.3}: {r:#}"
     );
     // The CPU time is the processes' own, so it cannot exceed the run's
