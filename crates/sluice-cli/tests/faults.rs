@@ -99,7 +99,11 @@ fn garbage_in_the_ring_is_rejected_not_trusted() {
 #[test]
 fn garbage_verdicts_and_metadata_are_counted_drops() {
     let r = chaos_run("garbage_verdicts", 5_000, "policy: always");
-    assert!(r["drops"]["invalid_verdict"].as_u64().unwrap() > 0, "{r:#}");
+    let invalid = r["drops"]["invalid_verdict"].as_u64().unwrap();
+    assert!(invalid > 0, "{r:#}");
+    // Each of those packets had passed `pre` and `bad`: wasted work.
+    assert!(r["wasted_visits"].as_u64().unwrap() >= 2 * invalid, "{r:#}");
+    assert!(r["wasted_share"].as_f64().unwrap() > 0.0, "{r:#}");
     let r = chaos_run("garbage_metadata", 5_000, "policy: always");
     let d = &r["drops"];
     let bad = ["invalid_metadata", "invalid_verdict"]

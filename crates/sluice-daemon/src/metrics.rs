@@ -305,6 +305,15 @@ pub fn render(r: &RunReport, instances: &[Instance]) -> String {
                 .inc_by(v as f64);
         }
     }
+    let wasted = counter_family(
+        &mut reg,
+        "wasted_nf_visits",
+        "NF visits spent on packets the platform dropped afterwards (a full ring, an NF down, a bad verdict): wasted work",
+        None,
+    );
+    wasted
+        .get_or_create(&Vec::new())
+        .inc_by(r.wasted_visits as f64);
     let buffers = gauge_family(
         &mut reg,
         "buffers",

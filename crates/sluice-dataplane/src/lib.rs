@@ -9,6 +9,7 @@
 //! NF instances and swap in the new plan between two passes. [`run()`] is
 //! its foreground use: one spec, applied once, until its inputs end.
 
+pub mod backpressure;
 pub mod compile;
 pub mod cpu_clock;
 pub mod diff;

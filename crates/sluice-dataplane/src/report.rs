@@ -236,6 +236,14 @@ pub struct RunReport {
     /// `packets_in + packets_originated - packets_out - drops_total`: must
     /// be 0 (no silent loss).
     pub unaccounted: i64,
+    /// NF visits spent on packets the platform dropped afterwards (a full
+    /// ring, an NF down, a bad verdict, a loop): work wasted. Backpressure
+    /// at the entry (`settings.backpressure`) drops before any.
+    #[serde(default)]
+    pub wasted_visits: u64,
+    /// `wasted_visits` over all NF visits (the NFs' packets).
+    #[serde(default)]
+    pub wasted_share: f64,
     /// Output rate, million packets per second.
     pub mpps: f64,
     /// Output rate, Gbit/s of L2 frame bytes.
@@ -339,6 +347,16 @@ pub(crate) fn nf_report(nf: &NfRt<'_>, counter_names: &[(usize, String)]) -> NfR
     }
 }
 
+/// `wasted` NF visits over all visits of `nfs` (their packets).
+pub fn wasted_share(wasted: u64, nfs: &[NfReport]) -> f64 {
+    let visits: u64 = nfs.iter().map(|n| n.packets).sum();
+    if visits == 0 {
+        0.0
+    } else {
+        wasted as f64 / visits as f64
+    }
+}
+
 /// Latency percentiles of a (merged) sink.
 pub(crate) fn latency_of(sink: Option<&Sink>) -> Latency {
     sink.map(|m| {
@@ -369,6 +387,8 @@ impl RunReport {
             drops: BTreeMap::new(),
             drops_total: 0,
             unaccounted: 0,
+            wasted_visits: 0,
+            wasted_share: 0.0,
             mpps: 0.0,
             gbps: 0.0,
             latency_ns: Latency::default(),

@@ -97,6 +97,7 @@ impl RunReport {
             r.bytes_out += o.bytes_out;
             add_maps(&mut r.drops, &o.drops);
             r.worker_stalls += o.worker_stalls;
+            r.wasted_visits += o.wasted_visits;
             r.worker_stalled_us += o.worker_stalled_us;
             r.template_restarts += o.template_restarts;
             // By name: during an apply, workers may briefly differ.
@@ -161,6 +162,7 @@ impl RunReport {
             }
         }
         r.drops_total = r.drops.values().sum();
+        r.wasted_share = crate::report::wasted_share(r.wasted_visits, &r.nfs);
         r.unaccounted = (r.packets_in + r.packets_originated) as i64
             - r.packets_out as i64
             - r.drops_total as i64;

@@ -159,6 +159,15 @@ impl<'a> NfLink<'a> {
         Ok(free.min(self.quota.saturating_sub(held)) as usize)
     }
 
+    /// How full the NF's receive side is, in basis points (10,000: no
+    /// room at all): of its ring or of its buffer quota, whichever is
+    /// fuller.
+    pub fn fill_bp(&mut self) -> Result<u32, RingCorrupt> {
+        let room = self.room()? as u64;
+        let cap = u64::from(self.rx_ring.capacity().min(self.quota)).max(1);
+        Ok((cap.saturating_sub(room) * 10_000 / cap) as u32)
+    }
+
     /// Moves as many handles as fit from the front of `batch` to the NF,
     /// wakes it if it sleeps, and returns how many moved.
     pub fn send(

@@ -54,6 +54,9 @@ platform_reasons! {
     /// (the platform drains an NF before it removes it; this counts what
     /// a drain that timed out left behind).
     NF_REMOVED = 14, "nf_removed";
+    /// Dropped at its chain's entry, before any NF worked on it, because
+    /// an NF of the chain could not keep up (`settings.backpressure`).
+    BACKPRESSURE = 15, "backpressure";
 }
 
 impl DropReason {

@@ -10,8 +10,8 @@ use crate::limits;
 use crate::location::SourceName;
 use crate::model::{Isolation, NfSpec, Spec};
 use crate::settings::{
-    FlowTableSettings, RestartMode, RestartPolicy, SchedulerPolicy, SchedulerSettings, Settings,
-    WakeupSettings,
+    BackpressureMode, BackpressureSettings, FlowTableSettings, RestartMode, RestartPolicy,
+    SchedulerPolicy, SchedulerSettings, Settings, WakeupSettings,
 };
 use crate::{decode_chains, decode_ports};
 
@@ -80,6 +80,7 @@ fn settings(node: &ConfigNode) -> Res<Settings> {
             "flow_table",
             "wakeup",
             "scheduler",
+            "backpressure",
         ],
     )?;
     let d = Settings::default();
@@ -108,6 +109,10 @@ fn settings(node: &ConfigNode) -> Res<Settings> {
         scheduler: match f.opt("scheduler") {
             Some(n) => scheduler(n)?,
             None => d.scheduler,
+        },
+        backpressure: match f.opt("backpressure") {
+            Some(n) => backpressure(n)?,
+            None => d.backpressure,
         },
     };
     if u32::from(s.batch) > s.ring_size {
@@ -181,6 +186,33 @@ fn scheduler(node: &ConfigNode) -> Res<SchedulerSettings> {
         },
         slice_us: opt_int(&f, "slice_us", limits::SLICE_US)?.unwrap_or(d.slice_us),
     })
+}
+
+fn backpressure(node: &ConfigNode) -> Res<BackpressureSettings> {
+    let f = Fields::of(node, "backpressure settings")?;
+    f.deny_unknown("backpressure", &["mode", "watermark_pct", "red_min_pct"])?;
+    let d = BackpressureSettings::default();
+    let s = BackpressureSettings {
+        mode: match f.opt("mode") {
+            Some(n) => fields::choice(n, "backpressure mode", &BackpressureMode::ALL)?,
+            None => d.mode,
+        },
+        watermark_pct: opt_int(&f, "watermark_pct", limits::WATERMARK_PCT)?
+            .unwrap_or(d.watermark_pct),
+        red_min_pct: opt_int(&f, "red_min_pct", limits::RED_MIN_PCT)?.unwrap_or(d.red_min_pct),
+    };
+    if s.red_min_pct >= s.watermark_pct {
+        let at = f
+            .opt("red_min_pct")
+            .or(f.opt("watermark_pct"))
+            .unwrap_or(node);
+        return Err(at.error(format!(
+            "red_min_pct ({}) must be below watermark_pct ({}): early drops start below \
+             the mark where every packet is dropped",
+            s.red_min_pct, s.watermark_pct
+        )));
+    }
+    Ok(s)
 }
 
 fn nf(node: &ConfigNode) -> Res<NfSpec> {

@@ -57,6 +57,11 @@ fn settings(s: &Settings) -> Value {
             "policy": s.scheduler.policy.name(),
             "slice_us": s.scheduler.slice_us,
         },
+        "backpressure": {
+            "mode": s.backpressure.mode.name(),
+            "watermark_pct": s.backpressure.watermark_pct,
+            "red_min_pct": s.backpressure.red_min_pct,
+        },
     })
 }
 

@@ -78,6 +78,6 @@ pub use ports::{
 };
 pub use resolve::ResolvedChain;
 pub use settings::{
-    FlowTableSettings, RestartMode, RestartPolicy, SchedulerPolicy, SchedulerSettings, Settings,
-    WakeupSettings,
+    BackpressureMode, BackpressureSettings, FlowTableSettings, RestartMode, RestartPolicy,
+    SchedulerPolicy, SchedulerSettings, Settings, WakeupSettings,
 };

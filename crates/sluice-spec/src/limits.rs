@@ -47,6 +47,10 @@ pub(crate) const WAKE_MAX_BATCH: Limit = range(1, 256);
 pub(crate) const WAKE_TIMEOUT_US: Limit = range(1, 100_000);
 /// `settings.wakeup.busy_poll_us`.
 pub(crate) const BUSY_POLL_US: Limit = range(0, 1_000_000);
+/// `settings.backpressure.watermark_pct`.
+pub(crate) const WATERMARK_PCT: Limit = range(1, 100);
+/// `settings.backpressure.red_min_pct`.
+pub(crate) const RED_MIN_PCT: Limit = range(0, 99);
 /// `nfs[].cpu_weight` (cgroup v2's `cpu.weight` range).
 pub(crate) const CPU_WEIGHT: Limit = range(1, 10_000);
 /// `settings.scheduler.slice_us`.

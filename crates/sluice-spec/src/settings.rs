@@ -27,6 +27,9 @@ pub struct Settings {
     pub wakeup: WakeupSettings,
     /// How process NFs sharing a core are scheduled (`scheduler`).
     pub scheduler: SchedulerSettings,
+    /// What happens to packets of a chain that cannot keep up
+    /// (`backpressure`).
+    pub backpressure: BackpressureSettings,
 }
 
 impl Default for Settings {
@@ -41,7 +44,65 @@ impl Default for Settings {
             flow_table: FlowTableSettings::default(),
             wakeup: WakeupSettings::default(),
             scheduler: SchedulerSettings::default(),
+            backpressure: BackpressureSettings::default(),
         }
+    }
+}
+
+/// What happens to packets of a chain whose NFs cannot keep up
+/// (`settings.backpressure`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BackpressureSettings {
+    /// `mode`, default `hold`.
+    pub mode: BackpressureMode,
+    /// Ring occupancy in percent at which a chain is congested
+    /// (`watermark_pct`, 1..=100, default 75).
+    pub watermark_pct: u32,
+    /// Under `red`: occupancy in percent where early drops start
+    /// (`red_min_pct`, 0..=99, below `watermark_pct`, default 25).
+    pub red_min_pct: u32,
+}
+
+impl Default for BackpressureSettings {
+    fn default() -> Self {
+        BackpressureSettings {
+            mode: BackpressureMode::Hold,
+            watermark_pct: 75,
+            red_min_pct: 25,
+        }
+    }
+}
+
+/// `settings.backpressure.mode`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum BackpressureMode {
+    /// Ports are read only as fast as their chains' first NFs take
+    /// packets: nothing is lost inside; a generator slows down, a NIC or
+    /// the kernel drops what the port cannot hold (`hold`).
+    #[default]
+    Hold,
+    /// Ports are read at full speed; a packet whose chain is congested is
+    /// dropped at the chain's entry, before any work is spent on it
+    /// (`drop`).
+    Drop,
+    /// As `drop`, with early random drops as the chain fills (`red`).
+    Red,
+}
+
+impl BackpressureMode {
+    /// All modes with their spec names.
+    pub const ALL: [(&'static str, BackpressureMode); 3] = [
+        ("hold", BackpressureMode::Hold),
+        ("drop", BackpressureMode::Drop),
+        ("red", BackpressureMode::Red),
+    ];
+
+    /// The mode's spec name.
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, m)| *m == self)
+            .map_or("hold", |(n, _)| n)
     }
 }
 

@@ -3,9 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use sluice_spec::{
-    load, ChainSpec, ConfigNode, FlowTableSettings, GeneratorSpec, IpVersionChoice, Isolation,
-    Location, MatchSpec, NicSpec, PcapInSpec, PcapOutSpec, PortKind, PortRange, PortSpec, Protocol,
-    RestartMode, RestartPolicy, SchedulerSettings, Settings, SinkSpec, SizeSpec, WakeupSettings,
+    load, BackpressureSettings, ChainSpec, ConfigNode, FlowTableSettings, GeneratorSpec,
+    IpVersionChoice, Isolation, Location, MatchSpec, NicSpec, PcapInSpec, PcapOutSpec, PortKind,
+    PortRange, PortSpec, Protocol, RestartMode, RestartPolicy, SchedulerSettings, Settings,
+    SinkSpec, SizeSpec, WakeupSettings,
 };
 
 const TYPES: &[&str] = &["acl", "mon", "nat"];
@@ -46,6 +47,7 @@ fn full_spec_loads_into_expected_structs() {
             },
             wakeup: WakeupSettings::default(),
             scheduler: SchedulerSettings::default(),
+            backpressure: BackpressureSettings::default(),
         }
     );
 

@@ -27,6 +27,7 @@ use sluice_nf::NfType;
 use sluice_ports::Shard;
 use sluice_spec::{Isolation, Spec, SpecError};
 
+use crate::backpressure::EntryPolicy;
 use crate::compile::{compile, Target};
 use crate::diff::Diff;
 use crate::flow_table::FlowTable;
@@ -235,6 +236,7 @@ impl Runtime {
                     drain_timeout_ns: 2_000_000_000,
                     wakeup: WakePolicy::from_settings(&s.wakeup),
                     sched: SchedPolicy::from_settings(&s.scheduler, s.wakeup.busy_poll_us),
+                    entry: EntryPolicy::from_settings(&s.backpressure),
                 };
                 let mut worker = Worker::new(&arena, &pool, flows, host, thread_mail, logbook, cfg);
                 let _ = ready_tx.send(Ok(()));
@@ -322,9 +324,11 @@ impl Runtime {
         let wakeup = WakePolicy::from_settings(&spec.settings.wakeup);
         let sched =
             SchedPolicy::from_settings(&spec.settings.scheduler, spec.settings.wakeup.busy_poll_us);
+        let entry = EntryPolicy::from_settings(&spec.settings.backpressure);
         let live_settings_same = restart == self.settings.restart
             && spec.settings.wakeup == self.settings.wakeup
-            && spec.settings.scheduler == self.settings.scheduler;
+            && spec.settings.scheduler == self.settings.scheduler
+            && spec.settings.backpressure == self.settings.backpressure;
         if diff.is_empty() && live_settings_same {
             self.plan = Arc::new(Plan {
                 generation: self.plan.generation,
@@ -342,7 +346,7 @@ impl Runtime {
         }
         let plan = Arc::new(plan);
         let compiled = sluice_sys::monotonic_ns();
-        let mut changes = self.changes_for(&plan, &diff, &restart, wakeup, sched)?;
+        let mut changes = self.changes_for(&plan, &diff, &restart, (wakeup, sched, entry))?;
         // Prepare everywhere; all must succeed.
         let mut replies = Vec::new();
         for (w, change) in changes.drain(..).enumerate() {
@@ -414,6 +418,7 @@ impl Runtime {
         self.settings.restart = restart;
         self.settings.wakeup = spec.settings.wakeup.clone();
         self.settings.scheduler = spec.settings.scheduler.clone();
+        self.settings.backpressure = spec.settings.backpressure;
         self.plan = plan;
         self.source = spec.source.as_str().to_string();
         let end = sluice_sys::monotonic_ns();
@@ -439,8 +444,7 @@ impl Runtime {
         plan: &Arc<Plan>,
         diff: &Diff,
         restart: &sluice_spec::RestartPolicy,
-        wakeup: WakePolicy,
-        sched: SchedPolicy,
+        (wakeup, sched, entry): (WakePolicy, SchedPolicy, EntryPolicy),
     ) -> Result<Vec<(Change, Vec<(u16, u32)>)>, RunError> {
         let workers = self.workers.len();
         // Open ports first, worker by worker and in id order: af_packet
@@ -544,6 +548,7 @@ impl Runtime {
                     restart: restart.clone(),
                     wakeup,
                     sched,
+                    entry,
                 },
                 slots,
             ));

@@ -33,6 +33,8 @@ pub struct PlatformSettings {
     pub wakeup: WakeupSettings,
     /// Scheduling of process NFs sharing a core (a spec may change it).
     pub scheduler: SchedulerSettings,
+    /// Backpressure at chains' entries (a spec may change it).
+    pub backpressure: sluice_spec::BackpressureSettings,
     /// Most NFs at once (arena slots per worker; a replaced NF holds two
     /// until its old instance has stopped).
     pub max_nfs: u32,
@@ -77,6 +79,7 @@ impl PlatformSettings {
             restart: s.restart.clone(),
             wakeup: s.wakeup.clone(),
             scheduler: s.scheduler.clone(),
+            backpressure: s.backpressure,
             max_nfs: spec.nfs.len().max(1) as u32,
             max_ports: spec.ports.len().max(1) as u32,
             max_chains: spec.chains.len().max(1) as u32,

@@ -313,6 +313,7 @@ impl<'a> Worker<'a> {
         let reconfigure = std::mem::take(&mut change.reconfigure);
         self.cfg.restart = change.restart;
         self.cfg.wakeup = change.wakeup;
+        self.cfg.entry = change.entry;
         // Published to the NFs by the `derive` that ends the change.
         self.sched.set_policy(change.sched);
         let plan = Rc::new(Arc::unwrap_or_clone(change.plan));

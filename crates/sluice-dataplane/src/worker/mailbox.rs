@@ -83,6 +83,8 @@ pub struct Change {
     pub wakeup: WakePolicy,
     /// The scheduling policy from now on.
     pub sched: crate::sched::SchedPolicy,
+    /// Backpressure at chains' entries from now on.
+    pub entry: crate::backpressure::EntryPolicy,
 }
 
 /// What a commit did.

@@ -57,6 +57,7 @@ use crate::wakeup::{WakeGate, WakePolicy};
 
 mod classify;
 pub mod command;
+mod entry;
 mod finish;
 pub mod mailbox;
 mod markers;
@@ -99,6 +100,8 @@ pub struct WorkerConfig {
     pub wakeup: WakePolicy,
     /// How process NFs sharing a core are scheduled.
     pub sched: SchedPolicy,
+    /// What happens at a chain's entry when it is congested.
+    pub entry: crate::backpressure::EntryPolicy,
 }
 
 /// Routing facts derived from the plan and which NFs run as processes,
@@ -182,6 +185,8 @@ pub struct Worker<'a> {
     ingress_off: bool,
     /// The process NF whose CPU time was read last (`police::sample_cpu`).
     cpu_cursor: usize,
+    /// Backpressure at chains' entries (`entry`).
+    entry: entry::EntryState,
     /// Id of the last config message sent to a process NF.
     next_msg: u32,
     /// Live captures (`sluice tcpdump`).
@@ -240,6 +245,7 @@ impl<'a> Worker<'a> {
             stopped_ns: 0,
             ingress_off: false,
             cpu_cursor: 0,
+            entry: Default::default(),
             next_msg: 0,
             taps: Vec::new(),
             realtime_offset_ns: std::time::SystemTime::now()

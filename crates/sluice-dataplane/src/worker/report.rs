@@ -8,7 +8,8 @@ use sluice_ports::Sink;
 use crate::latency::Histogram;
 use crate::nf_rt::NfRt;
 use crate::report::{
-    latency_of, nf_report, BufferReport, ChainReport, FlowReport, NfFaults, PortReport, RunReport,
+    latency_of, nf_report, wasted_share, BufferReport, ChainReport, FlowReport, NfFaults, NfReport,
+    PortReport, RunReport,
 };
 
 use super::Worker;
@@ -101,6 +102,13 @@ pub(crate) fn run_report(w: &Worker<'_>) -> RunReport {
     let latency_ns = latency_of(merged_sink(w).as_ref());
     let audit = w.pool.audit();
     let fs = w.flows.stats();
+    let nfs: Vec<NfReport> = nfs
+        .iter()
+        .map(|nf| {
+            let counters = w.plan.nf(nf.id).map_or(&[][..], |p| &p.counters[..]);
+            nf_report(nf, counters)
+        })
+        .collect();
     RunReport {
         spec: String::new(),
         duration_s,
@@ -119,13 +127,9 @@ pub(crate) fn run_report(w: &Worker<'_>) -> RunReport {
         worker_stalls: w.stalls,
         worker_stalled_us: w.stalled_ns / 1000,
         template_restarts: w.host.as_ref().map_or(0, |h| h.restarts()),
-        nfs: nfs
-            .iter()
-            .map(|nf| {
-                let counters = w.plan.nf(nf.id).map_or(&[][..], |p| &p.counters[..]);
-                nf_report(nf, counters)
-            })
-            .collect(),
+        wasted_visits: w.wasted_visits(),
+        wasted_share: wasted_share(w.wasted_visits(), &nfs),
+        nfs,
         ports: ports
             .iter()
             .map(|p| {

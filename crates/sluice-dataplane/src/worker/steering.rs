@@ -36,6 +36,10 @@ impl<'a> Worker<'a> {
 
     pub(super) fn ingress_budget(&mut self, port: u16) -> usize {
         let mut budget = self.cfg.batch;
+        if !self.cfg.entry.holds() {
+            // Read at full speed: congested chains drop at their entry.
+            return budget;
+        }
         let chains = self.plan.ingress.get(port as usize).map_or(0, Vec::len);
         for k in 0..chains {
             let c = self.plan.ingress[port as usize][k];
@@ -48,6 +52,7 @@ impl<'a> Worker<'a> {
 
     pub(super) fn poll_ingress(&mut self, now: u64) -> usize {
         let mut done = 0;
+        self.entry.next_pass();
         for k in 0..self.derived.input_ports.len() {
             let port = self.derived.input_ports[k];
             let budget = self.ingress_budget(port);
@@ -144,6 +149,9 @@ impl<'a> Worker<'a> {
             Ok((chain, flow_id, hash)) => {
                 pkt.set_flow_id(flow_id);
                 pkt.set_flow_hash(hash);
+                if self.entry_refuses(chain) {
+                    return Dest::Drop(DropReason::BACKPRESSURE);
+                }
                 first_hop(&self.plan, pkt, chain)
             }
             Err(reason) => Dest::Drop(reason),
@@ -202,6 +210,7 @@ impl<'a> Worker<'a> {
                 }
                 Dest::Drop(r) => {
                     self.drops.add(r, b.len() as u64);
+                    self.count_wasted(&mut b, 0);
                     b.drain(|h| self.cache.free(h));
                 }
                 Dest::DropLocal(nf, idx) => {
@@ -280,6 +289,9 @@ impl<'a> Worker<'a> {
                     self.drops.add(DropReason::RING_FULL, left);
                 } else {
                     self.drops.add(DropReason::NF_DOWN, b.len() as u64);
+                }
+                if !b.is_empty() {
+                    self.count_wasted(b, 1);
                 }
                 b.drain(|h| self.cache.free(h));
                 if corrupt {
