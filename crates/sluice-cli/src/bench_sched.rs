@@ -56,6 +56,9 @@ struct Summary {
     /// Turns: Mpps with the most NFs per core over Mpps with one.
     #[serde(skip_serializing_if = "Option::is_none")]
     nfs_max_vs_1: Option<f64>,
+    /// The goal figure: the same at 1,000 NFs (full runs only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nfs_1000_vs_1: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     long_chain_60_p50_us: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -231,6 +234,9 @@ fn measure_all(a: &SchedArgs, path: &Path) -> Result<Report, String> {
         };
         if let (Some(one), Some(max)) = (turns(1), turns(*ns.last().unwrap_or(&1))) {
             report.summary.nfs_max_vs_1 = Some(max / one.max(1e-9));
+        }
+        if let (Some(one), Some(k)) = (turns(1), turns(1000)) {
+            report.summary.nfs_1000_vs_1 = Some(k / one.max(1e-9));
         }
     }
     if sections(a, "long_chain") {
