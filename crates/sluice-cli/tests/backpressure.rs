@@ -103,3 +103,41 @@ fn bad_backpressure_settings_are_spec_errors() {
         assert!(err.contains(field), "{bad}: {err}");
     }
 }
+
+/// The mode changes on a running daemon, without restarting an NF.
+#[test]
+fn the_mode_changes_live() {
+    use std::time::{Duration, Instant};
+    let d = Daemon::start();
+    d.apply(&spec("{ mode: hold }"));
+    let pids = || -> Vec<u64> {
+        let t = Instant::now();
+        loop {
+            let mut p: Vec<u64> = d
+                .instances()
+                .iter()
+                .filter_map(|i| i["pid"].as_u64())
+                .filter(|&p| p > 0)
+                .collect();
+            if p.len() == 2 {
+                p.sort_unstable();
+                return p;
+            }
+            assert!(t.elapsed() < Duration::from_secs(30), "NFs did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let before = pids();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(d.stats()["drops"]["backpressure"].as_u64().unwrap_or(0), 0);
+    d.apply(&spec("{ mode: drop }"));
+    let t = Instant::now();
+    while d.stats()["drops"]["backpressure"].as_u64().unwrap_or(0) == 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "no backpressure drops"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(pids(), before, "no NF restarted");
+}
