@@ -53,6 +53,11 @@ fn weighted_nfs_share_their_core_by_weight_and_report_their_cpu_time() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_accounted(&r);
+    // This machine's kernel has the cpu controller (v1 or v2) for root.
+    if is_root() {
+        let how = r["cpu_weights"].as_str().unwrap();
+        assert!(how.starts_with("cgroup-"), "{how}");
+    }
     let share = light_cpu_share(&r);
     assert!(
         (0.5..0.95).contains(&share),
@@ -200,4 +205,41 @@ fn a_bad_weight_is_a_spec_error() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(field), "{bad}: {err}");
     }
+}
+
+/// Three NFs of equal weight, one of them costing 100× the others per
+/// packet, under hybrid polling: unweighted it takes 0.82 of the core and
+/// each sibling 0.09; weighted it is held to about half (0.48-0.50) and
+/// each sibling keeps a quarter. Not a third each: the kernel shares by
+/// slices of milliseconds, and a cheap NF drains its 1,024-entry ring in
+/// far less, then waits for packets (turns without weights measured 1/3
+/// each; see the closing note of issue 16).
+#[test]
+fn an_nf_costing_a_hundred_times_more_keeps_only_its_weighted_share() {
+    let text = pair(Some([100, 100]))
+        .replace("iterations_per_packet: 6000", "iterations_per_packet: 200000")
+        .replace(
+            "  - { name: out, kind: sink }",
+            "  - { name: gc, kind: generator, flows: 16, protocol: udp, size: 64 }\n  - { name: out, kind: sink }",
+        )
+        .replace(
+            "chains:\n",
+            "  - { name: light2, type: cycle_burner, config: { iterations_per_packet: 2000 }, isolation: process, cpu_weight: 100 }\nchains:\n  - { name: c, from: gc, nfs: [light2], to: out }\n",
+        );
+    let (_d, path) = spec_file(&text);
+    let (out, r) = run_json(&path, 2.0);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_accounted(&r);
+    let cpu = |n: &str| nf(&r, n)["process_cpu_us"].as_u64().unwrap() as f64;
+    let total = cpu("light") + cpu("light2") + cpu("heavy");
+    let share = |n: &str| cpu(n) / total;
+    assert!(share("heavy") < 0.65, "heavy: {:.3} {r:#}", share("heavy"));
+    for n in ["light", "light2"] {
+        assert!(share(n) > 0.15, "{n}: {:.3} {r:#}", share(n));
+    }
+    assert!(nf(&r, "light")["packets"].as_u64().unwrap() > 0);
 }

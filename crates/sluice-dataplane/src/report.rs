@@ -244,6 +244,11 @@ pub struct RunReport {
     /// `wasted_visits` over all NF visits (the NFs' packets).
     #[serde(default)]
     pub wasted_share: f64,
+    /// How `nfs[].cpu_weight` is enforced: `off` (no NF has one),
+    /// `cgroup-v2`, `cgroup-v1` (the kernel's cpu controller, and turn
+    /// slices) or `slices` (turn slices only: no cpu controller usable).
+    #[serde(default)]
+    pub cpu_weights: String,
     /// Output rate, million packets per second.
     pub mpps: f64,
     /// Output rate, Gbit/s of L2 frame bytes.
@@ -389,6 +394,7 @@ impl RunReport {
             unaccounted: 0,
             wasted_visits: 0,
             wasted_share: 0.0,
+            cpu_weights: "off".into(),
             mpps: 0.0,
             gbps: 0.0,
             latency_ns: Latency::default(),

@@ -98,6 +98,9 @@ impl RunReport {
             add_maps(&mut r.drops, &o.drops);
             r.worker_stalls += o.worker_stalls;
             r.wasted_visits += o.wasted_visits;
+            if r.cpu_weights == "off" {
+                r.cpu_weights = o.cpu_weights;
+            }
             r.worker_stalled_us += o.worker_stalled_us;
             r.template_restarts += o.template_restarts;
             // By name: during an apply, workers may briefly differ.

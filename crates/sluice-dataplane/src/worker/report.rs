@@ -129,6 +129,7 @@ pub(crate) fn run_report(w: &Worker<'_>) -> RunReport {
         template_restarts: w.host.as_ref().map_or(0, |h| h.restarts()),
         wasted_visits: w.wasted_visits(),
         wasted_share: wasted_share(w.wasted_visits(), &nfs),
+        cpu_weights: w.sched.stats().weights.name().to_string(),
         nfs,
         ports: ports
             .iter()
