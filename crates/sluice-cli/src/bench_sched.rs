@@ -6,6 +6,9 @@
 //!
 //! * `nfs_per_core`: N chains of one process forwarder each, all NFs on
 //!   one core, at full rate (Flurries Fig. 4a/6: throughput as N grows);
+//! * `wakeup_policies`: short interactive and long bulk flows through NFs
+//!   sharing a core under each wake-up policy (Flurries Table 2,
+//!   `bench_wakeup`);
 //! * `long_chain`: chains of 50 and 60 process forwarders at 0.1 Mpps,
 //!   p50 and p99 (Flurries §6; HyperNF: a 50-NF chain's p99);
 //! * `chains`: chains of 1, 4 and 8 `cycle_burner`s of light and heavy
@@ -81,6 +84,7 @@ struct Report {
     cpu: String,
     seconds_per_run: f64,
     nfs_per_core: Vec<NfsRow>,
+    wakeup_policies: Vec<crate::bench_wakeup::WakeRow>,
     long_chain: Vec<ChainRow>,
     chains: Vec<ChainRow>,
     allocation: Vec<crate::bench_share::AllocRow>,
@@ -212,6 +216,7 @@ fn measure_all(a: &SchedArgs, path: &Path) -> Result<Report, String> {
         cpu: crate::bench::cpu_model(),
         seconds_per_run: secs,
         nfs_per_core: Vec::new(),
+        wakeup_policies: Vec::new(),
         long_chain: Vec::new(),
         chains: Vec::new(),
         allocation: Vec::new(),
@@ -238,6 +243,10 @@ fn measure_all(a: &SchedArgs, path: &Path) -> Result<Report, String> {
         if let (Some(one), Some(k)) = (turns(1), turns(1000)) {
             report.summary.nfs_1000_vs_1 = Some(k / one.max(1e-9));
         }
+    }
+    if sections(a, "wakeup_policies") {
+        let n = if a.quick { 8 } else { 16 };
+        report.wakeup_policies = crate::bench_wakeup::wakeup_policies(path, secs, rounds, n)?;
     }
     if sections(a, "long_chain") {
         for length in [50, 60] {
@@ -305,6 +314,7 @@ fn human(r: &Report) -> String {
     for x in &r.nfs_per_core {
         s += &format!("nfs_per_core N={:<5} {}", x.n, line(&x.row));
     }
+    s += &crate::bench_wakeup::human(&r.wakeup_policies);
     for x in &r.long_chain {
         s += &format!("long_chain {:>3} NFs    {}", x.length, line(&x.row));
     }

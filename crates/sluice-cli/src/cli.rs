@@ -109,9 +109,9 @@ pub struct SchedArgs {
     /// (default: three rounds of 3 s, up to 1,000 NFs).
     #[arg(long)]
     pub quick: bool,
-    /// Only these sections (repeatable): nfs_per_core, long_chain, chains,
-    /// allocation, fairness.
-    #[arg(long, value_parser = ["nfs_per_core", "long_chain", "chains", "allocation", "fairness"])]
+    /// Only these sections (repeatable): nfs_per_core, wakeup_policies,
+    /// long_chain, chains, allocation, fairness.
+    #[arg(long, value_parser = ["nfs_per_core", "wakeup_policies", "long_chain", "chains", "allocation", "fairness"])]
     pub section: Vec<String>,
     /// Print one JSON object on stdout.
     #[arg(long)]

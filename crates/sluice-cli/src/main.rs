@@ -9,6 +9,7 @@ mod bench_nfs;
 mod bench_sched;
 mod bench_share;
 mod bench_steady;
+mod bench_wakeup;
 mod bench_wire;
 mod cli;
 mod client;

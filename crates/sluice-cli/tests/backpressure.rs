@@ -110,22 +110,10 @@ fn the_mode_changes_live() {
     use std::time::{Duration, Instant};
     let d = Daemon::start();
     d.apply(&spec("{ mode: hold }"));
-    let pids = || -> Vec<u64> {
-        let t = Instant::now();
-        loop {
-            let mut p: Vec<u64> = d
-                .instances()
-                .iter()
-                .filter_map(|i| i["pid"].as_u64())
-                .filter(|&p| p > 0)
-                .collect();
-            if p.len() == 2 {
-                p.sort_unstable();
-                return p;
-            }
-            assert!(t.elapsed() < Duration::from_secs(30), "NFs did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+    let pids = || {
+        let mut p = d.running_pids(2);
+        p.sort_unstable();
+        p
     };
     let before = pids();
     std::thread::sleep(Duration::from_millis(300));

@@ -185,6 +185,25 @@ impl Daemon {
         assert!(ok, "{err}");
         v.as_array().cloned().unwrap_or_default()
     }
+
+    /// The pids of its NF processes, in `sluice ps` order, once `n` run
+    /// (panics after 30 s).
+    pub fn running_pids(&self, n: usize) -> Vec<u64> {
+        let t = Instant::now();
+        loop {
+            let p: Vec<u64> = self
+                .instances()
+                .iter()
+                .filter_map(|i| i["pid"].as_u64())
+                .filter(|&p| p > 0)
+                .collect();
+            if p.len() == n {
+                return p;
+            }
+            assert!(t.elapsed() < Duration::from_secs(30), "NFs did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 impl Drop for Daemon {

@@ -105,23 +105,6 @@ fn weight_file(group: &std::path::Path) -> String {
     std::fs::read_to_string(f).unwrap().trim().to_string()
 }
 
-fn pids(d: &Daemon) -> Vec<u64> {
-    let t = Instant::now();
-    loop {
-        let p: Vec<u64> = d
-            .instances()
-            .iter()
-            .filter_map(|i| i["pid"].as_u64())
-            .filter(|&p| p > 0)
-            .collect();
-        if p.len() == 2 {
-            return p;
-        }
-        assert!(t.elapsed() < Duration::from_secs(30), "NFs did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// On a daemon: weights put each NF in a group of its own, a new weight
 /// applies to the running process, removing the weights takes the NFs out
 /// of the groups, and the daemon leaves no group behind.
@@ -133,7 +116,7 @@ fn weights_change_live_and_leave_no_group_behind() {
     }
     let mut d = Daemon::start();
     d.apply(&pair(Some([75, 25])));
-    let before = pids(&d);
+    let before = d.running_pids(2);
     let wait_group = |pid: u64, want: bool| {
         let t = Instant::now();
         while nf_group(pid).is_some() != want {
@@ -152,14 +135,14 @@ fn weights_change_live_and_leave_no_group_behind() {
         .collect();
     let first = weight_file(&groups[0]);
     d.apply(&pair(Some([10, 25])));
-    assert_eq!(pids(&d), before, "a new weight restarts no NF");
+    assert_eq!(d.running_pids(2), before, "a new weight restarts no NF");
     let t = Instant::now();
     while weight_file(&groups[0]) == first {
         assert!(t.elapsed() < Duration::from_secs(10), "weight unchanged");
         std::thread::sleep(Duration::from_millis(10));
     }
     d.apply(&pair(None));
-    assert_eq!(pids(&d), before);
+    assert_eq!(d.running_pids(2), before);
     for &p in &before {
         wait_group(p, false);
     }

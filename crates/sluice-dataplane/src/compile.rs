@@ -18,6 +18,7 @@ use sluice_spec::{Location, Spec, SpecError};
 
 use crate::plan::{ChainPlan, Hop, NfPlan, Plan, PortPlan, Route, MAX_CHAIN_NFS, MAX_ROUTES};
 use crate::recipe::{Names, NfRecipe};
+use crate::wakeup::WakePolicy;
 
 /// What compilation needs besides the spec: facts about the platform
 /// that runs the plan.
@@ -234,6 +235,7 @@ pub fn compile(
             None => build_nf(nf_type, n, &names, target)?,
         };
         nf.cpu_weight = n.cpu_weight;
+        nf.wakeup = WakePolicy::from_rule(&spec.wakeup_of(&n.name));
         plan.nfs[id as usize] = Some(nf);
         plan.nf_order.push(id);
     }
@@ -361,5 +363,7 @@ fn build_nf(
         alloc_reserve: nf.alloc_reserve().min(MAX_BATCH as u32),
         live_reconfigure: nf.live_reconfigure(),
         cpu_weight: n.cpu_weight,
+        // Set by the caller, which sees the chains.
+        wakeup: WakePolicy::default(),
     })
 }

@@ -80,8 +80,11 @@ impl Diff {
                         d.quiesce = true;
                     }
                 }
-                // A new weight applies to the running instance.
-                Some(o) if o.cpu_weight != n.cpu_weight => d.nfs.changed.push(n.name.clone()),
+                // A new weight applies to the running instance...
+                // So do a new weight and a new wake-up rule.
+                Some(o) if o.cpu_weight != n.cpu_weight || o.wakeup != n.wakeup => {
+                    d.nfs.changed.push(n.name.clone())
+                }
                 Some(_) => {}
             }
         }

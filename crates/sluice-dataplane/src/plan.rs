@@ -21,6 +21,7 @@ use sluice_packet::flow::FlowKey;
 use sluice_spec::{Isolation, MatchSpec, PortKind};
 
 use crate::recipe::NfRecipe;
+use crate::wakeup::WakePolicy;
 
 /// One step of a route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -78,6 +79,9 @@ pub struct NfPlan {
     /// Its CPU weight (`cpu_weight`), if set. Not part of how it is built:
     /// a new weight applies to the running instance.
     pub cpu_weight: Option<u32>,
+    /// When the worker wakes it from sleep (its `wakeup` rule, its chains'
+    /// or `settings.wakeup`). Not part of how it is built either.
+    pub wakeup: WakePolicy,
 }
 
 impl NfPlan {

@@ -89,9 +89,13 @@ pub struct NfReport {
     pub stalled_us: u64,
     /// Futex wake-ups the platform issued to it.
     pub wakeups: u64,
-    /// Of those, wake-ups for packets held back (adaptive wake-up batching,
-    /// `settings.wakeup`) until the timeout.
+    /// Of those, wake-ups for packets held back (a wake-up policy with a
+    /// threshold) until the timeout.
     pub wakeups_by_timeout: u64,
+    /// Its wake-up policy (`auto`, `hybrid`, `every_packet`, `threshold`,
+    /// `adaptive`; empty for inline NFs).
+    #[serde(default)]
+    pub wakeup: String,
     /// Turns the scheduler took back from it because it kept one too long
     /// while NFs sharing its core waited (a spin loop, a stopped process).
     #[serde(default)]
@@ -333,6 +337,7 @@ pub(crate) fn nf_report(nf: &NfRt<'_>, counter_names: &[(usize, String)]) -> NfR
         stalled_us: (nf.retired.stalled_ns + s.stalled_ns.load(Ordering::Relaxed)) / 1000,
         wakeups: nf.wakeups,
         wakeups_by_timeout: nf.wakeups_by_timeout,
+        wakeup: String::new(),
         turns_revoked: nf.turns_revoked,
         turns_held_off: nf.turns_held_off,
         process_cpu_us: nf.cpu.total_ns() / 1000,

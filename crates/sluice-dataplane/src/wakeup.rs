@@ -1,38 +1,90 @@
-//! When the worker wakes a sleeping process NF: Flurries' adaptive wake-up
-//! batching (seed 004 §5.1, `settings.wakeup`).
+//! When the worker wakes a sleeping process NF: the wake-up policies of
+//! Flurries' Table 2 (seed 004 §5.1, §6.3) and sluice's own, per NF
+//! (`settings.wakeup`, `chains[].wakeup`, `nfs[].wakeup`; the spec's
+//! `sluice_spec::WakeRule` says which applies to which NF).
 //!
 //! Waking an NF for every packet that reaches its empty ring costs a futex
 //! call on the worker and a context switch on the NF's core each time, and
 //! hands the NF batches of one or two packets. Holding packets back until
 //! more arrive batches the work, but must not hold a lone packet for long.
 //! A [`WakeGate`] per NF decides: wake once the ring holds `threshold`
-//! packets (then raise the threshold by one, up to `max_batch`), or once
-//! the first held packet has waited `timeout` (then halve the threshold).
-//! An NF that is awake polls its ring itself and is never gated.
+//! packets, or once the first held packet has waited `timeout`. How the
+//! threshold moves is the policy's [`Growth`]:
+//!
+//! * `Fixed` (`threshold`, Flurries' "Naive"): it never moves;
+//! * `Aimd` (`hybrid`, `adaptive`): +1 after each wake-up by count, up to
+//!   `max_batch`, halved after each wake-up by timeout;
+//! * `RateAware` (`auto`): as `Aimd`, but it grows only when the packets
+//!   came fast, so a sparse flow is never held (Flurries' AIMD alternates
+//!   such a flow between thresholds 1 and 2: every other packet waits the
+//!   whole timeout).
+//!
+//! Under `adaptive` and `auto` a packet of a flow that has carried fewer
+//! than `short_flow_packets` packets (Flurries' T_short: handshakes and
+//! short requests) wakes the NF at once. An NF that is awake polls its ring
+//! itself and is never gated; one taking turns is woken with its turn.
 
-use sluice_spec::WakeupSettings;
+use sluice_spec::{WakeRule, WakeupPolicy};
 
-/// The wake-up policy of a run.
+/// How a gate's threshold moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Growth {
+    /// Never: the threshold is `max_batch`.
+    Fixed,
+    /// Additive increase per wake-up by count, halved per timeout.
+    Aimd,
+    /// As `Aimd`, increased only when the count was reached quickly.
+    RateAware,
+}
+
+/// One NF's wake-up policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WakePolicy {
+    /// The spec's name for it.
+    pub policy: WakeupPolicy,
+    /// How the threshold moves.
+    pub growth: Growth,
     /// Threshold ceiling in packets (1: always wake at once).
     pub max_batch: u32,
     /// Longest a held packet waits, in nanoseconds.
     pub timeout_ns: u64,
+    /// A packet of a flow with fewer packets than this wakes at once.
+    pub short_flow_packets: u32,
+    /// Whether the NF polls idle before it sleeps (else it sleeps at once).
+    pub polls_idle: bool,
+}
+
+impl Default for WakePolicy {
+    /// The spec's default (`auto`).
+    fn default() -> Self {
+        WakePolicy::from_rule(&WakeRule::default())
+    }
 }
 
 impl WakePolicy {
-    /// Wake at the first packet (no batching).
+    /// Wake at the first packet (no batching), polling idle.
     pub const IMMEDIATE: WakePolicy = WakePolicy {
+        policy: WakeupPolicy::Hybrid,
+        growth: Growth::Aimd,
         max_batch: 1,
         timeout_ns: 0,
+        short_flow_packets: 0,
+        polls_idle: true,
     };
 
-    /// The policy of `settings.wakeup`.
-    pub fn from_settings(s: &WakeupSettings) -> Self {
+    /// The policy of a rule.
+    pub fn from_rule(r: &WakeRule) -> Self {
         WakePolicy {
-            max_batch: s.max_batch.max(1),
-            timeout_ns: s.timeout_us.saturating_mul(1_000),
+            policy: r.policy,
+            growth: match r.policy {
+                WakeupPolicy::Threshold => Growth::Fixed,
+                WakeupPolicy::Auto => Growth::RateAware,
+                _ => Growth::Aimd,
+            },
+            max_batch: r.max_batch().max(1),
+            timeout_ns: r.timeout_us().saturating_mul(1_000),
+            short_flow_packets: r.short_flow_packets(),
+            polls_idle: r.policy.polls_idle(),
         }
     }
 
@@ -40,33 +92,89 @@ impl WakePolicy {
     pub fn batches(&self) -> bool {
         self.max_batch > 1
     }
+
+    /// The threshold a gate starts from.
+    fn initial(&self) -> u32 {
+        match self.growth {
+            Growth::Fixed => self.max_batch,
+            _ => 1,
+        }
+    }
 }
 
 const NOT_HOLDING: u64 = u64::MAX;
 
-/// One NF's wake-up state: its adaptive threshold and since when packets
-/// wait for it.
+/// One NF's wake-up state: its policy, its threshold and since when
+/// packets wait for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WakeGate {
+    policy: WakePolicy,
     threshold: u32,
     holding_since: u64,
 }
 
 impl Default for WakeGate {
     fn default() -> Self {
-        WakeGate {
-            threshold: 1,
-            holding_since: NOT_HOLDING,
-        }
+        WakeGate::new(WakePolicy::IMMEDIATE)
     }
 }
 
 impl WakeGate {
+    /// A gate under `policy`, holding nothing.
+    pub fn new(policy: WakePolicy) -> Self {
+        WakeGate {
+            policy,
+            threshold: policy.initial(),
+            holding_since: NOT_HOLDING,
+        }
+    }
+
+    /// Takes `policy` (a new plan); the threshold starts again if it
+    /// changed. Held packets stay held until the next decision.
+    pub fn set_policy(&mut self, policy: WakePolicy) {
+        if self.policy != policy {
+            *self = WakeGate {
+                holding_since: self.holding_since,
+                ..WakeGate::new(policy)
+            };
+        }
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> &WakePolicy {
+        &self.policy
+    }
+
+    /// Whether the worker must look for short flows in a batch for this
+    /// gate: only then does a short flow change the decision.
+    pub fn wants_short_flows(&self) -> bool {
+        self.policy.short_flow_packets > 0 && self.threshold > 1
+    }
+
     /// Packets were queued for the NF while it sleeps, and `queued` now
-    /// wait in its ring: whether to wake it now.
-    pub fn on_queued(&mut self, queued: u32, now: u64, policy: &WakePolicy) -> bool {
+    /// wait in its ring; `short` says whether one of them belongs to a
+    /// short flow. Whether to wake it now.
+    pub fn on_queued(&mut self, queued: u32, short: bool, now: u64) -> bool {
         if queued >= self.threshold {
-            self.threshold = (self.threshold + 1).min(policy.max_batch.max(1));
+            let fast = if self.holding_since == NOT_HOLDING {
+                // Reached in one hand-over: more than one packet came at
+                // once.
+                queued > 1
+            } else {
+                now.saturating_sub(self.holding_since) < self.policy.timeout_ns / 2
+            };
+            let grow = match self.policy.growth {
+                Growth::Fixed => false,
+                Growth::Aimd => true,
+                Growth::RateAware => fast,
+            };
+            if grow {
+                self.threshold = (self.threshold + 1).min(self.policy.max_batch);
+            }
+            self.holding_since = NOT_HOLDING;
+            return true;
+        }
+        if short && self.policy.short_flow_packets > 0 {
             self.holding_since = NOT_HOLDING;
             return true;
         }
@@ -77,15 +185,17 @@ impl WakeGate {
     }
 
     /// Whether held packets have waited long enough that the NF must be
-    /// woken now (the threshold then halves: traffic was sparser than it
-    /// assumed).
-    pub fn on_timer(&mut self, now: u64, policy: &WakePolicy) -> bool {
+    /// woken now (an adaptive threshold then halves: traffic was sparser
+    /// than it assumed).
+    pub fn on_timer(&mut self, now: u64) -> bool {
         if self.holding_since == NOT_HOLDING
-            || now.saturating_sub(self.holding_since) < policy.timeout_ns
+            || now.saturating_sub(self.holding_since) < self.policy.timeout_ns
         {
             return false;
         }
-        self.threshold = (self.threshold / 2).max(1);
+        if self.policy.growth != Growth::Fixed {
+            self.threshold = (self.threshold / 2).max(1);
+        }
         self.holding_since = NOT_HOLDING;
         true
     }
@@ -110,29 +220,43 @@ impl WakeGate {
 mod tests {
     use super::*;
 
-    const P: WakePolicy = WakePolicy {
-        max_batch: 4,
-        timeout_ns: 20_000,
-    };
+    fn policy(rule: WakeRule) -> WakePolicy {
+        WakePolicy::from_rule(&rule)
+    }
+
+    /// `hybrid` with a ceiling of 4 and a 20 µs timeout.
+    fn aimd() -> WakePolicy {
+        policy(WakeRule {
+            max_batch: Some(4),
+            timeout_us: Some(20),
+            ..WakeRule::of(WakeupPolicy::Hybrid)
+        })
+    }
 
     #[test]
     fn immediate_policy_wakes_at_every_first_packet() {
-        let mut g = WakeGate::default();
-        for t in 0..10 {
-            assert!(g.on_queued(1, t, &WakePolicy::IMMEDIATE));
-            assert_eq!(g.threshold(), 1);
-            assert!(!g.is_holding());
+        for p in [
+            WakePolicy::IMMEDIATE,
+            policy(WakeRule::of(WakeupPolicy::EveryPacket)),
+            policy(WakeRule::of(WakeupPolicy::Hybrid)),
+        ] {
+            let mut g = WakeGate::new(p);
+            for t in 0..10 {
+                assert!(g.on_queued(1, false, t));
+                assert_eq!(g.threshold(), 1);
+                assert!(!g.is_holding());
+            }
         }
     }
 
     #[test]
-    fn threshold_grows_by_one_per_wake_up_by_count_up_to_the_ceiling() {
-        let mut g = WakeGate::default();
+    fn aimd_threshold_grows_by_one_per_wake_up_by_count_up_to_the_ceiling() {
+        let mut g = WakeGate::new(aimd());
         let mut seen = Vec::new();
         for _ in 0..6 {
             let need = g.threshold();
-            assert!(!g.on_queued(need - 1, 0, &P) || need == 1);
-            assert!(g.on_queued(need, 0, &P));
+            assert!(!g.on_queued(need - 1, false, 0) || need == 1);
+            assert!(g.on_queued(need, false, 0));
             seen.push(need);
         }
         assert_eq!(seen, [1, 2, 3, 4, 4, 4]);
@@ -140,41 +264,136 @@ mod tests {
 
     #[test]
     fn held_packets_wake_the_nf_at_the_timeout_and_halve_the_threshold() {
-        let mut g = WakeGate::default();
+        let p = aimd();
+        let mut g = WakeGate::new(p);
         for _ in 0..3 {
-            assert!(g.on_queued(g.threshold(), 0, &P));
+            assert!(g.on_queued(g.threshold(), false, 0));
         }
         assert_eq!(g.threshold(), 4);
-        assert!(!g.on_queued(1, 1_000, &P));
-        assert!(!g.on_queued(2, 5_000, &P), "the clock starts at the first");
-        assert!(!g.on_timer(20_999, &P));
-        assert!(g.on_timer(21_000, &P));
+        assert!(!g.on_queued(1, false, 1_000));
+        assert!(
+            !g.on_queued(2, false, 5_000),
+            "the clock starts at the first"
+        );
+        assert!(!g.on_timer(20_999));
+        assert!(g.on_timer(21_000));
         assert_eq!(g.threshold(), 2);
         assert!(!g.is_holding());
-        assert!(!g.on_timer(1_000_000, &P), "nothing held any more");
+        assert!(!g.on_timer(1_000_000), "nothing held any more");
+    }
+
+    #[test]
+    fn a_fixed_threshold_never_moves() {
+        let p = policy(WakeRule {
+            threshold: Some(8),
+            ..WakeRule::of(WakeupPolicy::Threshold)
+        });
+        assert_eq!(p.timeout_ns, 100_000);
+        let mut g = WakeGate::new(p);
+        assert_eq!(g.threshold(), 8);
+        assert!(!g.on_queued(7, false, 0));
+        assert!(g.on_queued(8, false, 10));
+        assert_eq!(g.threshold(), 8);
+        assert!(!g.on_queued(1, false, 20));
+        assert!(g.on_timer(100_020));
+        assert_eq!(g.threshold(), 8);
+        // No short-flow rule under `threshold`.
+        assert!(!g.wants_short_flows());
+        assert!(!g.on_queued(1, true, 0));
+    }
+
+    #[test]
+    fn a_short_flow_wakes_at_once_without_moving_the_threshold() {
+        let mut g = WakeGate::new(policy(WakeRule::of(WakeupPolicy::Adaptive)));
+        for _ in 0..5 {
+            assert!(g.on_queued(g.threshold(), false, 0));
+        }
+        assert_eq!(g.threshold(), 6);
+        assert!(g.wants_short_flows());
+        assert!(!g.on_queued(1, false, 0), "a long flow waits");
+        assert!(g.on_queued(2, true, 10), "a short flow does not");
+        assert!(!g.is_holding());
+        assert_eq!(g.threshold(), 6);
+    }
+
+    #[test]
+    fn rate_aware_growth_never_holds_a_sparse_flow() {
+        // One packet per hand-over, each long after the last: `auto` stays
+        // at threshold 1 while Flurries' AIMD holds every other packet.
+        let mut auto = WakeGate::new(policy(WakeRule::of(WakeupPolicy::Auto)));
+        let mut flurries = WakeGate::new(aimd());
+        let (mut held_auto, mut held_aimd) = (0, 0);
+        for k in 0..100u64 {
+            let t = k * 1_000_000;
+            if !auto.on_queued(1, false, t) {
+                held_auto += 1;
+                assert!(auto.on_timer(t + 20_000));
+            }
+            if !flurries.on_queued(1, false, t) {
+                held_aimd += 1;
+                assert!(flurries.on_timer(t + 20_000));
+            }
+        }
+        assert_eq!(held_auto, 0);
+        assert_eq!(held_aimd, 50);
+    }
+
+    #[test]
+    fn rate_aware_growth_batches_a_dense_flow() {
+        let mut g = WakeGate::new(policy(WakeRule::of(WakeupPolicy::Auto)));
+        // Bursts of two in one hand-over, then packets 1 µs apart.
+        assert!(g.on_queued(2, false, 0));
+        assert_eq!(g.threshold(), 2);
+        let mut t = 10_000;
+        for _ in 0..40 {
+            let need = g.threshold();
+            for q in 1..need {
+                assert!(!g.on_queued(q, false, t));
+                t += 1_000;
+            }
+            assert!(g.on_queued(need, false, t));
+            t += 50_000;
+        }
+        assert_eq!(g.threshold(), 11, "grew while the count came within 10 µs");
     }
 
     #[test]
     fn released_gate_holds_nothing() {
-        let mut g = WakeGate::default();
-        assert!(g.on_queued(1, 0, &P));
-        assert!(!g.on_queued(1, 10, &P));
+        let p = aimd();
+        let mut g = WakeGate::new(p);
+        assert!(g.on_queued(1, false, 0));
+        assert!(!g.on_queued(1, false, 10));
         assert!(g.is_holding());
         g.release();
         assert!(!g.is_holding());
-        assert!(!g.on_timer(u64::MAX, &P));
+        assert!(!g.on_timer(u64::MAX));
     }
 
     #[test]
-    fn policy_from_settings() {
-        let p = WakePolicy::from_settings(&WakeupSettings {
-            max_batch: 16,
-            timeout_us: 25,
-            busy_poll_us: None,
+    fn a_new_policy_restarts_the_threshold_and_keeps_what_is_held() {
+        let mut g = WakeGate::new(aimd());
+        assert!(g.on_queued(1, false, 0));
+        assert!(!g.on_queued(1, false, 10));
+        g.set_policy(aimd());
+        assert_eq!(g.threshold(), 2, "same policy: nothing changes");
+        g.set_policy(policy(WakeRule::of(WakeupPolicy::Threshold)));
+        assert_eq!(g.threshold(), 32);
+        assert!(g.is_holding());
+        assert!(g.on_timer(100_010));
+    }
+
+    #[test]
+    fn policy_from_rule() {
+        let p = policy(WakeRule {
+            max_batch: Some(16),
+            timeout_us: Some(25),
+            ..WakeRule::of(WakeupPolicy::Hybrid)
         });
         assert_eq!(p.max_batch, 16);
         assert_eq!(p.timeout_ns, 25_000);
-        assert!(p.batches());
-        assert!(!WakePolicy::from_settings(&WakeupSettings::default()).batches());
+        assert!(p.batches() && p.polls_idle);
+        assert!(!policy(WakeRule::of(WakeupPolicy::Hybrid)).batches());
+        assert!(!policy(WakeRule::of(WakeupPolicy::EveryPacket)).polls_idle);
+        assert_eq!(WakePolicy::default().growth, Growth::RateAware);
     }
 }

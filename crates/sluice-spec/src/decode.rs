@@ -166,12 +166,12 @@ fn flow_table(node: &ConfigNode) -> Res<FlowTableSettings> {
 
 fn wakeup(node: &ConfigNode) -> Res<WakeupSettings> {
     let f = Fields::of(node, "wake-up settings")?;
-    f.deny_unknown("wakeup", &["max_batch", "timeout_us", "busy_poll_us"])?;
-    let d = WakeupSettings::default();
+    let mut keys = crate::wakeup::RULE_KEYS.to_vec();
+    keys.push("busy_poll_us");
+    f.deny_unknown("wakeup", &keys)?;
     Ok(WakeupSettings {
-        max_batch: opt_int(&f, "max_batch", limits::WAKE_MAX_BATCH)?.unwrap_or(d.max_batch),
-        timeout_us: opt_int(&f, "timeout_us", limits::WAKE_TIMEOUT_US)?.unwrap_or(d.timeout_us),
-        busy_poll_us: opt_int(&f, "busy_poll_us", limits::BUSY_POLL_US)?.or(d.busy_poll_us),
+        rule: crate::wakeup::decode(&f)?,
+        busy_poll_us: opt_int(&f, "busy_poll_us", limits::BUSY_POLL_US)?,
     })
 }
 
@@ -219,7 +219,14 @@ fn nf(node: &ConfigNode) -> Res<NfSpec> {
     let f = Fields::of(node, "an NF")?;
     f.deny_unknown(
         "an NF",
-        &["name", "type", "isolation", "config", "cpu_weight"],
+        &[
+            "name",
+            "type",
+            "isolation",
+            "config",
+            "cpu_weight",
+            "wakeup",
+        ],
     )?;
     let name = fields::string(f.req("name", "every NF needs a unique name")?)?;
     let nf_type = fields::string(f.req("type", "the NF type, e.g. acl")?)?;
@@ -242,6 +249,10 @@ fn nf(node: &ConfigNode) -> Res<NfSpec> {
         isolation,
         config,
         cpu_weight: opt_int(&f, "cpu_weight", limits::CPU_WEIGHT)?,
+        wakeup: f
+            .opt("wakeup")
+            .map(crate::wakeup::decode_rule)
+            .transpose()?,
         location: node.location(),
     })
 }

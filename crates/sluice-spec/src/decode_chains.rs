@@ -6,7 +6,15 @@ use crate::limits;
 use crate::model::{ChainSpec, MatchSpec};
 use crate::net::{self, PROTO_NAMES};
 
-const CHAIN_KEYS: [&str; 6] = ["name", "from", "match", "nfs", "to", "bidirectional"];
+const CHAIN_KEYS: [&str; 7] = [
+    "name",
+    "from",
+    "match",
+    "nfs",
+    "to",
+    "bidirectional",
+    "wakeup",
+];
 
 /// Suffix of the chain `bidirectional: true` adds for the reverse direction.
 pub(crate) const REVERSE_SUFFIX: &str = "-rev";
@@ -51,6 +59,7 @@ pub(crate) fn reversed(c: &ChainSpec) -> ChainSpec {
         }),
         nfs: c.nfs.iter().rev().cloned().collect(),
         to: c.from.clone(),
+        wakeup: c.wakeup,
         location: c.location,
     }
 }
@@ -78,6 +87,10 @@ fn chain(node: &ConfigNode) -> Res<ChainSpec> {
         matcher,
         nfs,
         to: to.to_string(),
+        wakeup: f
+            .opt("wakeup")
+            .map(crate::wakeup::decode_rule)
+            .transpose()?,
         location: node.location(),
     })
 }

@@ -29,10 +29,7 @@ impl Spec {
 }
 
 fn settings(s: &Settings) -> Value {
-    let mut wakeup = json!({
-        "max_batch": s.wakeup.max_batch,
-        "timeout_us": s.wakeup.timeout_us,
-    });
+    let mut wakeup = s.wakeup.rule.emit();
     if let Some(b) = s.wakeup.busy_poll_us {
         wakeup["busy_poll_us"] = json!(b);
     }
@@ -146,6 +143,9 @@ fn nf(n: &NfSpec) -> Value {
     if let Some(w) = n.cpu_weight {
         v["cpu_weight"] = json!(w);
     }
+    if let Some(r) = &n.wakeup {
+        v["wakeup"] = r.emit();
+    }
     v
 }
 
@@ -158,6 +158,9 @@ fn chain(c: &ChainSpec) -> Value {
     });
     if let Some(m) = &c.matcher {
         v["match"] = matcher(m);
+    }
+    if let Some(r) = &c.wakeup {
+        v["wakeup"] = r.emit();
     }
     v
 }

@@ -62,6 +62,7 @@ mod scalar;
 mod settings;
 mod validate;
 mod validate_chains;
+mod wakeup;
 mod yaml;
 
 pub use config_node::{ConfigEntry, ConfigNode, ConfigValue};
@@ -81,3 +82,4 @@ pub use settings::{
     BackpressureMode, BackpressureSettings, FlowTableSettings, RestartMode, RestartPolicy,
     SchedulerPolicy, SchedulerSettings, Settings, WakeupSettings,
 };
+pub use wakeup::{WakeRule, WakeupPolicy};

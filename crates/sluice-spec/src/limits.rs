@@ -45,6 +45,8 @@ pub(crate) const IDLE_TIMEOUT_MS: Limit = range(1, 31_536_000_000);
 pub(crate) const WAKE_MAX_BATCH: Limit = range(1, 256);
 /// `settings.wakeup.timeout_us`.
 pub(crate) const WAKE_TIMEOUT_US: Limit = range(1, 100_000);
+/// `wakeup.short_flow_packets`.
+pub(crate) const SHORT_FLOW_PACKETS: Limit = range(0, 1_000_000);
 /// `settings.wakeup.busy_poll_us`.
 pub(crate) const BUSY_POLL_US: Limit = range(0, 1_000_000);
 /// `settings.backpressure.watermark_pct`.

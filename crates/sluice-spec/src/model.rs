@@ -10,6 +10,7 @@ use crate::location::{Location, SourceName};
 use crate::net::{self, PortRange};
 use crate::ports::PortSpec;
 use crate::settings::Settings;
+use crate::wakeup::WakeRule;
 
 /// A loaded, validated spec: what `sluice run SPEC` executes.
 ///
@@ -47,6 +48,9 @@ pub struct NfSpec {
     /// NF has one, every process NF is weighted (by the kernel's cpu
     /// controller and the length of its turns).
     pub cpu_weight: Option<u32>,
+    /// Its own wake-up rule (`wakeup`), replacing its chains' and
+    /// `settings.wakeup`; `None`: not set.
+    pub wakeup: Option<WakeRule>,
     /// Where the NF was declared ([`Location::GENERATED`] if built by code).
     pub location: Location,
 }
@@ -60,6 +64,7 @@ impl NfSpec {
             isolation: Isolation::default(),
             config: ConfigNode::empty_map(),
             cpu_weight: None,
+            wakeup: None,
             location: Location::GENERATED,
         }
     }
@@ -111,6 +116,9 @@ pub struct ChainSpec {
     pub nfs: Vec<String>,
     /// Output port, or another chain whose NFs the packets continue into (`to`).
     pub to: String,
+    /// The wake-up rule of its process NFs (`wakeup`), replacing
+    /// `settings.wakeup`; `None`: not set.
+    pub wakeup: Option<WakeRule>,
     /// Where the chain was declared ([`Location::GENERATED`] if built by code).
     pub location: Location,
 }
@@ -129,6 +137,7 @@ impl ChainSpec {
             matcher: None,
             nfs: nfs.iter().map(|s| s.to_string()).collect(),
             to: to.into(),
+            wakeup: None,
             location: Location::GENERATED,
         }
     }

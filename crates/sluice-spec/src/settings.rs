@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::wakeup::WakeRule;
+
 /// Platform-wide settings (`settings:`). Every field is optional in the
 /// file; [`Settings::default`] gives the documented defaults.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -188,36 +190,18 @@ impl Default for FlowTableSettings {
     }
 }
 
-/// When a sleeping process NF is woken (`settings.wakeup`): Flurries'
-/// adaptive wake-up batching (seed 004 §5.1). A sleeping NF is woken once
-/// its receive ring holds an adaptive threshold of packets, or once the
-/// oldest of them has waited `timeout_us`. The threshold grows by one after
-/// each wake-up by count (up to `max_batch`) and halves after each wake-up
-/// by timeout, so steady traffic is handed over in batches (fewer context
-/// switches on a shared core) while sparse traffic waits at most the
-/// timeout. `max_batch: 1` wakes at the first packet.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// When sleeping process NFs are woken (`settings.wakeup`): the default
+/// wake-up rule of every process NF ([`WakeRule`]; chains and NFs may
+/// have their own) and how long an idle NF polls before it sleeps.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WakeupSettings {
-    /// Ceiling of the wake-up threshold in packets (`max_batch`,
-    /// 1..=256, default 1: wake at once).
-    pub max_batch: u32,
-    /// Longest a packet waits for a sleeping NF to be woken, in
-    /// microseconds (`timeout_us`, 1..=100000, default 20).
-    pub timeout_us: u64,
+    /// The default rule (`policy` and its parameters).
+    pub rule: WakeRule,
     /// How long an idle process NF keeps polling its ring after its last
     /// packet before it sleeps, in microseconds (`busy_poll_us`,
-    /// 0..=1000000). `None`: the platform's default for the NF's placement.
+    /// 0..=1000000), under the policies that poll (`auto`, `hybrid`).
+    /// `None`: the platform's default for the NF's placement.
     pub busy_poll_us: Option<u64>,
-}
-
-impl Default for WakeupSettings {
-    fn default() -> Self {
-        WakeupSettings {
-            max_batch: 1,
-            timeout_us: 20,
-            busy_poll_us: None,
-        }
-    }
 }
 
 /// How process NFs sharing a core are scheduled (`settings.scheduler`).

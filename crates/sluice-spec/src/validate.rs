@@ -141,6 +141,7 @@ pub(crate) fn validate(spec: &Spec, known_nf_types: &[&str], locator: &dyn Locat
             ));
         }
     }
+    crate::wakeup::validate(&cx)?;
     if spec.chains.is_empty() {
         return Err(cx.err(
             "chains",
@@ -225,16 +226,6 @@ fn settings(cx: &Ctx<'_>) -> Res<()> {
         "settings.flow_table.idle_timeout_ms",
         limits::IDLE_TIMEOUT_MS,
         s.flow_table.idle_timeout_ms,
-    )?;
-    cx.limit(
-        "settings.wakeup.max_batch",
-        limits::WAKE_MAX_BATCH,
-        s.wakeup.max_batch.into(),
-    )?;
-    cx.limit(
-        "settings.wakeup.timeout_us",
-        limits::WAKE_TIMEOUT_US,
-        s.wakeup.timeout_us,
     )?;
     if let Some(us) = s.wakeup.busy_poll_us {
         cx.limit("settings.wakeup.busy_poll_us", limits::BUSY_POLL_US, us)?;

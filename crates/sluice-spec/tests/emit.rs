@@ -85,17 +85,24 @@ fn every_port_kind_selector_and_setting_survives_a_round_trip() {
     let text = serde_json::to_string(&s.to_json()).unwrap();
     let back = sluice_spec::parse_str(&text, "<generated>", &["acl", "mon", "nat"]).unwrap();
     assert_eq!(located_nowhere(back), located_nowhere(s));
-    let text = "settings: { workers: 2, restart: { policy: never, hold_ms: 7 }, wakeup: { max_batch: 8, timeout_us: 50, busy_poll_us: 0 } }
+    let text = "settings: { workers: 2, restart: { policy: never, hold_ms: 7 }, wakeup: { policy: hybrid, max_batch: 8, timeout_us: 50, busy_poll_us: 0 } }
 ports:
   - { name: a, kind: af_packet, interface: veth0, queues: 2, fanout: hash }
   - { name: b, kind: af_packet, interface: veth1 }
   - { name: g, kind: generator, flows: 3, protocol: mixed, ip_version: mixed, size: datacenter, rate_pps: 10, count: 5, packets_per_flow: 4, src_ports: 7, dst_ports: 1-9 }
   - { name: s, kind: sink, check_order: false }
+nfs:
+  - { name: m, type: monitor, wakeup: { policy: every_packet } }
 chains:
-  - { name: c, from: a, to: b, bidirectional: true, match: { proto: 132, src: 10.0.0.0/8, dst_port: 80-90, ip_version: 4 } }
-  - { name: d, from: g, match: { proto: icmpv6 }, to: s }
+  - { name: c, from: a, to: b, bidirectional: true, match: { proto: 132, src: 10.0.0.0/8, dst_port: 80-90, ip_version: 4 }, wakeup: { policy: threshold, threshold: 16 } }
+  - { name: d, from: g, match: { proto: icmpv6 }, nfs: [m], to: s, wakeup: { policy: adaptive, short_flow_packets: 10, max_batch: 64, timeout_us: 500 } }
 ";
     let s = sluice_spec::parse_str(text, "<generated>", TYPES).unwrap();
     assert_eq!(s.chains.len(), 3, "the bidirectional chain stands for two");
+    assert_eq!(
+        s.chains[1].wakeup, s.chains[0].wakeup,
+        "the reverse chain's rule"
+    );
+    assert_eq!(s.chains[2].wakeup.unwrap().short_flow_packets(), 10);
     round_trip(&s);
 }

@@ -521,7 +521,28 @@ settings:
 settings:
   wakeup: { max_batch: 8, timeout: 5 }
 ",
-        "bad.yaml:2:27: settings.wakeup.timeout: unknown key \"timeout\" in wakeup (valid keys: max_batch, timeout_us, busy_poll_us)",
+        "bad.yaml:2:27: settings.wakeup.timeout: unknown key \"timeout\" in wakeup (valid keys: policy, max_batch, threshold, timeout_us, short_flow_packets, busy_poll_us)",
+    );
+    check(
+        "
+settings:
+  wakeup: { policy: every_packets }
+",
+        "bad.yaml:2:21: settings.wakeup.policy: unknown wake-up policy \"every_packets\" (valid: auto, hybrid, every_packet, threshold, adaptive); did you mean \"every_packet\"?",
+    );
+    check(
+        "
+settings:
+  wakeup: { policy: adaptive, threshold: 8 }
+",
+        "bad.yaml:2:42: settings.wakeup.threshold: wake-up policy adaptive takes no `threshold` (it takes max_batch, timeout_us, short_flow_packets)",
+    );
+    check(
+        "
+settings:
+  wakeup: { policy: every_packet, timeout_us: 100 }
+",
+        "bad.yaml:2:47: settings.wakeup.timeout_us: wake-up policy every_packet takes no `timeout_us` (it takes no parameters)",
     );
     check(
         "
@@ -778,4 +799,50 @@ fn workers_need_shardable_ports() {
         ),
         "bad.yaml:5:11: ports[0].kind: port gen is of kind `af_xdp`, which one worker serves; settings.workers = 2 is supported with generator, sink and af_packet ports (set `workers: 1`)",
     );
+}
+
+#[test]
+fn chains_sharing_an_nf_must_agree_on_its_wake_up_rule() {
+    let e = err(&with_base(
+        "
+chains:
+  - { name: a, from: gen, match: { dst_port: 1 }, nfs: [acl], to: out, wakeup: { policy: every_packet } }
+  - { name: b, from: gen, match: { dst_port: 2 }, nfs: [acl], to: out, wakeup: { policy: adaptive } }
+",
+    ));
+    assert_eq!(e.field, "chains[1].wakeup", "{e}");
+    assert_eq!(e.line, 13, "{e}");
+    assert!(
+        e.message
+            .contains("NF acl is in chains a and b whose wake-up rules differ; give the NF a `wakeup` of its own"),
+        "{e}"
+    );
+    // The NF's own rule settles it.
+    let yaml = with_base(
+        "
+chains:
+  - { name: a, from: gen, match: { dst_port: 1 }, nfs: [acl], to: out, wakeup: { policy: every_packet } }
+  - { name: b, from: gen, match: { dst_port: 2 }, nfs: [acl], to: out, wakeup: { policy: adaptive } }
+",
+    )
+    .replace(
+        "    type: acl\n",
+        "    type: acl\n    wakeup: { policy: threshold, threshold: 4 }\n",
+    );
+    let spec = parse_str(&yaml, "ok.yaml", TYPES).unwrap();
+    let rule = spec.wakeup_of("acl");
+    assert_eq!(rule.policy, sluice_spec::WakeupPolicy::Threshold);
+    assert_eq!(rule.threshold(), 4);
+    assert_eq!(spec.wakeup_of("mon"), spec.settings.wakeup.rule);
+}
+
+#[test]
+fn an_inline_nf_takes_no_wake_up_rule() {
+    let yaml = with_base("\nchains:\n  - { name: a, from: gen, nfs: [acl], to: out }\n").replace(
+        "    type: acl\n",
+        "    type: acl\n    isolation: inline\n    wakeup: { policy: every_packet }\n",
+    );
+    let e = err(&yaml);
+    assert_eq!(e.field, "nfs[0].wakeup", "{e}");
+    assert!(e.message.contains("wakeup applies to process NFs"), "{e}");
 }

@@ -6,7 +6,7 @@ use sluice_spec::{
     load, BackpressureSettings, ChainSpec, ConfigNode, FlowTableSettings, GeneratorSpec,
     IpVersionChoice, Isolation, Location, MatchSpec, NicSpec, PcapInSpec, PcapOutSpec, PortKind,
     PortRange, PortSpec, Protocol, RestartMode, RestartPolicy, SchedulerSettings, Settings,
-    SinkSpec, SizeSpec, WakeupSettings,
+    SinkSpec, SizeSpec, WakeRule, WakeupPolicy, WakeupSettings,
 };
 
 const TYPES: &[&str] = &["acl", "mon", "nat"];
@@ -155,13 +155,16 @@ fn full_spec_loads_into_expected_structs() {
             }),
             nfs: vec!["acl".into(), "mon".into()],
             to: "egress".into(),
+            wakeup: None,
             location: Location::new(69, 5),
         },
         ChainSpec {
+            wakeup: None,
             location: Location::new(78, 5),
             ..ChainSpec::new("rest", "gen", &["mon"], "out")
         },
         ChainSpec {
+            wakeup: None,
             location: Location::new(82, 5),
             ..ChainSpec::new("egress", "trace", &["nat"], "dump")
         },
@@ -171,6 +174,7 @@ fn full_spec_loads_into_expected_structs() {
                 src_port: PortRange::new(1000, 2000),
                 ..MatchSpec::default()
             }),
+            wakeup: None,
             location: Location::new(86, 5),
             ..ChainSpec::new("v6", "gen6", &[], "nic0")
         },
@@ -208,8 +212,8 @@ fn minimal_spec_gets_documented_defaults() {
     assert_eq!(spec.settings.batch, 32);
     assert_eq!(spec.settings.restart.policy, RestartMode::Always);
     assert_eq!(spec.settings.flow_table.capacity, 65536);
-    assert_eq!(spec.settings.wakeup.max_batch, 1);
-    assert_eq!(spec.settings.wakeup.timeout_us, 20);
+    assert_eq!(spec.settings.wakeup.rule, WakeRule::of(WakeupPolicy::Auto));
+    assert_eq!(spec.settings.wakeup.rule.timeout_us(), 20);
     assert_eq!(spec.settings.wakeup.busy_poll_us, None);
     let PortKind::Generator(g) = &spec.ports[0].kind else {
         panic!("not a generator")
@@ -227,6 +231,7 @@ fn minimal_spec_gets_documented_defaults() {
     assert_eq!(
         spec.chains[0],
         ChainSpec {
+            wakeup: None,
             location: Location::new(7, 5),
             ..ChainSpec::new("main", "gen", &[], "out")
         }

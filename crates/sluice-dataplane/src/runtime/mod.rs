@@ -39,7 +39,6 @@ use crate::ports::PortRt;
 use crate::report::RunReport;
 use crate::report_merge::ShardResult;
 use crate::sched::SchedPolicy;
-use crate::wakeup::WakePolicy;
 use crate::worker::mailbox::{Committed, Reply};
 use crate::worker::tap::{Captured, TapFilter, TapPoint, TapSpec};
 use crate::worker::{
@@ -234,7 +233,6 @@ impl Runtime {
                     batch: usize::from(s.batch),
                     restart: s.restart.clone(),
                     drain_timeout_ns: 2_000_000_000,
-                    wakeup: WakePolicy::from_settings(&s.wakeup),
                     sched: SchedPolicy::from_settings(&s.scheduler, s.wakeup.busy_poll_us),
                     entry: EntryPolicy::from_settings(&s.backpressure),
                 };
@@ -321,7 +319,6 @@ impl Runtime {
         }
         let diff = Diff::between(&self.plan, &plan);
         let restart = spec.settings.restart.clone();
-        let wakeup = WakePolicy::from_settings(&spec.settings.wakeup);
         let sched =
             SchedPolicy::from_settings(&spec.settings.scheduler, spec.settings.wakeup.busy_poll_us);
         let entry = EntryPolicy::from_settings(&spec.settings.backpressure);
@@ -346,7 +343,7 @@ impl Runtime {
         }
         let plan = Arc::new(plan);
         let compiled = sluice_sys::monotonic_ns();
-        let mut changes = self.changes_for(&plan, &diff, &restart, (wakeup, sched, entry))?;
+        let mut changes = self.changes_for(&plan, &diff, &restart, (sched, entry))?;
         // Prepare everywhere; all must succeed.
         let mut replies = Vec::new();
         for (w, change) in changes.drain(..).enumerate() {
@@ -444,7 +441,7 @@ impl Runtime {
         plan: &Arc<Plan>,
         diff: &Diff,
         restart: &sluice_spec::RestartPolicy,
-        (wakeup, sched, entry): (WakePolicy, SchedPolicy, EntryPolicy),
+        (sched, entry): (SchedPolicy, EntryPolicy),
     ) -> Result<Vec<(Change, Vec<(u16, u32)>)>, RunError> {
         let workers = self.workers.len();
         // Open ports first, worker by worker and in id order: af_packet
@@ -546,7 +543,6 @@ impl Runtime {
                     remove_ports: diff.gone_ports.clone(),
                     quiesce: diff.quiesce,
                     restart: restart.clone(),
-                    wakeup,
                     sched,
                     entry,
                 },

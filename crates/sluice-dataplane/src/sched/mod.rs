@@ -112,6 +112,9 @@ pub struct Member {
     pub beside_worker: bool,
     /// Its CPU weight (`cpu_weight`), if set.
     pub weight: Option<u32>,
+    /// Whether its wake-up policy has it poll idle before it sleeps
+    /// (`auto`, `hybrid`); else it sleeps as soon as its ring is empty.
+    pub polls_idle: bool,
     /// Its process (0 until it has started).
     pub pid: i32,
 }
@@ -129,6 +132,22 @@ pub struct Assignment {
     pub next: u32,
 }
 
+/// What [`publish_polling`] needs to know of a member.
+#[derive(Debug, Clone, Copy)]
+struct Placed {
+    beside_worker: bool,
+    polls_idle: bool,
+}
+
+impl Default for Placed {
+    fn default() -> Self {
+        Placed {
+            beside_worker: false,
+            polls_idle: true,
+        }
+    }
+}
+
 /// Publishes how an NF polls on its own (hybrid, or a demoted NF) when
 /// `sharing` process NFs share its core: the same rule the NF was started
 /// with (`LoopConfig`), kept true as NFs come and go on its core. Without
@@ -139,12 +158,15 @@ pub struct Assignment {
 /// shares time between the groups by weight, and a yield still lets an NF
 /// that has no packets give its group's time to the others (tried without:
 /// 2.8 Mpps against 6.1 for two NFs of 0 and 1,000 cycles).
-fn publish_polling(b: &Budget, policy: &SchedPolicy, sharing: usize, beside_worker: bool) {
-    let cfg = if beside_worker {
+fn publish_polling(b: &Budget, policy: &SchedPolicy, sharing: usize, m: Placed) {
+    let mut cfg = if m.beside_worker {
         LoopConfig::beside_worker(0, policy.busy_poll_us)
     } else {
         LoopConfig::for_sharing(0, sharing, policy.busy_poll_us)
     };
+    if !m.polls_idle {
+        cfg.busy_poll_ns = 0;
+    }
     let mut flags = poll::PUBLISHED;
     if cfg.yield_after_batch {
         flags |= poll::YIELD_AFTER_BATCH;
@@ -272,12 +294,16 @@ impl Scheduler {
         let slots = arena.config().nf_slots;
         // Process NFs per core, and which share their worker's core.
         let mut sharing: std::collections::BTreeMap<u32, usize> = Default::default();
-        let mut beside: std::collections::BTreeSet<u32> = Default::default();
+        let mut placed: std::collections::BTreeMap<u32, Placed> = Default::default();
         for m in members {
             *sharing.entry(m.cpu).or_default() += 1;
-            if m.beside_worker {
-                beside.insert(m.slot);
-            }
+            placed.insert(
+                m.slot,
+                Placed {
+                    beside_worker: m.beside_worker,
+                    polls_idle: m.polls_idle,
+                },
+            );
         }
         for a in &assigned {
             if a.slot >= slots || a.core as usize >= sluice_mem::arena::MAX_CORES {
@@ -294,7 +320,8 @@ impl Scheduler {
             };
             b.slice_ns.store(slice, Ordering::Relaxed);
             let n = sharing.get(&a.core).copied().unwrap_or(1);
-            publish_polling(b, &self.policy, n, beside.contains(&a.slot));
+            let m = placed.get(&a.slot).copied().unwrap_or_default();
+            publish_polling(b, &self.policy, n, m);
             // Mode last: an NF that sees TURNS sees its core and links.
             let was = b.mode.swap(a.mode, Ordering::AcqRel);
             if was == mode::TURNS && a.mode == mode::HYBRID {

@@ -12,6 +12,7 @@ fn member(slot: u32, cpu: u32, order: (u32, u32)) -> Member {
         order,
         beside_worker: false,
         weight: None,
+        polls_idle: true,
         pid: 0,
     }
 }
@@ -57,6 +58,7 @@ fn auto_lets_a_few_nfs_poll_and_never_schedules_a_workers_core() {
         .map(|i| Member {
             beside_worker: true,
             weight: None,
+            polls_idle: true,
             pid: 0,
             ..member(i, 0, (0, i))
         })
@@ -357,12 +359,22 @@ fn nfs_polling_on_their_own_learn_how_many_share_their_core() {
     });
     s.apply(&a, &m);
     assert_eq!(polling(0), (shared, 50_000));
+    // A wake-up policy that sleeps when idle (`every_packet`, ...) turns
+    // its NF's polling off, and only its NF's.
+    let mut sleepy = m.clone();
+    sleepy[2].polls_idle = false;
+    s.apply(&a, &sleepy);
+    assert_eq!(polling(2), (shared, 0));
+    assert_eq!(polling(3), (shared, 50_000));
+    s.apply(&a, &m);
+    assert_eq!(polling(2), (shared, 50_000));
     // Beside its worker (several workers): it gives way and sleeps.
     let beside: Vec<Member> = m
         .iter()
         .map(|&x| Member {
             beside_worker: true,
             weight: None,
+            polls_idle: true,
             pid: 0,
             ..x
         })
@@ -379,6 +391,7 @@ fn weights_lengthen_and_shorten_turns_and_turn_off_with_the_last_weight() {
         (0..3)
             .map(|i| Member {
                 weight: w[i as usize],
+                polls_idle: true,
                 ..member(i, 1, (0, i))
             })
             .collect()

@@ -312,7 +312,6 @@ impl<'a> Worker<'a> {
         let mut change = *change;
         let reconfigure = std::mem::take(&mut change.reconfigure);
         self.cfg.restart = change.restart;
-        self.cfg.wakeup = change.wakeup;
         self.cfg.entry = change.entry;
         // Published to the NFs by the `derive` that ends the change.
         self.sched.set_policy(change.sched);

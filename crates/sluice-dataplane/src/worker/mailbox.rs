@@ -16,7 +16,6 @@ use crate::host::SpawnRequest;
 use crate::plan::Plan;
 use crate::ports::{PortRt, PortStats};
 use crate::report_merge::ShardResult;
-use crate::wakeup::WakePolicy;
 
 /// How long a commit waits for NFs to drain before it proceeds anyway.
 pub const QUIESCE_TIMEOUT_NS: u64 = 200 * MS;
@@ -79,8 +78,6 @@ pub struct Change {
     pub quiesce: bool,
     /// Restart policy from now on.
     pub restart: RestartPolicy,
-    /// Wake-up policy from now on.
-    pub wakeup: WakePolicy,
     /// The scheduling policy from now on.
     pub sched: crate::sched::SchedPolicy,
     /// Backpressure at chains' entries from now on.

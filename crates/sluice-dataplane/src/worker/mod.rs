@@ -53,7 +53,7 @@ use crate::ports::PortRt;
 use crate::route::Dest;
 use crate::sched::{Member, SchedPolicy, Scheduler};
 use crate::stall::StallMeter;
-use crate::wakeup::{WakeGate, WakePolicy};
+use crate::wakeup::WakeGate;
 
 mod classify;
 pub mod command;
@@ -96,8 +96,6 @@ pub struct WorkerConfig {
     pub restart: RestartPolicy,
     /// How long to wait for in-flight packets at shutdown.
     pub drain_timeout_ns: u64,
-    /// When sleeping process NFs are woken.
-    pub wakeup: WakePolicy,
     /// How process NFs sharing a core are scheduled.
     pub sched: SchedPolicy,
     /// What happens at a chain's entry when it is congested.
@@ -319,6 +317,11 @@ impl<'a> Worker<'a> {
             && d.nic_fds.len() == d.input_ports.len()
             && d.process_ids.is_empty();
         self.gates.resize(self.nfs.len(), WakeGate::default());
+        for (i, gate) in self.gates.iter_mut().enumerate() {
+            if let Some(nf) = self.plan.nf(i as u16) {
+                gate.set_policy(nf.wakeup);
+            }
+        }
         self.route_latency
             .resize_with(self.plan.routes.len(), Histogram::new);
         self.derived = d;
@@ -355,6 +358,7 @@ impl<'a> Worker<'a> {
                     order: order[i as usize].unwrap_or((u32::MAX, u32::from(i))),
                     beside_worker: self.cfg.nfs_share_core,
                     weight: self.plan.nf(i).and_then(|n| n.cpu_weight),
+                    polls_idle: self.plan.nf(i).is_none_or(|n| n.wakeup.polls_idle),
                     pid: p.pid,
                 })
             })

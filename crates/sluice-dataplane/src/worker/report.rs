@@ -4,6 +4,7 @@
 
 use sluice_mem::Backing;
 use sluice_ports::Sink;
+use sluice_spec::Isolation;
 
 use crate::latency::Histogram;
 use crate::nf_rt::NfRt;
@@ -105,8 +106,13 @@ pub(crate) fn run_report(w: &Worker<'_>) -> RunReport {
     let nfs: Vec<NfReport> = nfs
         .iter()
         .map(|nf| {
-            let counters = w.plan.nf(nf.id).map_or(&[][..], |p| &p.counters[..]);
-            nf_report(nf, counters)
+            let plan = w.plan.nf(nf.id);
+            let counters = plan.map_or(&[][..], |p| &p.counters[..]);
+            let mut r = nf_report(nf, counters);
+            if nf.isolation == Isolation::Process {
+                r.wakeup = plan.map_or("", |p| p.wakeup.policy.name()).to_string();
+            }
+            r
         })
         .collect();
     RunReport {

@@ -259,19 +259,24 @@ impl<'a> Worker<'a> {
                     if p.link.refill_spares_for(&mut self.cache, b.len()).is_err() {
                         corrupt = true;
                     }
+                    // Looked for only where it can change the decision:
+                    // the NF sleeps and its threshold would hold packets.
+                    let gate = &self.gates[i as usize];
+                    let short = gate.wants_short_flows()
+                        && p.link.sleeps()
+                        && short_flow_in(self.arena, &self.flows, b, gate.policy());
                     match p.link.send(self.pool, b) {
                         Ok(n) if n > 0 => {
                             let gate = &mut self.gates[i as usize];
-                            let policy = &self.cfg.wakeup;
                             // An NF taking turns is woken when it gets
                             // one (`NfLink::wake`), never held back.
-                            let woke = if !policy.batches() || p.link.turn().is_some() {
+                            let woke = if !gate.policy().batches() || p.link.turn().is_some() {
                                 p.link.wake()
                             } else if !p.link.sleeps() {
                                 // Running: it finds the packets itself.
                                 gate.release();
                                 false
-                            } else if gate.on_queued(p.link.queued(), now, policy) {
+                            } else if gate.on_queued(p.link.queued(), short, now) {
                                 p.link.wake()
                             } else {
                                 if !self.holding.contains(&i) {
@@ -389,7 +394,6 @@ impl<'a> Worker<'a> {
         let mut k = 0;
         while k < self.holding.len() {
             let i = self.holding[k] as usize;
-            let policy = self.cfg.wakeup;
             let gate = &mut self.gates[i];
             let Some(nf) = self.nfs.get_mut(i).and_then(Option::as_mut) else {
                 gate.release();
@@ -405,7 +409,7 @@ impl<'a> Worker<'a> {
                 // Woken meanwhile (by count, an event or its own nap): it
                 // sees its ring itself.
                 gate.release();
-            } else if gate.on_timer(now, &policy) {
+            } else if gate.on_timer(now) {
                 if p.link.wake() {
                     nf.wakeups += 1;
                     nf.wakeups_by_timeout += 1;
@@ -482,4 +486,20 @@ impl<'a> Worker<'a> {
         }
         done
     }
+}
+
+/// Whether a packet of `b` belongs to a flow that has carried fewer packets
+/// than `policy`'s short-flow limit (both directions count). Flowless
+/// packets (ARP, ...) belong to none.
+fn short_flow_in(
+    arena: &sluice_mem::Arena,
+    flows: &crate::flow_table::FlowTable,
+    b: &mut HandleBatch,
+    policy: &crate::wakeup::WakePolicy,
+) -> bool {
+    let limit = u64::from(policy.short_flow_packets);
+    b.iter_mut().any(|h| {
+        let id = arena.pkt(h).flow_id();
+        flows.entry(id).is_some_and(|e| e.packets < limit)
+    })
 }

@@ -25,6 +25,7 @@ use crate::host::{HostEvent, NfHost};
 use crate::nf_loop::{exit_code, STOP_CALLS_MAX};
 use crate::nf_rt::{Exec, NfRt, Phase};
 use crate::plan::Hop;
+use crate::wakeup::WakeGate;
 
 /// Asks the host to start `nf` as a new generation in its slot.
 pub(super) fn spawn<'a>(
@@ -426,7 +427,8 @@ impl<'a> Worker<'a> {
                 self.drop_queue(i);
             }
             if respawn {
-                self.gates[i as usize] = Default::default();
+                let gate = &mut self.gates[i as usize];
+                *gate = WakeGate::new(*gate.policy());
                 let nf = self.nfs[i as usize].as_mut().expect("live above");
                 if let Err(e) = spawn(&mut self.host, nf, now) {
                     tracing::error!("cannot restart NF {}: {e}", nf.name);
