@@ -245,8 +245,12 @@ fn measure_all(a: &SchedArgs, path: &Path) -> Result<Report, String> {
         }
     }
     if sections(a, "wakeup_policies") {
-        let n = if a.quick { 8 } else { 16 };
-        report.wakeup_policies = crate::bench_wakeup::wakeup_policies(path, secs, rounds, n)?;
+        let setups: &[(usize, usize)] = if a.quick {
+            &[(3, 1), (8, 1), (3, 3)]
+        } else {
+            &[(3, 1), (16, 1), (5, 3)]
+        };
+        report.wakeup_policies = crate::bench_wakeup::wakeup_policies(path, secs, rounds, setups)?;
     }
     if sections(a, "long_chain") {
         for length in [50, 60] {

@@ -235,7 +235,13 @@ pub fn compile(
             None => build_nf(nf_type, n, &names, target)?,
         };
         nf.cpu_weight = n.cpu_weight;
-        nf.wakeup = WakePolicy::from_rule(&spec.wakeup_of(&n.name));
+        // An inline NF never sleeps: no rule applies to it.
+        nf.wakeup = match n.isolation {
+            sluice_spec::Isolation::Process => {
+                WakePolicy::for_hop(&spec.wakeup_of(&n.name), chain_entry(spec, &n.name))
+            }
+            sluice_spec::Isolation::Inline => WakePolicy::IMMEDIATE,
+        };
         plan.nfs[id as usize] = Some(nf);
         plan.nf_order.push(id);
     }
@@ -364,6 +370,21 @@ fn build_nf(
         live_reconfigure: nf.live_reconfigure(),
         cpu_weight: n.cpu_weight,
         // Set by the caller, which sees the chains.
-        wakeup: WakePolicy::default(),
+        wakeup: WakePolicy::IMMEDIATE,
+    })
+}
+
+/// Whether NF `nf` is the first process NF of one of the spec's chains
+/// (where `auto` may hold packets for it, `WakePolicy::for_hop`).
+fn chain_entry(spec: &Spec, nf: &str) -> bool {
+    spec.chains.iter().any(|c| {
+        c.nfs
+            .iter()
+            .find(|name| {
+                spec.nfs
+                    .iter()
+                    .any(|n| &n.name == *name && n.isolation == sluice_spec::Isolation::Process)
+            })
+            .is_some_and(|first| first == nf)
     })
 }

@@ -204,4 +204,42 @@ mod tests {
         let again = crate::compile::compile(&a, registry, &target, Some(&new)).unwrap();
         assert_eq!(Diff::between(&new, &again).nfs.added, one("f"));
     }
+
+    /// Each NF gets its rule from the compiler; under `auto` only a
+    /// chain's first process NF may hold packets; a new rule changes the
+    /// NF without a rebuild.
+    #[test]
+    fn wake_up_rules_resolve_per_hop_and_change_without_a_rebuild() {
+        use sluice_spec::WakeupPolicy;
+        let registry = sluice_nfs::REGISTRY;
+        let types: Vec<&str> = registry.iter().map(|t| t.name).collect();
+        let spec = |chain_rule: &str| {
+            let text = format!(
+                "ports:\n  - {{ name: gen, kind: generator, count: 1 }}\n  - {{ name: out, kind: sink }}\n\
+                 nfs:\n  - {{ name: i, type: forwarder, isolation: inline }}\n  - {{ name: a, type: forwarder }}\n  - {{ name: b, type: forwarder }}\n\
+                 chains:\n  - {{ name: c, from: gen, nfs: [i, a, b], to: out{chain_rule} }}\n"
+            );
+            sluice_spec::parse_str(&text, "t.yaml", &types).unwrap()
+        };
+        let s = spec("");
+        let target = crate::compile::Target::of_spec(&s);
+        let old = crate::compile::compile(&s, registry, &target, None).unwrap();
+        let wake = |p: &Plan, name: &str| {
+            let (_, nf) = p.nfs_in_order().find(|(_, n)| n.name == name).unwrap();
+            nf.wakeup
+        };
+        // `a` is the first process NF (the inline one does not count).
+        assert_eq!(wake(&old, "a").policy, WakeupPolicy::Auto);
+        assert!(wake(&old, "a").batches());
+        assert!(
+            !wake(&old, "b").batches(),
+            "inner hops never hold under auto"
+        );
+        let s2 = spec(", wakeup: { policy: adaptive }");
+        let new = crate::compile::compile(&s2, registry, &target, Some(&old)).unwrap();
+        assert!(wake(&new, "b").batches(), "adaptive holds at every hop");
+        let d = Diff::between(&old, &new);
+        assert_eq!(d.nfs.changed, vec!["a".to_string(), "b".to_string()]);
+        assert!(d.new_nfs.is_empty() && !d.quiesce, "no NF is rebuilt");
+    }
 }

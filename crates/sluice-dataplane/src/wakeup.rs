@@ -26,6 +26,37 @@
 
 use sluice_spec::{WakeRule, WakeupPolicy};
 
+/// Whether an idle NF polls its ring before it sleeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdlePoll {
+    /// Always (`hybrid`): no wake-up while packets come within the window.
+    Always,
+    /// Never (`every_packet`, `threshold`, `adaptive`): it sleeps at once.
+    Never,
+    /// While at most [`POLL_WHILE_FEW`] NFs share its core (`auto`).
+    WhileFew,
+}
+
+/// Under `auto`, NFs poll idle while at most this many share a core. With
+/// few, polling keeps the core with the chain and spares the wake of a
+/// halted vCPU (3-NF chain: p99 37–43 µs polling, 74–191 µs sleeping at
+/// once; `docs/benchmarks.md`, "Busy polling"). With many, the pollers
+/// crowd the core: 16 one-NF chains sharing a core burnt 98 % of it
+/// polling where sleeping at once with `adaptive` used 17–20 % and gave
+/// short flows a lower latency (`sluice bench sched`, `wakeup_policies`).
+pub const POLL_WHILE_FEW: usize = 4;
+
+impl IdlePoll {
+    /// Whether an NF polls idle when `sharing` NFs share its core.
+    pub fn polls(self, sharing: usize) -> bool {
+        match self {
+            IdlePoll::Always => true,
+            IdlePoll::Never => false,
+            IdlePoll::WhileFew => sharing <= POLL_WHILE_FEW,
+        }
+    }
+}
+
 /// How a gate's threshold moves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Growth {
@@ -50,8 +81,8 @@ pub struct WakePolicy {
     pub timeout_ns: u64,
     /// A packet of a flow with fewer packets than this wakes at once.
     pub short_flow_packets: u32,
-    /// Whether the NF polls idle before it sleeps (else it sleeps at once).
-    pub polls_idle: bool,
+    /// Whether the NF polls idle before it sleeps.
+    pub idle: IdlePoll,
 }
 
 impl Default for WakePolicy {
@@ -69,8 +100,20 @@ impl WakePolicy {
         max_batch: 1,
         timeout_ns: 0,
         short_flow_packets: 0,
-        polls_idle: true,
+        idle: IdlePoll::Always,
     };
+
+    /// The policy of a rule for an NF that is the first process NF of a
+    /// chain (`entry`) or not. Under `auto` only a chain's entry holds
+    /// packets: what it emits reaches the NFs after it in batches already,
+    /// and a hold at every hop would add up along the chain.
+    pub fn for_hop(r: &WakeRule, entry: bool) -> Self {
+        let p = WakePolicy::from_rule(r);
+        if r.policy == WakeupPolicy::Auto && !entry {
+            return WakePolicy { max_batch: 1, ..p };
+        }
+        p
+    }
 
     /// The policy of a rule.
     pub fn from_rule(r: &WakeRule) -> Self {
@@ -84,7 +127,11 @@ impl WakePolicy {
             max_batch: r.max_batch().max(1),
             timeout_ns: r.timeout_us().saturating_mul(1_000),
             short_flow_packets: r.short_flow_packets(),
-            polls_idle: r.policy.polls_idle(),
+            idle: match r.policy {
+                WakeupPolicy::Auto => IdlePoll::WhileFew,
+                WakeupPolicy::Hybrid => IdlePoll::Always,
+                _ => IdlePoll::Never,
+            },
         }
     }
 
@@ -340,7 +387,10 @@ mod tests {
 
     #[test]
     fn rate_aware_growth_batches_a_dense_flow() {
-        let mut g = WakeGate::new(policy(WakeRule::of(WakeupPolicy::Auto)));
+        let mut g = WakeGate::new(policy(WakeRule {
+            timeout_us: Some(20),
+            ..WakeRule::of(WakeupPolicy::Auto)
+        }));
         // Bursts of two in one hand-over, then packets 1 µs apart.
         assert!(g.on_queued(2, false, 0));
         assert_eq!(g.threshold(), 2);
@@ -391,9 +441,20 @@ mod tests {
         });
         assert_eq!(p.max_batch, 16);
         assert_eq!(p.timeout_ns, 25_000);
-        assert!(p.batches() && p.polls_idle);
+        assert!(p.batches() && p.idle == IdlePoll::Always);
         assert!(!policy(WakeRule::of(WakeupPolicy::Hybrid)).batches());
-        assert!(!policy(WakeRule::of(WakeupPolicy::EveryPacket)).polls_idle);
+        assert_eq!(
+            policy(WakeRule::of(WakeupPolicy::EveryPacket)).idle,
+            IdlePoll::Never
+        );
+        let auto = WakeRule::of(WakeupPolicy::Auto);
+        assert!(policy(auto).idle.polls(POLL_WHILE_FEW));
+        assert!(!policy(auto).idle.polls(POLL_WHILE_FEW + 1));
+        // Only a chain's entry holds packets under `auto`.
+        assert!(WakePolicy::for_hop(&auto, true).batches());
+        assert!(!WakePolicy::for_hop(&auto, false).batches());
+        let adaptive = WakeRule::of(WakeupPolicy::Adaptive);
+        assert!(WakePolicy::for_hop(&adaptive, false).batches());
         assert_eq!(WakePolicy::default().growth, Growth::RateAware);
     }
 }

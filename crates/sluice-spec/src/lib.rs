@@ -63,6 +63,7 @@ mod settings;
 mod validate;
 mod validate_chains;
 mod wakeup;
+mod wakeup_resolve;
 mod yaml;
 
 pub use config_node::{ConfigEntry, ConfigNode, ConfigValue};

@@ -141,7 +141,7 @@ pub(crate) fn validate(spec: &Spec, known_nf_types: &[&str], locator: &dyn Locat
             ));
         }
     }
-    crate::wakeup::validate(&cx)?;
+    crate::wakeup_resolve::validate(&cx)?;
     if spec.chains.is_empty() {
         return Err(cx.err(
             "chains",

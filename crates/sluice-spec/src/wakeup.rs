@@ -9,18 +9,15 @@
 //! | `threshold` | sleeps at once | at `threshold` packets or after `timeout_us` ("Naive") |
 //! | `adaptive` | sleeps at once | at once for a packet of a flow shorter than `short_flow_packets`, else at an AIMD threshold (+1 per wake-up by count, ½ per timeout) up to `max_batch` |
 //! | `hybrid` | polls `busy_poll_us`, then sleeps | at an AIMD threshold up to `max_batch` (default 1: at once) |
-//! | `auto` | polls, then sleeps | as `adaptive`, but the threshold grows only while packets come faster than the timeout can pass |
+//! | `auto` | polls while at most 4 NFs share its core, else sleeps at once | as `adaptive` at a chain's first process NF, but the threshold grows only while packets come within half the timeout; at once elsewhere in the chain |
 //!
 //! A rule on an NF replaces its chains' rules, which replace
 //! `settings.wakeup`; a rule names its policy and takes that policy's
 //! defaults for the parameters it leaves out (it does not inherit them).
 
 use crate::config_node::ConfigNode;
-use crate::decode::opt_int;
 use crate::fields::{self, Fields, Res};
 use crate::limits;
-use crate::model::{Isolation, Spec};
-use crate::validate::Ctx;
 
 /// How a sleeping process NF is woken.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -128,11 +125,11 @@ impl WakeRule {
     }
 
     /// The timeout in force, µs: `threshold` 100 (Naive-100us), `adaptive`
-    /// 1000 (Flurries' Adaptive), `hybrid` and `auto` 20.
+    /// and `auto` 1000 (Flurries' Adaptive), `hybrid` 20.
     pub fn timeout_us(&self) -> u64 {
         self.timeout_us.unwrap_or(match self.policy {
             WakeupPolicy::Threshold => 100,
-            WakeupPolicy::Adaptive => 1000,
+            WakeupPolicy::Adaptive | WakeupPolicy::Auto => 1000,
             _ => 20,
         })
     }
@@ -207,6 +204,13 @@ fn limit(key: &str) -> limits::Limit {
     }
 }
 
+/// The optional parameter `key` within its limit.
+fn param<T: TryFrom<u64>>(f: &Fields<'_>, key: &str) -> Res<Option<T>> {
+    f.opt(key)
+        .map(|n| fields::int_as(n, limit(key)))
+        .transpose()
+}
+
 /// Decodes a rule from `f` (whose unknown keys the caller refused). A
 /// parameter the policy does not take is an error at that parameter.
 pub(crate) fn decode(f: &Fields<'_>) -> Res<WakeRule> {
@@ -216,10 +220,10 @@ pub(crate) fn decode(f: &Fields<'_>) -> Res<WakeRule> {
     };
     let rule = WakeRule {
         policy,
-        max_batch: opt_int(f, "max_batch", limits::WAKE_MAX_BATCH)?,
-        threshold: opt_int(f, "threshold", limits::WAKE_MAX_BATCH)?,
-        timeout_us: opt_int(f, "timeout_us", limits::WAKE_TIMEOUT_US)?,
-        short_flow_packets: opt_int(f, "short_flow_packets", limits::SHORT_FLOW_PACKETS)?,
+        max_batch: param(f, "max_batch")?,
+        threshold: param(f, "threshold")?,
+        timeout_us: param(f, "timeout_us")?,
+        short_flow_packets: param(f, "short_flow_packets")?,
     };
     if let Err((key, msg)) = rule.check() {
         let node = f.opt(key).unwrap_or_else(|| f.node());
@@ -233,77 +237,6 @@ pub(crate) fn decode_rule(node: &ConfigNode) -> Res<WakeRule> {
     let f = Fields::of(node, "a wake-up rule")?;
     f.deny_unknown("wakeup", &RULE_KEYS)?;
     decode(&f)
-}
-
-impl Spec {
-    /// The wake-up rule of NF `nf`: its own, else its chains' (validation
-    /// makes sure they agree), else `settings.wakeup`'s.
-    pub fn wakeup_of(&self, nf: &str) -> WakeRule {
-        let own = self
-            .nfs
-            .iter()
-            .find(|n| n.name == nf)
-            .and_then(|n| n.wakeup);
-        own.or_else(|| {
-            self.chains
-                .iter()
-                .filter(|c| c.nfs.iter().any(|n| n == nf))
-                .find_map(|c| c.wakeup)
-        })
-        .unwrap_or(self.settings.wakeup.rule)
-    }
-}
-
-/// Validates every rule of the spec (for specs built by code; parsed ones
-/// were checked as they were decoded) and that every NF has one: an NF
-/// without a rule of its own whose chains give different rules is an
-/// error, since the platform could not tell which applies.
-pub(crate) fn validate(cx: &Ctx<'_>) -> Res<()> {
-    let spec = cx.spec;
-    let rule = |path: String, r: &WakeRule| {
-        r.check()
-            .map_err(|(key, msg)| cx.err(format!("{path}.{key}"), msg))
-    };
-    rule("settings.wakeup".into(), &spec.settings.wakeup.rule)?;
-    for (i, c) in spec.chains.iter().enumerate() {
-        if let Some(r) = &c.wakeup {
-            rule(format!("chains[{i}].wakeup"), r)?;
-        }
-    }
-    for (i, n) in spec.nfs.iter().enumerate() {
-        if let Some(r) = &n.wakeup {
-            rule(format!("nfs[{i}].wakeup"), r)?;
-            if n.isolation == Isolation::Inline {
-                return Err(cx.err(
-                    format!("nfs[{i}].wakeup"),
-                    "wakeup applies to process NFs: an inline NF runs in its worker's thread \
-                     and is never asleep",
-                ));
-            }
-            continue;
-        }
-        let mut first: Option<(&str, WakeRule)> = None;
-        for (k, c) in spec.chains.iter().enumerate() {
-            let Some(r) = c.wakeup.filter(|_| c.nfs.contains(&n.name)) else {
-                continue;
-            };
-            match first {
-                None => first = Some((&c.name, r)),
-                Some((other, o)) if o != r => {
-                    return Err(cx.err(
-                        format!("chains[{k}].wakeup"),
-                        format!(
-                            "NF {} is in chains {other} and {} whose wake-up rules differ; \
-                             give the NF a `wakeup` of its own",
-                            n.name, c.name
-                        ),
-                    ))
-                }
-                Some(_) => {}
-            }
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -320,6 +253,7 @@ mod tests {
         assert_eq!(r(WakeupPolicy::Adaptive).timeout_us(), 1000);
         assert_eq!(r(WakeupPolicy::Adaptive).short_flow_packets(), 36);
         assert_eq!(r(WakeupPolicy::Auto).short_flow_packets(), 36);
+        assert_eq!(r(WakeupPolicy::Auto).timeout_us(), 1000);
         assert_eq!(r(WakeupPolicy::EveryPacket).max_batch(), 1);
         assert_eq!(r(WakeupPolicy::EveryPacket).short_flow_packets(), 0);
         assert!(r(WakeupPolicy::Auto).policy.polls_idle());

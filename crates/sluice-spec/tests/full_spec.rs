@@ -213,7 +213,7 @@ fn minimal_spec_gets_documented_defaults() {
     assert_eq!(spec.settings.restart.policy, RestartMode::Always);
     assert_eq!(spec.settings.flow_table.capacity, 65536);
     assert_eq!(spec.settings.wakeup.rule, WakeRule::of(WakeupPolicy::Auto));
-    assert_eq!(spec.settings.wakeup.rule.timeout_us(), 20);
+    assert_eq!(spec.settings.wakeup.rule.timeout_us(), 1000);
     assert_eq!(spec.settings.wakeup.busy_poll_us, None);
     let PortKind::Generator(g) = &spec.ports[0].kind else {
         panic!("not a generator")

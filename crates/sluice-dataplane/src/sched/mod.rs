@@ -22,6 +22,7 @@ use sluice_mem::turn::{mode, poll};
 use sluice_mem::{Arena, Budget};
 
 use crate::polling::LoopConfig;
+use crate::wakeup::IdlePoll;
 use std::sync::atomic::Ordering;
 
 mod watchdog;
@@ -112,9 +113,9 @@ pub struct Member {
     pub beside_worker: bool,
     /// Its CPU weight (`cpu_weight`), if set.
     pub weight: Option<u32>,
-    /// Whether its wake-up policy has it poll idle before it sleeps
-    /// (`auto`, `hybrid`); else it sleeps as soon as its ring is empty.
-    pub polls_idle: bool,
+    /// Whether its wake-up policy has it poll idle before it sleeps, or
+    /// sleep as soon as its ring is empty.
+    pub idle: IdlePoll,
     /// Its process (0 until it has started).
     pub pid: i32,
 }
@@ -136,14 +137,14 @@ pub struct Assignment {
 #[derive(Debug, Clone, Copy)]
 struct Placed {
     beside_worker: bool,
-    polls_idle: bool,
+    idle: IdlePoll,
 }
 
 impl Default for Placed {
     fn default() -> Self {
         Placed {
             beside_worker: false,
-            polls_idle: true,
+            idle: IdlePoll::Always,
         }
     }
 }
@@ -164,7 +165,7 @@ fn publish_polling(b: &Budget, policy: &SchedPolicy, sharing: usize, m: Placed) 
     } else {
         LoopConfig::for_sharing(0, sharing, policy.busy_poll_us)
     };
-    if !m.polls_idle {
+    if !m.idle.polls(sharing) {
         cfg.busy_poll_ns = 0;
     }
     let mut flags = poll::PUBLISHED;
@@ -301,7 +302,7 @@ impl Scheduler {
                 m.slot,
                 Placed {
                     beside_worker: m.beside_worker,
-                    polls_idle: m.polls_idle,
+                    idle: m.idle,
                 },
             );
         }

@@ -12,7 +12,7 @@ fn member(slot: u32, cpu: u32, order: (u32, u32)) -> Member {
         order,
         beside_worker: false,
         weight: None,
-        polls_idle: true,
+        idle: IdlePoll::Always,
         pid: 0,
     }
 }
@@ -58,7 +58,7 @@ fn auto_lets_a_few_nfs_poll_and_never_schedules_a_workers_core() {
         .map(|i| Member {
             beside_worker: true,
             weight: None,
-            polls_idle: true,
+            idle: IdlePoll::Always,
             pid: 0,
             ..member(i, 0, (0, i))
         })
@@ -362,19 +362,33 @@ fn nfs_polling_on_their_own_learn_how_many_share_their_core() {
     // A wake-up policy that sleeps when idle (`every_packet`, ...) turns
     // its NF's polling off, and only its NF's.
     let mut sleepy = m.clone();
-    sleepy[2].polls_idle = false;
+    sleepy[2].idle = IdlePoll::Never;
     s.apply(&a, &sleepy);
     assert_eq!(polling(2), (shared, 0));
     assert_eq!(polling(3), (shared, 50_000));
     s.apply(&a, &m);
     assert_eq!(polling(2), (shared, 50_000));
+    // `auto` polls while few NFs share the core, and sleeps at once with
+    // more.
+    let auto: Vec<Member> = m
+        .iter()
+        .map(|&x| Member {
+            idle: IdlePoll::WhileFew,
+            ..x
+        })
+        .collect();
+    s.apply(&a, &auto);
+    assert_eq!(polling(0), (shared, 0));
+    s.apply(&a, &auto[..4]);
+    assert_eq!(polling(0), (shared, 50_000));
+    s.apply(&a, &m);
     // Beside its worker (several workers): it gives way and sleeps.
     let beside: Vec<Member> = m
         .iter()
         .map(|&x| Member {
             beside_worker: true,
             weight: None,
-            polls_idle: true,
+            idle: IdlePoll::Always,
             pid: 0,
             ..x
         })
@@ -391,7 +405,7 @@ fn weights_lengthen_and_shorten_turns_and_turn_off_with_the_last_weight() {
         (0..3)
             .map(|i| Member {
                 weight: w[i as usize],
-                polls_idle: true,
+                idle: IdlePoll::Always,
                 ..member(i, 1, (0, i))
             })
             .collect()

@@ -53,7 +53,7 @@ use crate::ports::PortRt;
 use crate::route::Dest;
 use crate::sched::{Member, SchedPolicy, Scheduler};
 use crate::stall::StallMeter;
-use crate::wakeup::WakeGate;
+use crate::wakeup::{IdlePoll, WakeGate, WakePolicy};
 
 mod classify;
 pub mod command;
@@ -319,7 +319,14 @@ impl<'a> Worker<'a> {
         self.gates.resize(self.nfs.len(), WakeGate::default());
         for (i, gate) in self.gates.iter_mut().enumerate() {
             if let Some(nf) = self.plan.nf(i as u16) {
-                gate.set_policy(nf.wakeup);
+                // Beside its worker an NF is one stage of the core's
+                // pipeline: the worker hands it the core when it yields,
+                // so no wake-up rule applies (`settings.workers`).
+                gate.set_policy(if self.cfg.nfs_share_core {
+                    WakePolicy::IMMEDIATE
+                } else {
+                    nf.wakeup
+                });
             }
         }
         self.route_latency
@@ -358,7 +365,7 @@ impl<'a> Worker<'a> {
                     order: order[i as usize].unwrap_or((u32::MAX, u32::from(i))),
                     beside_worker: self.cfg.nfs_share_core,
                     weight: self.plan.nf(i).and_then(|n| n.cpu_weight),
-                    polls_idle: self.plan.nf(i).is_none_or(|n| n.wakeup.polls_idle),
+                    idle: self.plan.nf(i).map_or(IdlePoll::Always, |n| n.wakeup.idle),
                     pid: p.pid,
                 })
             })
