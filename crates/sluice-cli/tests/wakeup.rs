@@ -15,8 +15,9 @@ fn spec(wakeup: &str) -> String {
     )
 }
 
-fn run(wakeup: &str) -> serde_json::Value {
-    let (_d, path) = spec_file(&spec(wakeup));
+/// Runs `text` to its end: it must succeed with every buffer accounted.
+fn run_spec(text: &str) -> serde_json::Value {
+    let (_d, path) = spec_file(text);
     let (out, r) = run_json(&path, 30.0);
     assert!(
         out.status.success(),
@@ -24,6 +25,11 @@ fn run(wakeup: &str) -> serde_json::Value {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_accounted(&r);
+    r
+}
+
+fn run(wakeup: &str) -> serde_json::Value {
+    let r = run_spec(&spec(wakeup));
     assert_eq!(r["packets_out"], 200, "{r:#}");
     assert_eq!(r["drops_total"], 0, "{r:#}");
     r
@@ -116,14 +122,7 @@ fn adaptive_holds_only_packets_of_flows_past_their_first_packets() {
 #[test]
 fn rules_per_chain_and_per_nf() {
     let text = "ports:\n  - { name: gen, kind: generator, flows: 4, protocol: udp, rate_pps: 200, count: 100 }\n  - { name: out, kind: sink }\nnfs:\n  - { name: a, type: forwarder, isolation: process }\n  - { name: b, type: forwarder, isolation: process, wakeup: { policy: threshold, threshold: 8, timeout_us: 200 } }\n  - { name: c, type: forwarder, isolation: process }\nchains:\n  - { name: x, from: gen, nfs: [a, b, c], to: out, wakeup: { policy: every_packet } }\n";
-    let (_d, path) = spec_file(text);
-    let (out, r) = run_json(&path, 30.0);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_accounted(&r);
+    let r = run_spec(text);
     assert_eq!(r["packets_out"], 100, "{r:#}");
     assert_eq!(nf(&r, "a")["wakeup"], "every_packet");
     assert_eq!(nf(&r, "b")["wakeup"], "threshold");
