@@ -216,6 +216,7 @@ pub fn compile(
         });
         plan.port_order.push(id);
     }
+    let entries = chain_entries(spec);
     for n in &spec.nfs {
         let id = nf_ids.get(&n.name).expect("assigned above");
         let nf_type = registry
@@ -238,7 +239,8 @@ pub fn compile(
         // An inline NF never sleeps: no rule applies to it.
         nf.wakeup = match n.isolation {
             sluice_spec::Isolation::Process => {
-                WakePolicy::for_hop(&spec.wakeup_of(&n.name), chain_entry(spec, &n.name))
+                let entry = entries.contains(n.name.as_str());
+                WakePolicy::for_hop(&spec.wakeup_of(&n.name), entry)
             }
             sluice_spec::Isolation::Inline => WakePolicy::IMMEDIATE,
         };
@@ -374,17 +376,23 @@ fn build_nf(
     })
 }
 
-/// Whether NF `nf` is the first process NF of one of the spec's chains
-/// (where `auto` may hold packets for it, `WakePolicy::for_hop`).
-fn chain_entry(spec: &Spec, nf: &str) -> bool {
-    spec.chains.iter().any(|c| {
-        c.nfs
-            .iter()
-            .find(|name| {
-                spec.nfs
-                    .iter()
-                    .any(|n| &n.name == *name && n.isolation == sluice_spec::Isolation::Process)
-            })
-            .is_some_and(|first| first == nf)
-    })
+/// The NFs that are the first process NF of one of the spec's chains
+/// (where `auto` may hold packets, `WakePolicy::for_hop`). Built once per
+/// compile: thousands of NFs and chains must not cost a scan per NF.
+fn chain_entries(spec: &Spec) -> std::collections::HashSet<&str> {
+    let process: std::collections::HashSet<&str> = spec
+        .nfs
+        .iter()
+        .filter(|n| n.isolation == sluice_spec::Isolation::Process)
+        .map(|n| n.name.as_str())
+        .collect();
+    spec.chains
+        .iter()
+        .filter_map(|c| {
+            c.nfs
+                .iter()
+                .map(String::as_str)
+                .find(|n| process.contains(n))
+        })
+        .collect()
 }
