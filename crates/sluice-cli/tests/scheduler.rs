@@ -81,6 +81,14 @@ fn an_invalid_policy_is_a_spec_error() {
             "{ policy: turns, slice_us: 0 }",
             "settings.scheduler.slice_us",
         ),
+        (
+            "{ policy: hybrid, yield_every: -1 }",
+            "settings.scheduler.yield_every",
+        ),
+        (
+            "{ policy: hybrid, kernel_class: fifo }",
+            "settings.scheduler.kernel_class",
+        ),
     ] {
         let text = spec("turns", 10, 10).replace("{ policy: turns }", scheduler);
         let (_d, path) = spec_file(&text);
@@ -207,4 +215,75 @@ fn a_busy_host_neither_blames_nor_starves_nfs_taking_turns() {
             "{r:#}\n{stderr}"
         );
     }
+}
+
+/// The kernel class of process `pid` from `/proc/PID/stat` (field 41,
+/// `policy`: 0 normal, 2 round robin).
+fn kernel_policy(pid: u64) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    // Fields from the state (3rd) on: `policy` is the 41st field.
+    after_name.split(' ').nth(41 - 3).unwrap().parse().unwrap()
+}
+
+/// `kernel_class: round_robin` and `yield_every` (the baselines of `sluice
+/// bench sched`) on a running daemon: the same NF processes go into
+/// SCHED_RR and back to the normal class, the report counts them, and
+/// every packet arrives.
+#[test]
+fn the_kernel_class_changes_live_and_follows_the_nfs() {
+    const COUNT: u64 = 200_000;
+    let as_rr = |yield_every: u32, class: &str| {
+        spec("hybrid", COUNT, 100_000).replace(
+            "{ policy: hybrid }",
+            &format!("{{ policy: hybrid, yield_every: {yield_every}, kernel_class: {class} }}"),
+        )
+    };
+    let d = Daemon::start();
+    d.apply(&as_rr(8, "round_robin"));
+    let mut before = d.running_pids(NFS);
+    before.sort_unstable();
+    let root = is_root();
+    let want = if root { 2 } else { 0 };
+    let t = Instant::now();
+    while !before.iter().all(|&p| kernel_policy(p) == want) {
+        assert!(t.elapsed() < Duration::from_secs(10), "NFs not in SCHED_RR");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let s = d.stats();
+    assert_eq!(
+        s["realtime_nfs"],
+        if root { NFS as u64 } else { 0 },
+        "{s:#}"
+    );
+    d.apply(&as_rr(0, "normal"));
+    let t = Instant::now();
+    while !before.iter().all(|&p| kernel_policy(p) == 0) {
+        assert!(t.elapsed() < Duration::from_secs(10), "NFs still real-time");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let t = Instant::now();
+    let s = loop {
+        let s = d.stats();
+        if s["packets_out"] == COUNT || t.elapsed() > Duration::from_secs(60) {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut after = d.running_pids(NFS);
+    after.sort_unstable();
+    assert_eq!(after, before, "no NF was restarted");
+    assert_eq!(s["realtime_nfs"], 0, "{s:#}");
+    assert_eq!(s["drops_total"], 0, "{s:#}");
+    assert_eq!(s["packets_out"], COUNT, "{s:#}");
+}
+
+/// Whether this test runs as root (may put processes in real time).
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|u| u.split_whitespace().nth(1).map(|e| e == "0"))
+        .unwrap_or(false)
 }

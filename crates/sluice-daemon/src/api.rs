@@ -164,6 +164,7 @@ fn nf_views(s: &Ctl, report: &RunReport, instances: &[Instance]) -> Vec<NfView> 
                 packets: r.map_or(0, |r| r.packets),
                 cpu_ns: r.map_or(0, |r| r.cpu_ns),
                 process_cpu_us: r.map_or(0, |r| r.process_cpu_us),
+                process_switches: r.map_or(0, |r| r.process_switches),
                 restarts: r.map_or(0, |r| r.restarts),
                 drops: r.map(|r| r.drops.clone()).unwrap_or_default(),
                 instances: instances.iter().filter(|i| i.nf == name).cloned().collect(),

@@ -204,6 +204,12 @@ pub fn render(r: &RunReport, instances: &[Instance]) -> String {
         "CPU time of an NF's processes as the kernel counts it: its batch handler, ring I/O and polling (process NFs)",
         Some(Unit::Seconds),
     );
+    let nf_switches = counter_family(
+        &mut reg,
+        "nf_context_switches",
+        "Times the kernel put a process NF's processes on a CPU (each wake-up, yield or preemption ends in one)",
+        None,
+    );
     let nf_drops = counter_family(
         &mut reg,
         "nf_drops",
@@ -253,6 +259,9 @@ pub fn render(r: &RunReport, instances: &[Instance]) -> String {
         nf_process_cpu
             .get_or_create(&lab)
             .inc_by(nf.process_cpu_us as f64 / 1e6);
+        nf_switches
+            .get_or_create(&lab)
+            .inc_by(nf.process_switches as f64);
         let by_nf = l(&[("nf", &nf.name)]);
         nf_restarts
             .get_or_create(&by_nf)

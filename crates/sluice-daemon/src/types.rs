@@ -103,6 +103,9 @@ pub struct NfView {
     /// CPU time of its processes as the kernel counts it (handler, ring
     /// I/O, polling), µs; 0 for inline NFs.
     pub process_cpu_us: u64,
+    /// Times the kernel put its processes on a CPU (context switches); 0
+    /// for inline NFs.
+    pub process_switches: u64,
     /// Restarts after crashes.
     pub restarts: u32,
     /// Drops under its own reasons.

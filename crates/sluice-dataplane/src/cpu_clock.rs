@@ -7,27 +7,35 @@
 //! count ends with the process, so the worker reads it periodically and
 //! keeps what earlier instances of the NF used.
 
-/// The CPU time of one NF's instances.
+/// The CPU time of one NF's instances, and how often the kernel put them
+/// on a CPU (their context switches: what sleeping, waking and yielding
+/// cost, seed 001 §4.3).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CpuClock {
-    /// CPU time of instances before the current one, ns.
+    /// CPU time and switches of instances before the current one.
     done_ns: u64,
-    /// The current instance's process, and its CPU time at the last look.
+    done_switches: u64,
+    /// The current instance's process, and its counts at the last look.
     pid: i32,
     last_ns: u64,
+    last_switches: u64,
 }
 
 impl CpuClock {
-    /// Records that process `pid` had run `on_cpu_ns` when last looked at.
-    /// A new pid is a new instance: the old one's last reading is kept.
-    pub fn observe(&mut self, pid: i32, on_cpu_ns: u64) {
+    /// Records that process `pid` had run `on_cpu_ns` in `switches` times
+    /// on a CPU when last looked at. A new pid is a new instance: the old
+    /// one's last reading is kept.
+    pub fn observe(&mut self, pid: i32, on_cpu_ns: u64, switches: u64) {
         if pid != self.pid {
             self.done_ns += self.last_ns;
+            self.done_switches += self.last_switches;
             self.pid = pid;
             self.last_ns = 0;
+            self.last_switches = 0;
         }
-        // The kernel's count only grows; a smaller one is not this process.
+        // The kernel's counts only grow; a smaller one is not this process.
         self.last_ns = self.last_ns.max(on_cpu_ns);
+        self.last_switches = self.last_switches.max(switches);
     }
 
     /// Looks at process `pid` now (nothing if it is gone or `pid` is 0).
@@ -36,13 +44,18 @@ impl CpuClock {
             return;
         };
         if let Ok(t) = sluice_sys::sched_times(p) {
-            self.observe(pid, t.on_cpu_ns);
+            self.observe(pid, t.on_cpu_ns, t.timeslices);
         }
     }
 
     /// CPU time of all instances, ns, as of the last look.
     pub fn total_ns(&self) -> u64 {
         self.done_ns + self.last_ns
+    }
+
+    /// Times the kernel put any instance on a CPU, as of the last look.
+    pub fn switches(&self) -> u64 {
+        self.done_switches + self.last_switches
     }
 }
 
@@ -53,17 +66,17 @@ mod tests {
     #[test]
     fn keeps_the_time_of_instances_that_ended() {
         let mut c = CpuClock::default();
-        c.observe(10, 5_000);
-        c.observe(10, 7_000);
-        assert_eq!(c.total_ns(), 7_000);
-        c.observe(11, 1_000);
+        c.observe(10, 5_000, 3);
+        c.observe(10, 7_000, 4);
+        assert_eq!((c.total_ns(), c.switches()), (7_000, 4));
+        c.observe(11, 1_000, 1);
         assert_eq!(
-            c.total_ns(),
-            8_000,
-            "a restart keeps the old instance's time"
+            (c.total_ns(), c.switches()),
+            (8_000, 5),
+            "a restart keeps the old instance's counts"
         );
-        c.observe(11, 500);
-        assert_eq!(c.total_ns(), 8_000, "never goes back");
+        c.observe(11, 500, 0);
+        assert_eq!((c.total_ns(), c.switches()), (8_000, 5), "never goes back");
     }
 
     #[test]
@@ -80,5 +93,6 @@ mod tests {
         let tid = sluice_sys::gettid().as_raw_nonzero().get();
         c.sample(tid);
         assert!(c.total_ns() >= 5_000_000, "{}", c.total_ns());
+        assert!(c.switches() >= 1, "it was put on a CPU to run");
     }
 }

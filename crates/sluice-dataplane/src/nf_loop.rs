@@ -73,6 +73,8 @@ pub fn run_nf_loop(
     let mut idle_polls = 0u32;
     let mut idle_since = 0u64;
     let mut blocked = 0u32;
+    // Full batches since the NF last yielded after one (`yield_every`).
+    let mut full_batches = 0u32;
     let mut stalls = StallMeter::default();
     let mut messages = BlobReader::default();
     let mut turns = Turns::new(arena, slot);
@@ -243,9 +245,13 @@ pub fn run_nf_loop(
             // Give the core back to the holder, as hybrid polling would.
             NfStats::add(&ctl.stats.out_of_turn, 1);
             sluice_sys::yield_now();
-        } else if n == batch_size && cfg.yield_after_batch {
-            NfStats::add(&ctl.stats.yields, 1);
-            sluice_sys::yield_now();
+        } else if n == batch_size && cfg.yield_every > 0 {
+            full_batches += 1;
+            if full_batches >= cfg.yield_every {
+                full_batches = 0;
+                NfStats::add(&ctl.stats.yields, 1);
+                sluice_sys::yield_now();
+            }
         }
     }
     // Let the NF release what it holds, and hand it to the platform while

@@ -16,11 +16,13 @@ use sluice_mem::Budget;
 pub struct LoopConfig {
     /// Packets per batch.
     pub batch: usize,
-    /// Yield the CPU after every full batch. Worth it only when other NFs
-    /// share this core (they get their turn after one batch, seed 000 §4);
-    /// alone on a core, yielding to an unrelated process would forfeit a
-    /// whole scheduler slice.
-    pub yield_after_batch: bool,
+    /// Yield the CPU after this many full batches in a row (0: never, the
+    /// kernel alone ends the NF's time). By default after every one where
+    /// other NFs share this core (they get their turn after one batch,
+    /// seed 000 §4), and never alone on a core, where yielding to an
+    /// unrelated process would forfeit a whole scheduler slice
+    /// (`settings.scheduler.yield_every` sets it).
+    pub yield_every: u32,
     /// How long an idle NF keeps polling its ring after its last packet
     /// before it sleeps on its wake word (`settings.wakeup.busy_poll_us`).
     /// It always looks once more after giving way before it sleeps.
@@ -62,7 +64,7 @@ impl LoopConfig {
         let default = BUSY_POLL_NS.min(CORE_BUSY_POLL_NS / sharing.max(1) as u64);
         LoopConfig {
             batch,
-            yield_after_batch: shared,
+            yield_every: u32::from(shared),
             busy_poll_ns: busy_poll_us.map_or(default, |us| us.saturating_mul(1000)),
             yield_while_polling: shared,
         }
@@ -78,10 +80,37 @@ impl LoopConfig {
     pub fn beside_worker(batch: usize, busy_poll_us: Option<u64>) -> LoopConfig {
         LoopConfig {
             batch,
-            yield_after_batch: false,
+            yield_every: 0,
             busy_poll_ns: busy_poll_us.map_or(0, |us| us.saturating_mul(1000)),
             yield_while_polling: true,
         }
+    }
+}
+
+impl LoopConfig {
+    /// With `settings.scheduler.yield_every` (`None`: as it is). An NF
+    /// that never yields after a batch does not yield while it polls idle
+    /// either: it keeps its core until the kernel takes it (pure polling,
+    /// the baseline of UNiS and Flurries).
+    pub fn yielding_every(self, k: Option<u32>) -> LoopConfig {
+        match k {
+            None => self,
+            Some(k) => LoopConfig {
+                yield_every: k,
+                yield_while_polling: self.yield_while_polling && k != 0,
+                ..self
+            },
+        }
+    }
+
+    /// Its [`Budget::poll_flags`] (with [`poll::PUBLISHED`]).
+    pub fn flags(&self) -> u32 {
+        let mut flags = poll::PUBLISHED;
+        if self.yield_while_polling {
+            flags |= poll::YIELD_WHILE_POLLING;
+        }
+        // Spec limit 1024: fits the bits above the flags.
+        flags | (self.yield_every.min(0xffff) << poll::YIELD_EVERY_SHIFT)
     }
 }
 
@@ -96,7 +125,7 @@ impl LoopConfig {
         }
         LoopConfig {
             batch: self.batch,
-            yield_after_batch: flags & poll::YIELD_AFTER_BATCH != 0,
+            yield_every: flags >> poll::YIELD_EVERY_SHIFT,
             busy_poll_ns: budget.poll_ns.load(Ordering::Relaxed),
             yield_while_polling: flags & poll::YIELD_WHILE_POLLING != 0,
         }
@@ -111,10 +140,35 @@ mod tests {
     fn an_nf_alone_spins_and_nfs_sharing_a_core_yield_while_polling() {
         let alone = LoopConfig::for_sharing(32, 1, None);
         assert_eq!(alone.busy_poll_ns, BUSY_POLL_NS);
-        assert!(!alone.yield_while_polling && !alone.yield_after_batch);
+        assert!(!alone.yield_while_polling);
+        assert_eq!(alone.yield_every, 0);
         let three = LoopConfig::for_sharing(32, 3, None);
         assert_eq!(three.busy_poll_ns, BUSY_POLL_NS);
-        assert!(three.yield_while_polling && three.yield_after_batch);
+        assert!(three.yield_while_polling);
+        assert_eq!(three.yield_every, 1);
+    }
+
+    #[test]
+    fn yield_every_sets_the_batches_between_yields_and_zero_is_pure_polling() {
+        let three = LoopConfig::for_sharing(32, 3, None);
+        assert_eq!(three.yielding_every(None), three);
+        let k8 = three.yielding_every(Some(8));
+        assert_eq!((k8.yield_every, k8.yield_while_polling), (8, true));
+        let pure = three.yielding_every(Some(0));
+        assert_eq!((pure.yield_every, pure.yield_while_polling), (0, false));
+        // Alone, an NF asked to yield does; it still spins while idle.
+        let alone = LoopConfig::for_sharing(32, 1, None).yielding_every(Some(4));
+        assert_eq!((alone.yield_every, alone.yield_while_polling), (4, false));
+        // Every value survives the budget's encoding.
+        for cfg in [three, k8, pure, alone, three.yielding_every(Some(1024))] {
+            let b = Budget::default();
+            b.poll_ns.store(cfg.busy_poll_ns, Ordering::Relaxed);
+            b.poll_flags.store(cfg.flags(), Ordering::Release);
+            assert_eq!(
+                LoopConfig { batch: 7, ..cfg }.in_force(&b),
+                LoopConfig { batch: 7, ..cfg }
+            );
+        }
     }
 
     #[test]
@@ -147,7 +201,7 @@ mod tests {
         assert_eq!(started.in_force(&b), started, "nothing published yet");
         b.poll_ns.store(8_000, Ordering::Relaxed);
         b.poll_flags.store(
-            poll::PUBLISHED | poll::YIELD_AFTER_BATCH | poll::YIELD_WHILE_POLLING,
+            poll::PUBLISHED | poll::YIELD_WHILE_POLLING | (1 << poll::YIELD_EVERY_SHIFT),
             Ordering::Release,
         );
         assert_eq!(

@@ -110,6 +110,11 @@ pub struct NfReport {
     /// time is their worker's).
     #[serde(default)]
     pub process_cpu_us: u64,
+    /// Times the kernel put its processes on a CPU: their context
+    /// switches (each wake-up, yield or preemption ends in one; from
+    /// `/proc/PID/schedstat`; 0 for inline NFs).
+    #[serde(default)]
+    pub process_switches: u64,
     /// Ring entries it returned that were not buffers it owned (rejected).
     pub invalid_handles: u64,
     /// Packets the NF created (reject replies, flood copies, …).
@@ -253,6 +258,11 @@ pub struct RunReport {
     /// slices) or `slices` (turn slices only: no cpu controller usable).
     #[serde(default)]
     pub cpu_weights: String,
+    /// NF processes in the kernel's real-time class
+    /// (`settings.scheduler.kernel_class: round_robin`; 0 where the kernel
+    /// refused it).
+    #[serde(default)]
+    pub realtime_nfs: u64,
     /// Output rate, million packets per second.
     pub mpps: f64,
     /// Output rate, Gbit/s of L2 frame bytes.
@@ -341,6 +351,7 @@ pub(crate) fn nf_report(nf: &NfRt<'_>, counter_names: &[(usize, String)]) -> NfR
         turns_revoked: nf.turns_revoked,
         turns_held_off: nf.turns_held_off,
         process_cpu_us: nf.cpu.total_ns() / 1000,
+        process_switches: nf.cpu.switches(),
         invalid_handles: nf.invalid_handles,
         originated: nf.originated,
         ext_counters: {
@@ -400,6 +411,7 @@ impl RunReport {
             wasted_visits: 0,
             wasted_share: 0.0,
             cpu_weights: "off".into(),
+            realtime_nfs: 0,
             mpps: 0.0,
             gbps: 0.0,
             latency_ns: Latency::default(),

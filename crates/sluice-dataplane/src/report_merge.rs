@@ -64,6 +64,7 @@ fn add_nf(into: &mut NfReport, from: &NfReport) {
     into.turns_revoked += from.turns_revoked;
     into.turns_held_off += from.turns_held_off;
     into.process_cpu_us += from.process_cpu_us;
+    into.process_switches += from.process_switches;
     into.invalid_handles += from.invalid_handles;
     into.originated += from.originated;
     add_vec(&mut into.ext_counters, &from.ext_counters);
@@ -98,6 +99,7 @@ impl RunReport {
             add_maps(&mut r.drops, &o.drops);
             r.worker_stalls += o.worker_stalls;
             r.wasted_visits += o.wasted_visits;
+            r.realtime_nfs += o.realtime_nfs;
             if r.cpu_weights == "off" {
                 r.cpu_weights = o.cpu_weights;
             }

@@ -198,10 +198,11 @@ pub struct Budget {
 pub mod poll {
     /// The scheduler has published the polling fields.
     pub const PUBLISHED: u32 = 1;
-    /// Yield the CPU after every full batch (other NFs share the core).
-    pub const YIELD_AFTER_BATCH: u32 = 2;
     /// Give the core away between idle polls.
     pub const YIELD_WHILE_POLLING: u32 = 4;
+    /// The bits from here up: yield the CPU after this many full batches
+    /// (0: never).
+    pub const YIELD_EVERY_SHIFT: u32 = 16;
 }
 
 /// Scheduling modes of [`Budget::mode`].

@@ -10,8 +10,8 @@ use crate::limits;
 use crate::location::SourceName;
 use crate::model::{Isolation, NfSpec, Spec};
 use crate::settings::{
-    BackpressureMode, BackpressureSettings, FlowTableSettings, RestartMode, RestartPolicy,
-    SchedulerPolicy, SchedulerSettings, Settings, WakeupSettings,
+    BackpressureMode, BackpressureSettings, FlowTableSettings, KernelClass, RestartMode,
+    RestartPolicy, SchedulerPolicy, SchedulerSettings, Settings, WakeupSettings,
 };
 use crate::{decode_chains, decode_ports};
 
@@ -177,7 +177,10 @@ fn wakeup(node: &ConfigNode) -> Res<WakeupSettings> {
 
 fn scheduler(node: &ConfigNode) -> Res<SchedulerSettings> {
     let f = Fields::of(node, "scheduler settings")?;
-    f.deny_unknown("scheduler", &["policy", "slice_us"])?;
+    f.deny_unknown(
+        "scheduler",
+        &["policy", "slice_us", "yield_every", "kernel_class"],
+    )?;
     let d = SchedulerSettings::default();
     Ok(SchedulerSettings {
         policy: match f.opt("policy") {
@@ -185,6 +188,11 @@ fn scheduler(node: &ConfigNode) -> Res<SchedulerSettings> {
             None => d.policy,
         },
         slice_us: opt_int(&f, "slice_us", limits::SLICE_US)?.unwrap_or(d.slice_us),
+        yield_every: opt_int(&f, "yield_every", limits::YIELD_EVERY)?,
+        kernel_class: match f.opt("kernel_class") {
+            Some(n) => fields::choice(n, "kernel class", &KernelClass::ALL)?,
+            None => d.kernel_class,
+        },
     })
 }
 

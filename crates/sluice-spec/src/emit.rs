@@ -30,6 +30,14 @@ impl Spec {
 
 fn settings(s: &Settings) -> Value {
     let mut wakeup = s.wakeup.rule.emit();
+    let mut scheduler = json!({
+        "policy": s.scheduler.policy.name(),
+        "slice_us": s.scheduler.slice_us,
+        "kernel_class": s.scheduler.kernel_class.name(),
+    });
+    if let Some(k) = s.scheduler.yield_every {
+        scheduler["yield_every"] = json!(k);
+    }
     if let Some(b) = s.wakeup.busy_poll_us {
         wakeup["busy_poll_us"] = json!(b);
     }
@@ -50,10 +58,7 @@ fn settings(s: &Settings) -> Value {
             "idle_timeout_ms": s.flow_table.idle_timeout_ms,
         },
         "wakeup": wakeup,
-        "scheduler": {
-            "policy": s.scheduler.policy.name(),
-            "slice_us": s.scheduler.slice_us,
-        },
+        "scheduler": scheduler,
         "backpressure": {
             "mode": s.backpressure.mode.name(),
             "watermark_pct": s.backpressure.watermark_pct,

@@ -80,7 +80,7 @@ pub use ports::{
 };
 pub use resolve::ResolvedChain;
 pub use settings::{
-    BackpressureMode, BackpressureSettings, FlowTableSettings, RestartMode, RestartPolicy,
-    SchedulerPolicy, SchedulerSettings, Settings, WakeupSettings,
+    BackpressureMode, BackpressureSettings, FlowTableSettings, KernelClass, RestartMode,
+    RestartPolicy, SchedulerPolicy, SchedulerSettings, Settings, WakeupSettings,
 };
 pub use wakeup::{WakeRule, WakeupPolicy};

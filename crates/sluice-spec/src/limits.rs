@@ -57,6 +57,8 @@ pub(crate) const RED_MIN_PCT: Limit = range(0, 99);
 pub(crate) const CPU_WEIGHT: Limit = range(1, 10_000);
 /// `settings.scheduler.slice_us`.
 pub(crate) const SLICE_US: Limit = range(1, 100_000);
+/// `settings.scheduler.yield_every` (batches).
+pub(crate) const YIELD_EVERY: Limit = range(0, 1024);
 /// Generator `flows`.
 pub(crate) const FLOWS: Limit = range(1, 1_000_000);
 /// Generator fixed `size` (frame bytes).

@@ -212,6 +212,13 @@ pub struct SchedulerSettings {
     /// Longest turn an NF keeps while another NF of its core has packets,
     /// in microseconds (`slice_us`, 1..=100000, default 20).
     pub slice_us: u64,
+    /// NFs that schedule themselves yield the core after this many full
+    /// batches (`yield_every`, 0..=1024; 0: never, the kernel alone ends
+    /// their time). `None`: after every batch where NFs share a core,
+    /// never alone. UNiS's cooperative baseline is 8 (seed 001 §4.1.4).
+    pub yield_every: Option<u32>,
+    /// The kernel class NF processes run in (`kernel_class`).
+    pub kernel_class: KernelClass,
 }
 
 impl Default for SchedulerSettings {
@@ -219,6 +226,8 @@ impl Default for SchedulerSettings {
         SchedulerSettings {
             policy: SchedulerPolicy::Auto,
             slice_us: 20,
+            yield_every: None,
+            kernel_class: KernelClass::Normal,
         }
     }
 }
@@ -250,6 +259,33 @@ impl SchedulerPolicy {
             SchedulerPolicy::Hybrid => "hybrid",
             SchedulerPolicy::Turns => "turns",
             SchedulerPolicy::Auto => "auto",
+        }
+    }
+}
+
+/// `settings.scheduler.kernel_class`: the kernel scheduling class of
+/// process NFs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum KernelClass {
+    /// The kernel's fair time sharing (`normal`, `SCHED_OTHER`).
+    #[default]
+    Normal,
+    /// Real-time round robin (`round_robin`, `SCHED_RR` priority 1).
+    RoundRobin,
+}
+
+impl KernelClass {
+    /// All classes with their spec names.
+    pub const ALL: [(&'static str, KernelClass); 2] = [
+        ("normal", KernelClass::Normal),
+        ("round_robin", KernelClass::RoundRobin),
+    ];
+
+    /// The name used in specs.
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelClass::Normal => "normal",
+            KernelClass::RoundRobin => "round_robin",
         }
     }
 }

@@ -577,7 +577,21 @@ settings:
 settings:
   scheduler: { order: chain }
 ",
-        "bad.yaml:2:16: settings.scheduler.order: unknown key \"order\" in scheduler (valid keys: policy, slice_us)",
+        "bad.yaml:2:16: settings.scheduler.order: unknown key \"order\" in scheduler (valid keys: policy, slice_us, yield_every, kernel_class)",
+    );
+    check(
+        "
+settings:
+  scheduler: { yield_every: 1025 }
+",
+        "bad.yaml:2:29: settings.scheduler.yield_every: must be an integer between 0 and 1024, got 1025",
+    );
+    check(
+        "
+settings:
+  scheduler: { kernel_class: fifo }
+",
+        "bad.yaml:2:30: settings.scheduler.kernel_class: unknown kernel class \"fifo\" (valid: normal, round_robin)",
     );
 }
 

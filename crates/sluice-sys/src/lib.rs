@@ -19,6 +19,7 @@ mod cycles;
 mod huge;
 mod net;
 mod prefetch;
+mod sched_class;
 mod schedstat;
 mod zeroed;
 pub use cgroup::{CpuGroups, Flavor as CgroupFlavor, DEFAULT_WEIGHT, WEIGHTS as CPU_WEIGHTS};
@@ -233,6 +234,7 @@ pub fn deprioritize(pid: Pid) -> io::Result<()> {
     Ok(rustix::process::setpriority_process(Some(pid), 19)?)
 }
 
+pub use sched_class::{rr_timeslice_ms, sched_class, set_sched_class, SchedClass};
 pub use schedstat::{sched_times, SchedTimes};
 
 /// CPUs this process may run on, ascending.

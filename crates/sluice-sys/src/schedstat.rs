@@ -19,6 +19,8 @@ pub struct SchedTimes {
     pub on_cpu_ns: u64,
     /// Time it has been runnable and waited on a run queue, ns.
     pub runnable_ns: u64,
+    /// Times it was put on a CPU: its context switches in.
+    pub timeslices: u64,
     /// It is running or waiting for a CPU now (state `R`), not asleep,
     /// blocked or stopped.
     pub runnable: bool,
@@ -40,13 +42,14 @@ fn parse(schedstat: &str, stat: &str) -> Option<SchedTimes> {
     let mut f = schedstat.split_ascii_whitespace().map(str::parse::<u64>);
     let on_cpu_ns = f.next()?.ok()?;
     let runnable_ns = f.next()?.ok()?;
-    f.next()?.ok()?;
+    let timeslices = f.next()?.ok()?;
     let state = stat[stat.rfind(')')? + 1..]
         .split_ascii_whitespace()
         .next()?;
     Some(SchedTimes {
         on_cpu_ns,
         runnable_ns,
+        timeslices,
         runnable: state == "R",
     })
 }
@@ -63,6 +66,7 @@ mod tests {
             Some(SchedTimes {
                 on_cpu_ns: 130_265_418,
                 runnable_ns: 3_312_872,
+                timeslices: 262,
                 runnable: false,
             })
         );
@@ -87,5 +91,11 @@ mod tests {
         let b = sched_times(me).unwrap();
         assert!(b.on_cpu_ns > a.on_cpu_ns, "{a:?} {b:?}");
         assert!(b.runnable, "it reads its own state while running");
+        // Each sleep ends with a switch back in.
+        for _ in 0..5 {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let c = sched_times(me).unwrap();
+        assert!(c.timeslices >= b.timeslices + 5, "{b:?} {c:?}");
     }
 }

@@ -18,16 +18,18 @@
 //! (a spin loop in `process`, a blocked or stopped process) also leaves
 //! the turns.
 
-use sluice_mem::turn::{mode, poll};
+use sluice_mem::turn::mode;
 use sluice_mem::{Arena, Budget};
 
 use crate::polling::LoopConfig;
 use crate::wakeup::IdlePoll;
 use std::sync::atomic::Ordering;
 
+mod class;
 mod watchdog;
 mod weights;
 
+use class::Classes;
 pub use watchdog::{judge, Revocation, JUDGE_NS};
 use watchdog::{Suspect, Watch};
 pub use weights::Enforced;
@@ -57,6 +59,12 @@ pub struct SchedPolicy {
     /// `settings.wakeup.busy_poll_us`: how long an NF polling on its own
     /// polls idle before it sleeps (`None`: by how many share its core).
     pub busy_poll_us: Option<u64>,
+    /// `settings.scheduler.yield_every`: full batches after which an NF
+    /// polling on its own yields (0: never; `None`: after each where NFs
+    /// share a core).
+    pub yield_every: Option<u32>,
+    /// `settings.scheduler.kernel_class`.
+    pub kernel_class: sluice_sys::SchedClass,
 }
 
 impl SchedPolicy {
@@ -73,6 +81,11 @@ impl SchedPolicy {
                 sluice_spec::SchedulerPolicy::Auto => SchedMode::Auto,
             },
             slice_ns: s.slice_us.saturating_mul(1_000),
+            yield_every: s.yield_every,
+            kernel_class: match s.kernel_class {
+                sluice_spec::KernelClass::Normal => sluice_sys::SchedClass::Normal,
+                sluice_spec::KernelClass::RoundRobin => sluice_sys::SchedClass::RoundRobin,
+            },
         }
     }
 }
@@ -163,20 +176,13 @@ fn publish_polling(b: &Budget, policy: &SchedPolicy, sharing: usize, m: Placed) 
     let mut cfg = if m.beside_worker {
         LoopConfig::beside_worker(0, policy.busy_poll_us)
     } else {
-        LoopConfig::for_sharing(0, sharing, policy.busy_poll_us)
+        LoopConfig::for_sharing(0, sharing, policy.busy_poll_us).yielding_every(policy.yield_every)
     };
     if !m.idle.polls(sharing) {
         cfg.busy_poll_ns = 0;
     }
-    let mut flags = poll::PUBLISHED;
-    if cfg.yield_after_batch {
-        flags |= poll::YIELD_AFTER_BATCH;
-    }
-    if cfg.yield_while_polling {
-        flags |= poll::YIELD_WHILE_POLLING;
-    }
     b.poll_ns.store(cfg.busy_poll_ns, Ordering::Relaxed);
-    b.poll_flags.store(flags, Ordering::Release);
+    b.poll_flags.store(cfg.flags(), Ordering::Release);
 }
 
 /// Computes every NF's assignment: members grouped by CPU, each group in
@@ -234,6 +240,7 @@ pub struct Scheduler {
     /// handed back to an NF that does not take it.
     demoted: Vec<u32>,
     weights: Weights,
+    classes: Classes,
 }
 
 /// What the scheduler reports.
@@ -252,6 +259,8 @@ pub struct SchedStats {
     pub demoted: usize,
     /// How CPU weights are enforced.
     pub weights: Enforced,
+    /// NF processes in the kernel's real-time class.
+    pub realtime: usize,
 }
 
 impl Scheduler {
@@ -292,6 +301,7 @@ impl Scheduler {
         );
         self.last = members.to_vec();
         self.weights.apply(members);
+        self.classes.apply(self.policy.kernel_class, members);
         let slots = arena.config().nf_slots;
         // Process NFs per core, and which share their worker's core.
         let mut sharing: std::collections::BTreeMap<u32, usize> = Default::default();
@@ -382,6 +392,7 @@ impl Scheduler {
     /// takes its CPU weight.
     pub fn spawned(&mut self, slot: u32, pid: i32) {
         self.weights.spawned(slot, pid);
+        self.classes.spawned(slot, pid);
     }
 
     /// Changes the policy; the next [`apply`](Self::apply) publishes it.
@@ -402,6 +413,7 @@ impl Scheduler {
             held_off: self.held_off,
             demoted: self.demoted.len(),
             weights: self.weights.enforced(),
+            realtime: self.classes.realtime(),
         }
     }
 }

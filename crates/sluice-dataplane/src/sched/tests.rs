@@ -22,6 +22,8 @@ fn auto() -> SchedPolicy {
         mode: SchedMode::Auto,
         slice_ns: 20_000,
         busy_poll_us: None,
+        yield_every: None,
+        kernel_class: sluice_sys::SchedClass::Normal,
     }
 }
 
@@ -116,8 +118,7 @@ fn the_budgets_reach_the_control_blocks_and_a_new_policy_replaces_them() {
     assert_eq!(s.stats().taking_turns, 4);
     s.set_policy(SchedPolicy {
         mode: SchedMode::Hybrid,
-        slice_ns: 20_000,
-        busy_poll_us: None,
+        ..auto()
     });
     s.apply(&a, &m);
     assert!((0..4).all(|i| b(i).mode.load(Ordering::Relaxed) == mode::HYBRID));
@@ -142,6 +143,7 @@ fn clock(ran: u64, runnable: bool) -> impl FnMut(u32) -> Option<SchedTimes> {
         Some(SchedTimes {
             on_cpu_ns: looks * ran,
             runnable_ns: 0,
+            timeslices: looks,
             runnable,
         })
     }
@@ -272,6 +274,7 @@ fn the_verdict_follows_where_the_holders_time_went() {
     let t = |on_cpu_ns, runnable| SchedTimes {
         on_cpu_ns,
         runnable_ns: 0,
+        timeslices: 0,
         runnable,
     };
     let w = 1_000;
@@ -350,7 +353,7 @@ fn nfs_polling_on_their_own_learn_how_many_share_their_core() {
     // Seven siblings join its core: it yields now, and polls 100 µs.
     let m: Vec<Member> = (0..8).map(|i| member(i, 1, (0, i))).collect();
     s.apply(&a, &m);
-    let shared = poll::PUBLISHED | poll::YIELD_AFTER_BATCH | poll::YIELD_WHILE_POLLING;
+    let shared = poll::PUBLISHED | poll::YIELD_WHILE_POLLING | (1 << poll::YIELD_EVERY_SHIFT);
     assert!((0..8).all(|i| polling(i) == (shared, 100_000)));
     // `settings.wakeup.busy_poll_us` applied live.
     s.set_policy(SchedPolicy {
@@ -368,6 +371,26 @@ fn nfs_polling_on_their_own_learn_how_many_share_their_core() {
     assert_eq!(polling(3), (shared, 50_000));
     s.apply(&a, &m);
     assert_eq!(polling(2), (shared, 50_000));
+    // `settings.scheduler.yield_every`: UNiS's cooperative k, and 0 for
+    // pure polling (no yield after a batch, none while idle).
+    let every = |k: u32| SchedPolicy {
+        busy_poll_us: Some(50),
+        yield_every: Some(k),
+        ..hybrid
+    };
+    s.set_policy(every(8));
+    s.apply(&a, &m);
+    let k8 = poll::PUBLISHED | poll::YIELD_WHILE_POLLING | (8 << poll::YIELD_EVERY_SHIFT);
+    assert!((0..8).all(|i| polling(i) == (k8, 50_000)));
+    s.set_policy(every(0));
+    s.apply(&a, &m);
+    assert!((0..8).all(|i| polling(i) == (poll::PUBLISHED, 50_000)));
+    s.set_policy(SchedPolicy {
+        busy_poll_us: Some(50),
+        ..hybrid
+    });
+    s.apply(&a, &m);
+    assert_eq!(polling(0), (shared, 50_000));
     // `auto` polls while few NFs share the core, and sleeps at once with
     // more.
     let auto: Vec<Member> = m

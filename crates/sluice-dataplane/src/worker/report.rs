@@ -136,6 +136,7 @@ pub(crate) fn run_report(w: &Worker<'_>) -> RunReport {
         wasted_visits: w.wasted_visits(),
         wasted_share: wasted_share(w.wasted_visits(), &nfs),
         cpu_weights: w.sched.stats().weights.name().to_string(),
+        realtime_nfs: w.sched.stats().realtime as u64,
         nfs,
         ports: ports
             .iter()
