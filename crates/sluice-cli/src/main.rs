@@ -7,6 +7,7 @@ mod bench_deploy;
 mod bench_jitter;
 mod bench_nfs;
 mod bench_sched;
+mod bench_setups;
 mod bench_share;
 mod bench_steady;
 mod bench_wakeup;
