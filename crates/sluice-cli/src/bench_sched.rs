@@ -22,8 +22,9 @@
 //! * `long_chain`: chains of 50 and 60 process forwarders at 0.1 Mpps,
 //!   p50 and p99 (Flurries §6; HyperNF: a 50-NF chain's p99);
 //! * `chains`: chains of 1, 4 and 8 `cycle_burner`s of light and heavy
-//!   cost per packet at full rate (UNiS's set), turns against kbatch-8,
-//!   kbatch-1, the kernel's scheduler and round robin;
+//!   cost per packet at full rate (UNiS's set), sluice's default and
+//!   forced turns against kbatch-8, kbatch-1, the kernel's scheduler and
+//!   round robin;
 //! * `allocation` and `fairness`: how NFs share a core's CPU with and
 //!   without weights (`bench_share`).
 //!
@@ -35,8 +36,8 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use crate::bench_setups::{
-    burners, forwarders, measure, Row, RrSlice, CHAINS, DEFAULT, LONG_CHAIN, NFS_PER_CORE, POLLING,
-    TURNS,
+    burners, forwarders, measure, Row, RrSlice, BASELINES, CHAINS, DEFAULT, LONG_CHAIN,
+    NFS_PER_CORE, POLLING, TURNS,
 };
 use crate::cli::SchedArgs;
 
@@ -67,11 +68,16 @@ struct Summary {
     long_chain_60_p50_us: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     chain_50_p99_us: Option<f64>,
-    /// Over the `chains` set: the lowest ratio of turns' Mpps to the best
-    /// of all setups.
+    /// Over the `chains` set: the lowest ratio of sluice's Mpps (its
+    /// default scheduling, `auto`: turns where a chain has four or more
+    /// NFs on a core) to the best baseline's (kbatch-8, hybrid, polling,
+    /// round robin).
     #[serde(skip_serializing_if = "Option::is_none")]
     workflow_vs_best_min: Option<f64>,
-    /// The same against the kernel's scheduler (`polling`).
+    /// The same with turns forced on every chain, one NF included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    turns_vs_best_min: Option<f64>,
+    /// Sluice's default against the kernel's scheduler alone (`polling`).
     #[serde(skip_serializing_if = "Option::is_none")]
     workflow_vs_kernel_min: Option<f64>,
     /// With weights: the worst error of CPU shares against weight shares,
@@ -205,11 +211,19 @@ fn measure_all(a: &SchedArgs, path: &Path) -> Result<Report, String> {
                 let chains = [burners(length, cycles)];
                 let rows = measure(path, secs, rounds, &CHAINS, None, &chains)?;
                 let mpps = |name: &str| rows.iter().find(|r| r.policy == name).map(|r| r.mpps);
-                let best = rows.iter().map(|r| r.mpps).fold(0.0, f64::max);
-                if let (Some(t), Some(k)) = (mpps(TURNS.name), mpps(POLLING.name)) {
+                let best = rows
+                    .iter()
+                    .filter(|r| BASELINES.iter().any(|b| b.name == r.policy))
+                    .map(|r| r.mpps)
+                    .fold(0.0, f64::max)
+                    .max(1e-9);
+                let (d, t, k) = (mpps(DEFAULT.name), mpps(TURNS.name), mpps(POLLING.name));
+                if let (Some(d), Some(t), Some(k)) = (d, t, k) {
                     let low = |x: &mut Option<f64>, v: f64| *x = Some(x.map_or(v, |x| x.min(v)));
-                    low(&mut report.summary.workflow_vs_best_min, t / best.max(1e-9));
-                    low(&mut report.summary.workflow_vs_kernel_min, t / k.max(1e-9));
+                    let s = &mut report.summary;
+                    low(&mut s.workflow_vs_best_min, d / best);
+                    low(&mut s.turns_vs_best_min, t / best);
+                    low(&mut s.workflow_vs_kernel_min, d / k.max(1e-9));
                 }
                 for row in rows {
                     report.chains.push(ChainRow {

@@ -50,7 +50,9 @@ pub(crate) const EVERY_PACKET: Setup = Setup {
 /// Each section's setups, in the order each round runs them.
 pub(crate) const NFS_PER_CORE: [Setup; 5] = [POLLING, EVERY_PACKET, HYBRID, TURNS, DEFAULT];
 pub(crate) const LONG_CHAIN: [Setup; 2] = [HYBRID, TURNS];
-pub(crate) const CHAINS: [Setup; 5] = [TURNS, KBATCH_8, HYBRID, POLLING, RR];
+pub(crate) const CHAINS: [Setup; 6] = [DEFAULT, TURNS, KBATCH_8, HYBRID, POLLING, RR];
+/// What sluice's scheduling is measured against in `chains`.
+pub(crate) const BASELINES: [Setup; 4] = [KBATCH_8, HYBRID, POLLING, RR];
 
 #[derive(Debug, Serialize, Clone)]
 pub(crate) struct Row {

@@ -181,6 +181,10 @@ pub struct Worker<'a> {
     pub(crate) stopped_ns: u64,
     /// Ingress is off: the worker is stopping, or draining before a change.
     ingress_off: bool,
+    /// The input port polled first on the next pass: it moves on by one
+    /// each pass, so ports whose chains share a congested ring take turns
+    /// at its free space (`steering::poll_ingress`).
+    ingress_first: usize,
     /// The process NF whose CPU time was read last (`police::sample_cpu`).
     cpu_cursor: usize,
     /// Backpressure at chains' entries (`entry`).
@@ -242,6 +246,7 @@ impl<'a> Worker<'a> {
             started_ns: sluice_sys::monotonic_ns(),
             stopped_ns: 0,
             ingress_off: false,
+            ingress_first: 0,
             cpu_cursor: 0,
             entry: Default::default(),
             next_msg: 0,

@@ -50,11 +50,25 @@ impl<'a> Worker<'a> {
         budget
     }
 
+    /// Reads every input port once, the first one in turn. In a fixed
+    /// order, ports whose chains share a ring that is full (a saturated
+    /// NF) were not served alike: the first took the free space on every
+    /// pass, under `hold` by its budget and under `drop` by reaching the
+    /// ring first, and the last got next to nothing (0.013 against 20.95
+    /// Mpps). Moving the first port on each pass gives each port the free
+    /// space one pass in N (`tests/fair_ingress.rs`).
     pub(super) fn poll_ingress(&mut self, now: u64) -> usize {
         let mut done = 0;
         self.entry.next_pass();
-        for k in 0..self.derived.input_ports.len() {
-            let port = self.derived.input_ports[k];
+        let ports = self.derived.input_ports.len();
+        let first = if ports > 1 {
+            self.ingress_first = (self.ingress_first + 1) % ports;
+            self.ingress_first
+        } else {
+            0
+        };
+        for k in 0..ports {
+            let port = self.derived.input_ports[(first + k) % ports];
             let budget = self.ingress_budget(port);
             if budget == 0 {
                 continue;
