@@ -49,6 +49,8 @@ mod dpdk {
             "rte_ring",
             "rte_eal",
             "rte_kvargs",
+            // `rte_vdev_uninit`: freeing a virtual device a driver refused.
+            "rte_bus_vdev",
         ] {
             println!("cargo:rustc-link-lib=dylib={lib}");
         }

@@ -183,3 +183,18 @@ fn net_af_packet_on_veth_exchanges_frames_with_the_peer() {
     assert_eq!(sys_counter(&veth.inside, "rx_packets") - rx0, 30);
     assert_eq!(sys_counter(&veth.inside, "tx_packets") - tx0, 20);
 }
+
+#[test]
+fn a_virtual_device_its_driver_refuses_is_reported_with_dpdks_reason() {
+    // net_null takes `copy` and `no-rx`, but not both: it says so in its
+    // log, which the error carries, and no port is left behind.
+    let e = DpdkPort::open(&config("net_null9", "copy=1,no-rx=1"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`net_null9,copy=1,no-rx=1`"), "{e}");
+    assert!(e.contains("(DPDK: "), "DPDK's own words: {e}");
+    assert!(!e.contains("no such DPDK device"), "{e}");
+    // The name is free again: the same device with good arguments opens.
+    let p = DpdkPort::open(&config("net_null9", "copy=1"));
+    assert!(p.is_ok(), "{:?}", p.err().map(|e| e.to_string()));
+}

@@ -19,7 +19,8 @@ pub(crate) struct Mempool {
 extern "C" {
     fn sl_eal_init(argc: c_int, argv: *mut *mut c_char) -> c_int;
     fn sl_strerror(err: c_int) -> *const c_char;
-    fn sl_dev_probe(devargs: *const c_char) -> c_int;
+    fn sl_dev_probe(devargs: *const c_char, log: *mut c_char, loglen: usize) -> c_int;
+    fn sl_vdev_uninit(name: *const c_char) -> c_int;
     fn sl_port_by_name(name: *const c_char, port: *mut u16) -> c_int;
     fn sl_port_setup(
         port: u16,
@@ -75,14 +76,33 @@ pub(crate) fn eal_init(args: &[String]) -> Result<(), i32> {
 }
 
 /// `rte_dev_probe(devargs)`: creates a (virtual) device after EAL init.
-pub(crate) fn dev_probe(devargs: &str) -> Result<(), i32> {
-    let c = CString::new(devargs).map_err(|_| libc::EINVAL)?;
-    // SAFETY: valid C string for the duration of the call.
-    let r = unsafe { sl_dev_probe(c.as_ptr()) };
-    if r < 0 {
-        Err(-r)
-    } else {
-        Ok(())
+/// Returns the call's result (an errno on failure) and what DPDK logged
+/// meanwhile, its lines joined by "; ".
+pub(crate) fn dev_probe(devargs: &str) -> (Result<(), i32>, String) {
+    let Ok(c) = CString::new(devargs) else {
+        return (Err(libc::EINVAL), String::new());
+    };
+    let mut log = vec![0u8; 4096];
+    // SAFETY: a valid C string, and a writable buffer of the length
+    // passed, both alive for the duration of the call; the shim
+    // NUL-terminates the buffer.
+    let r = unsafe { sl_dev_probe(c.as_ptr(), log.as_mut_ptr().cast(), log.len()) };
+    let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+    let text = String::from_utf8_lossy(&log[..end])
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
+    (if r < 0 { Err(-r) } else { Ok(()) }, text)
+}
+
+/// `rte_vdev_uninit(name)`: frees the name of a virtual device whose
+/// driver created no port (a failure is left to the next probe to report).
+pub(crate) fn vdev_uninit(name: &str) {
+    if let Ok(c) = CString::new(name) {
+        // SAFETY: a valid C string for the duration of the call.
+        let _ = unsafe { sl_vdev_uninit(c.as_ptr()) };
     }
 }
 

@@ -224,14 +224,28 @@ impl DpdkPort {
             } else {
                 format!("{name},{args}")
             };
-            ffi::dev_probe(&devargs).map_err(|e| {
+            let (probed, log) = ffi::dev_probe(&devargs);
+            let said = if log.is_empty() {
+                String::new()
+            } else {
+                format!(" (DPDK: {log})")
+            };
+            probed.map_err(|e| {
                 err(format!(
-                    "creating virtual device `{devargs}`: {}; the name must start with a DPDK \
-                     virtual driver (net_ring, net_null, net_af_packet, net_tap, …) and the \
+                    "creating virtual device `{devargs}`: {}{said}; the name must start with a \
+                     DPDK virtual driver (net_ring, net_null, net_af_packet, net_tap, …) and the \
                      arguments must be that driver's",
                     ffi::strerror(e)
                 ))
             })?;
+            // A driver may refuse its arguments and still report success.
+            if ffi::port_by_name(name).is_none() {
+                ffi::vdev_uninit(name);
+                return Err(err(format!(
+                    "DPDK did not create virtual device `{devargs}`{said}; check the \
+                     arguments against the driver's documentation"
+                )));
+            }
             created = true;
         }
         let Some(port) = ffi::port_by_name(name) else {

@@ -12,6 +12,7 @@
 #include <rte_mempool.h>
 #include <rte_dev.h>
 #include <rte_bus.h>
+#include <rte_bus_vdev.h>
 
 int sl_eal_init(int argc, char **argv) {
     int r = rte_eal_init(argc, argv);
@@ -20,8 +21,34 @@ int sl_eal_init(int argc, char **argv) {
 
 const char *sl_strerror(int err) { return rte_strerror(err); }
 
-/* Creates a device from devargs ("net_null0,size=64") after EAL init. */
-int sl_dev_probe(const char *devargs) { return rte_dev_probe(devargs); }
+/* Creates a device from devargs ("net_null0,size=64") after EAL init.
+ * What DPDK logs meanwhile goes to `log` (NUL-terminated, truncated to
+ * `loglen`) instead of stderr: a driver that refuses its arguments says
+ * why only there, and may even return success without creating a port.
+ * The log stream is process-wide; callers hold the port control lock, and
+ * the fast path does not log. */
+int sl_dev_probe(const char *devargs, char *log, size_t loglen) {
+    FILE *f = NULL;
+    if (log != NULL && loglen > 0) {
+        log[0] = 0;
+        f = fmemopen(log, loglen, "w");
+        if (f != NULL) {
+            setvbuf(f, NULL, _IONBF, 0);
+            rte_openlog_stream(f);
+        }
+    }
+    int r = rte_dev_probe(devargs);
+    if (f != NULL) {
+        rte_openlog_stream(NULL);
+        fclose(f);
+        log[loglen - 1] = 0;
+    }
+    return r;
+}
+
+/* Removes virtual device `name` from the vdev bus: after a driver refused
+ * its arguments but returned success, the name stays taken otherwise. */
+int sl_vdev_uninit(const char *name) { return rte_vdev_uninit(name); }
 
 int sl_port_by_name(const char *name, uint16_t *port) {
     return rte_eth_dev_get_port_by_name(name, port);
