@@ -301,3 +301,37 @@ impl SchedulerArg {
         }
     }
 }
+
+/// The flags that say how to reach a daemon, by their ids.
+const DAEMON_FLAGS: [(&str, &str); 3] = [
+    ("socket", "--socket"),
+    ("server", "--server"),
+    ("token_file", "--token-file"),
+];
+
+/// Refuses a daemon flag given on the command line to a command that runs
+/// in this process (`run`, `validate`, `nf-types`, `bench`): clap accepts
+/// it there (the flags are global), and ignoring it silently would leave
+/// the user believing a daemon was asked. Set through the environment
+/// (`SLUICE_SOCKET`, …) it is meant for every command, and ignored here.
+pub fn refuse_daemon_flags(m: &clap::ArgMatches, c: &Command) -> Option<std::process::ExitCode> {
+    let local = match c {
+        Command::Run(_) => "run",
+        Command::Validate { .. } => "validate",
+        Command::NfTypes => "nf-types",
+        Command::Bench(_) => "bench",
+        _ => return None,
+    };
+    let given = DAEMON_FLAGS.iter().find(|(id, _)| {
+        m.value_source(id) == Some(clap::parser::ValueSource::CommandLine)
+            || m.subcommand().is_some_and(|(_, sub)| {
+                sub.value_source(id) == Some(clap::parser::ValueSource::CommandLine)
+            })
+    })?;
+    eprintln!(
+        "sluice: {} is for commands that talk to a daemon (apply, get, delete, ps, stats, logs, \
+         top, tcpdump, daemon); `sluice {local}` runs in this process",
+        given.1
+    );
+    Some(std::process::ExitCode::from(2))
+}

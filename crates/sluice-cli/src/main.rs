@@ -29,7 +29,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use sluice_dataplane::compile::{compile, Target};
 use sluice_dataplane::{run, RunError, RunOptions, RunReport};
 use sluice_nfs::REGISTRY;
@@ -50,7 +50,14 @@ fn main() -> ExitCode {
         return code;
     }
     init_logging();
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
+    if let Some(code) = cli::refuse_daemon_flags(&matches, &cli.command) {
+        return code;
+    }
     match cli.command {
         Command::Run(args) => {
             let spec = match sluice_spec::load(&args.spec, &type_names()) {

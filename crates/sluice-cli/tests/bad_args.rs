@@ -117,3 +117,41 @@ fn bench_nfs_refuses_out_of_range_flows() {
         );
     }
 }
+
+/// The daemon flags are global, so clap takes them anywhere; a command that
+/// runs in this process refuses them rather than ignore them, and one that
+/// talks to a daemon takes them. From the environment they are ignored.
+#[test]
+fn daemon_flags_on_a_local_command_are_refused_not_ignored() {
+    let spec = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/quickstart.yaml")
+        .canonicalize()
+        .unwrap();
+    let spec = spec.to_str().unwrap();
+    for args in [
+        vec!["validate", spec, "--socket", "/tmp/x.sock"],
+        vec!["--socket", "/tmp/x.sock", "validate", spec],
+        vec!["run", spec, "--duration", "0.1", "--server", "127.0.0.1:1"],
+        vec!["nf-types", "--token-file", "/tmp/t"],
+        vec!["bench", "jitter", "--socket", "/tmp/x.sock"],
+    ] {
+        let out = sluice().args(&args).stdin(Stdio::null()).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("is for commands that talk to a daemon"),
+            "{args:?}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}: nothing may run");
+    }
+    let out = sluice()
+        .args(["validate", spec])
+        .env("SLUICE_SOCKET", "/tmp/x.sock")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

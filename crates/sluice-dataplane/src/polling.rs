@@ -16,7 +16,7 @@ use sluice_mem::Budget;
 pub struct LoopConfig {
     /// Packets per batch.
     pub batch: usize,
-    /// Yield the CPU after this many full batches in a row (0: never, the
+    /// Yield the CPU after every this-many-th full batch (0: never, the
     /// kernel alone ends the NF's time). By default after every one where
     /// other NFs share this core (they get their turn after one batch,
     /// seed 000 §4), and never alone on a core, where yielding to an
@@ -112,9 +112,7 @@ impl LoopConfig {
         // Spec limit 1024: fits the bits above the flags.
         flags | (self.yield_every.min(0xffff) << poll::YIELD_EVERY_SHIFT)
     }
-}
 
-impl LoopConfig {
     /// The polling in force: what the scheduler published in `budget`,
     /// else `self` (what the NF was started with). Two loads per pass.
     #[inline]
