@@ -1,7 +1,7 @@
 //! Ingress classification: a frame's flow (symmetric 5-tuple lookup) and
 //! chain, in two steps: [`key_frame`] reads the headers, [`classify_keyed`]
 //! looks the flow up. With many flows the worker keys a whole batch and
-//! prefetches its lookups in between (`steering.rs`).
+//! prefetches its lookups in between (`ingress.rs`).
 
 use sluice_nf::DropReason;
 use sluice_packet::{parse, FlowKey, IpProtocol, ParseError};

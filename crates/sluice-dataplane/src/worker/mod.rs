@@ -59,6 +59,7 @@ mod classify;
 pub mod command;
 mod entry;
 mod finish;
+mod ingress;
 pub mod mailbox;
 mod markers;
 mod police;
@@ -183,7 +184,7 @@ pub struct Worker<'a> {
     ingress_off: bool,
     /// The input port polled first on the next pass: it moves on by one
     /// each pass, so ports whose chains share a congested ring take turns
-    /// at its free space (`steering::poll_ingress`).
+    /// at its free space (`ingress::poll_ingress`).
     ingress_first: usize,
     /// The process NF whose CPU time was read last (`police::sample_cpu`).
     cpu_cursor: usize,
