@@ -129,14 +129,7 @@ fn the_policy_changes_live_without_restarts_or_loss() {
         .sum();
     assert!(turns > 0, "the NFs take turns now: {s:#}");
     d.apply(&spec("hybrid", COUNT, 100_000));
-    let t = Instant::now();
-    let s = loop {
-        let s = d.stats();
-        if s["packets_out"] == COUNT || t.elapsed() > Duration::from_secs(60) {
-            break s;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let s = delivered(&d, COUNT);
     assert_eq!(pids(&d), before, "no NF was restarted");
     assert_eq!(s["drops_total"], 0, "{s:#}");
     assert_eq!(s["packets_out"], COUNT, "{s:#}");
@@ -217,6 +210,31 @@ fn a_busy_host_neither_blames_nor_starves_nfs_taking_turns() {
     }
 }
 
+/// The daemon's stats once `count` packets are out, or after a minute.
+fn delivered(d: &Daemon, count: u64) -> serde_json::Value {
+    let t = Instant::now();
+    loop {
+        let s = d.stats();
+        if s["packets_out"] == count || t.elapsed() > Duration::from_secs(60) {
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits (at most 10 s) until every process of `pids` runs under kernel
+/// policy `want`.
+fn wait_policy(pids: &[u64], want: u64) {
+    let t = Instant::now();
+    while !pids.iter().all(|&p| kernel_policy(p) == want) {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "NFs not in kernel policy {want}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The kernel class of process `pid` from `/proc/PID/stat` (field 41,
 /// `policy`: 0 normal, 2 round robin).
 fn kernel_policy(pid: u64) -> u64 {
@@ -245,11 +263,7 @@ fn the_kernel_class_changes_live_and_follows_the_nfs() {
     before.sort_unstable();
     let root = is_root();
     let want = if root { 2 } else { 0 };
-    let t = Instant::now();
-    while !before.iter().all(|&p| kernel_policy(p) == want) {
-        assert!(t.elapsed() < Duration::from_secs(10), "NFs not in SCHED_RR");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_policy(&before, want);
     let s = d.stats();
     assert_eq!(
         s["realtime_nfs"],
@@ -257,19 +271,8 @@ fn the_kernel_class_changes_live_and_follows_the_nfs() {
         "{s:#}"
     );
     d.apply(&as_rr(0, "normal"));
-    let t = Instant::now();
-    while !before.iter().all(|&p| kernel_policy(p) == 0) {
-        assert!(t.elapsed() < Duration::from_secs(10), "NFs still real-time");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let t = Instant::now();
-    let s = loop {
-        let s = d.stats();
-        if s["packets_out"] == COUNT || t.elapsed() > Duration::from_secs(60) {
-            break s;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    wait_policy(&before, 0);
+    let s = delivered(&d, COUNT);
     let mut after = d.running_pids(NFS);
     after.sort_unstable();
     assert_eq!(after, before, "no NF was restarted");
