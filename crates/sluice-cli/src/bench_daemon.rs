@@ -75,6 +75,11 @@ pub(crate) fn apply(c: &Client, text: &str) -> Result<Took, String> {
 }
 
 pub(crate) fn start_daemon() -> Result<(Daemon, Client), String> {
+    start_daemon_with(&[])
+}
+
+/// A daemon started with `args` besides its socket and state directory.
+pub(crate) fn start_daemon_with(args: &[&str]) -> Result<(Daemon, Client), String> {
     // One directory (and socket) per daemon: the steady-state rounds
     // start several, one after the other.
     static STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -88,6 +93,7 @@ pub(crate) fn start_daemon() -> Result<(Daemon, Client), String> {
         .arg(&socket)
         .arg("--state-dir")
         .arg(dir.join("state"))
+        .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -96,6 +96,10 @@ pub enum BenchKind {
     /// of process NFs to its first packet out, and a rule update to the
     /// first packet that sees it.
     Deploy(DeployArgs),
+    /// How fast a running daemon creates process NFs while traffic flows,
+    /// and whether the n-th costs what the first did (with fork+exec and
+    /// an OCI container start as baselines).
+    Instantiate(InstantiateArgs),
     /// The scheduler's experiments from the seeds (NFs per core, long
     /// chains, chains of costly NFs), under turns and under NFs that
     /// schedule themselves, in alternating rounds.
@@ -128,6 +132,20 @@ pub struct DeployArgs {
     /// under `sluice run`, alternating, 3 s each); 0 skips it.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=20))]
     pub steady_rounds: u32,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `sluice bench instantiate`.
+#[derive(Debug, Args)]
+pub struct InstantiateArgs {
+    /// Process NFs to create (each in a chain of its own).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=20_000))]
+    pub count: u32,
+    /// NFs per API request (1: each create is timed alone).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub batch: u32,
     /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,

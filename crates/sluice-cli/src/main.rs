@@ -4,6 +4,7 @@ mod args;
 mod bench;
 mod bench_daemon;
 mod bench_deploy;
+mod bench_instantiate;
 mod bench_jitter;
 mod bench_nfs;
 mod bench_sched;
@@ -79,6 +80,7 @@ fn main() -> ExitCode {
             BenchKind::Wire(a) => bench_wire::run(a),
             BenchKind::Jitter(a) => bench_jitter::run(a),
             BenchKind::Deploy(a) => bench_deploy::run(a),
+            BenchKind::Instantiate(a) => bench_instantiate::run(a),
             BenchKind::Sched(a) => bench_sched::run_bench(a),
         },
         Command::Validate { spec } => match sluice_spec::load(&spec, &type_names()) {

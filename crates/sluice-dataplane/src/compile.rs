@@ -217,6 +217,7 @@ pub fn compile(
         plan.port_order.push(id);
     }
     let entries = chain_entries(spec);
+    let wakeup = spec.wakeup_rules();
     for n in &spec.nfs {
         let id = nf_ids.get(&n.name).expect("assigned above");
         let nf_type = registry
@@ -240,7 +241,8 @@ pub fn compile(
         nf.wakeup = match n.isolation {
             sluice_spec::Isolation::Process => {
                 let entry = entries.contains(n.name.as_str());
-                WakePolicy::for_hop(&spec.wakeup_of(&n.name), entry)
+                let rule = wakeup.get(n.name.as_str()).copied();
+                WakePolicy::for_hop(&rule.unwrap_or(spec.settings.wakeup.rule), entry)
             }
             sluice_spec::Isolation::Inline => WakePolicy::IMMEDIATE,
         };

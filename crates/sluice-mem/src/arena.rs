@@ -19,6 +19,7 @@ use rustix::mm::{mmap, munmap, MapFlags, ProtFlags};
 
 use crate::buffer::{Pkt, PktHandle, BUF_STRIDE, LARGE_STRIDE};
 use crate::control::NfControl;
+use crate::doorbell::BellWord;
 use crate::ring::{RingRef, RingShared};
 use crate::turn::CoreTurn;
 use crate::wake::WakeWord;
@@ -84,6 +85,7 @@ impl std::error::Error for ArenaError {}
 struct Offsets {
     wakes: usize,
     cores: usize,
+    bells: usize,
     controls: usize,
     control_size: usize,
     rings: usize,
@@ -91,6 +93,11 @@ struct Offsets {
     buffers: usize,
     large: usize,
     total: usize,
+}
+
+/// Bell words for `nf_slots` slots.
+fn bell_words(nf_slots: u32) -> usize {
+    nf_slots.div_ceil(crate::doorbell::BELLS_PER_WORD) as usize
 }
 
 fn align(x: usize, a: usize) -> usize {
@@ -101,7 +108,8 @@ impl Offsets {
     fn compute(c: &ArenaConfig) -> Offsets {
         let wakes = PAGE;
         let cores = align(wakes + c.workers as usize * LINE, PAGE);
-        let controls = align(cores + MAX_CORES * LINE, PAGE);
+        let bells = align(cores + MAX_CORES * LINE, PAGE);
+        let controls = align(bells + bell_words(c.nf_slots) * 8, PAGE);
         let control_size = align(std::mem::size_of::<NfControl>(), LINE);
         let rings = align(controls + c.nf_slots as usize * control_size, PAGE);
         let ring_bytes = align(
@@ -114,6 +122,7 @@ impl Offsets {
         Offsets {
             wakes,
             cores,
+            bells,
             controls,
             control_size,
             rings,
@@ -353,8 +362,8 @@ impl Arena {
                 && offset % std::mem::align_of::<T>() == 0
         );
         // SAFETY: in bounds and aligned (checked above); the mapping lives as
-        // long as `self`; every T used here (WakeWord, NfControl, RingShared,
-        // AtomicU32) is made of atomics for which all-zero bytes are valid, so
+        // long as `self`; every T used here (WakeWord, BellWord, NfControl,
+        // RingShared, AtomicU32) is made of atomics for which all-zero bytes are valid, so
         // shared references are sound even with other processes writing.
         unsafe { &*self.base.as_ptr().add(offset).cast::<T>() }
     }
@@ -370,6 +379,21 @@ impl Arena {
     pub fn core_turn(&self, core: u32) -> &CoreTurn {
         assert!((core as usize) < MAX_CORES, "core {core} out of range");
         self.at(self.offsets.cores + core as usize * LINE)
+    }
+
+    /// Bell word `i` of the NF slots' doorbells (see [`crate::doorbell`]);
+    /// slot `s` rings bit `s % 64` of word `s / 64`.
+    pub fn bell_word(&self, i: usize) -> &BellWord {
+        assert!(
+            i < bell_words(self.config.nf_slots),
+            "bell word {i} out of range"
+        );
+        self.at(self.offsets.bells + i * std::mem::size_of::<BellWord>())
+    }
+
+    /// How many bell words the NF slots' doorbells take.
+    pub fn nf_slots_bells(&self) -> usize {
+        bell_words(self.config.nf_slots)
     }
 
     /// Control block of NF slot `slot`.
@@ -513,6 +537,12 @@ mod tests {
         let ctl = |s| a.nf_control(s) as *const _ as usize - base;
         assert!(ctl(1) - ctl(0) >= std::mem::size_of::<NfControl>());
         assert!(a.worker_wake(0) as *const _ as usize - base < ctl(0));
+        let bells = a.nf_slots_bells();
+        let last_bell = a.bell_word(bells - 1) as *const _ as usize - base;
+        assert!(
+            a.bell_word(0) as *const _ as usize - base > a.core_turn(0) as *const _ as usize - base
+        );
+        assert!(last_bell + 8 <= ctl(0));
         assert_eq!(a.backing(), &Backing::NormalPages);
         assert!(a.size() >= 256 * BUF_STRIDE);
     }

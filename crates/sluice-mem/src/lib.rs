@@ -1,10 +1,10 @@
 //! Shared packet memory for sluice: the arena, packet buffers and their
-//! ownership, descriptor rings, wake words and NF control blocks.
+//! ownership, descriptor rings, wake words, doorbells and NF control blocks.
 //!
 //! This crate holds nearly all of sluice's `unsafe` code, in two places:
 //! mapping the arena and viewing its regions ([`arena`]), and viewing a batch
 //! slot as a handle ([`buffer`]). Everything else is built on atomics and
-//! safe slices. The ring and the pool are model-checked with loom
+//! safe slices. The ring, the pool, the wake words and the doorbells are model-checked with loom
 //! (`RUSTFLAGS="--cfg loom" cargo test -p sluice-mem --test loom --release`).
 #![allow(unsafe_code)]
 #![cfg_attr(loom, allow(dead_code, unused_imports))]
@@ -15,6 +15,7 @@ pub mod batch;
 pub mod buffer;
 #[cfg(not(loom))]
 pub mod control;
+pub mod doorbell;
 #[cfg(not(loom))]
 pub mod link;
 #[cfg(not(loom))]
@@ -34,6 +35,7 @@ pub use buffer::{
 };
 #[cfg(not(loom))]
 pub use control::{ExtCounters, NfControl, NfStats, EXT_COUNTERS, NF_COUNTERS};
+pub use doorbell::{BellWord, BELLS_PER_WORD};
 #[cfg(not(loom))]
 pub use link::{
     NfEndpoint, NfLink, Reclaimed, RecvOutcome, RxEntry, BLOB_BIT, EVENT_BIT, SPARE_BIT,

@@ -17,6 +17,7 @@ use crate::arena::Arena;
 use crate::batch::{HandleBatch, MAX_BATCH};
 use crate::buffer::PktHandle;
 use crate::control::NfControl;
+use crate::doorbell::BellWord;
 use crate::pool::{owner_nf, owner_nf_blob, owner_nf_spare, BufferPool, Claim, PoolCache};
 use crate::ring::{Consumer, Producer, RingCorrupt, RingRef};
 use crate::sync::Ordering;
@@ -499,6 +500,9 @@ pub struct NfEndpoint<'a> {
     tx: Producer<'a>,
     control: &'a NfControl,
     platform_wake: &'a WakeWord,
+    /// This slot's doorbell: rung after every send (`crate::doorbell`).
+    bell: &'a BellWord,
+    bell_bit: u64,
 }
 
 impl<'a> NfEndpoint<'a> {
@@ -512,6 +516,8 @@ impl<'a> NfEndpoint<'a> {
             tx: arena.nf_tx_ring(slot).producer(),
             control: arena.nf_control(slot),
             platform_wake: arena.worker_wake(worker),
+            bell: arena.bell_word(BellWord::locate(slot).0),
+            bell_bit: BellWord::locate(slot).1,
         }
     }
 
@@ -565,26 +571,36 @@ impl<'a> NfEndpoint<'a> {
     /// Sends the whole batch back to the platform (the caller checked
     /// [`Self::tx_room`]); returns how many were sent.
     pub fn send(&mut self, batch: &mut HandleBatch) -> Result<usize, RingCorrupt> {
-        let n = self.tx.enqueue(batch.raw())?;
+        let n = self.publish(batch.raw())?;
         batch.consume_front(n);
         Ok(n)
     }
 
     /// Echoes an event back to the platform after handling it.
     pub fn send_event(&mut self, event: u32) -> Result<bool, RingCorrupt> {
-        Ok(self.tx.enqueue(&[EVENT_BIT | (event & !EVENT_BIT)])? == 1)
+        Ok(self.publish(&[EVENT_BIT | (event & !EVENT_BIT)])? == 1)
     }
 
     /// Writes raw entries into the transmit ring (message buffers going
     /// back, see `link_blob`).
     pub(crate) fn send_entries(&mut self, raw: &[u32]) -> Result<usize, RingCorrupt> {
-        self.tx.enqueue(raw)
+        self.publish(raw)
     }
 
     /// Writes arbitrary raw entries into the transmit ring. Exists so fault
     /// tests can act like a hostile NF; the platform must survive it.
     pub fn send_raw_for_fault_injection(&mut self, raw: &[u32]) -> Result<usize, RingCorrupt> {
-        self.tx.enqueue(raw)
+        self.publish(raw)
+    }
+
+    /// Every write to the transmit ring: the entries, then the doorbell
+    /// (after them, so the worker that takes the bell sees them).
+    fn publish(&mut self, raw: &[u32]) -> Result<usize, RingCorrupt> {
+        let n = self.tx.enqueue(raw)?;
+        if n > 0 {
+            self.bell.ring(self.bell_bit);
+        }
+        Ok(n)
     }
 
     /// Wakes the platform worker if it sleeps.

@@ -12,7 +12,7 @@
 
 use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use loom::sync::Arc;
-use sluice_mem::{BufferPool, CoreTurn, PoolCache, RingRef, RingShared, WakeWord};
+use sluice_mem::{BellWord, BufferPool, CoreTurn, PoolCache, RingRef, RingShared, WakeWord};
 
 /// Preemption bound used when `LOOM_MAX_PREEMPTIONS` is not set.
 const DEFAULT_PREEMPTIONS: usize = 3;
@@ -297,5 +297,43 @@ fn a_ring_under_pressure_always_wakes_its_nf() {
         };
         let woke = worker.join().unwrap();
         assert!(!slept || woke, "B slept on a ring under pressure");
+    });
+}
+
+/// An NF publishes two items, ringing its doorbell after each, while a
+/// worker takes the bell twice and drains the ring whenever it found the
+/// bit. Whatever the interleaving, an item the worker has not read must
+/// have its bit still set, so the next pass finds it (`doorbell.rs`).
+/// Ringing before publishing fails this model.
+#[test]
+fn a_published_entry_always_leaves_its_doorbell_rung() {
+    model(|| {
+        let r = Ring::new(2);
+        let bell = Arc::new(BellWord::default());
+        // Another worker's NF rang before: its bit is not this worker's.
+        bell.ring(1 << 9);
+        let (r2, bell2) = (r.clone(), bell.clone());
+        let nf = loom::thread::spawn(move || {
+            let mut p = r2.get().producer();
+            for item in [1u32, 2] {
+                assert_eq!(p.enqueue(&[item]).unwrap(), 1);
+                bell2.ring(1 << 5);
+            }
+        });
+        let mut c = r.get().consumer();
+        let mut got = 0;
+        let mut out = [0u32; 2];
+        for _ in 0..2 {
+            if bell.take(1 << 5) != 0 {
+                got += c.dequeue(&mut out).unwrap();
+            }
+        }
+        nf.join().unwrap();
+        assert!(
+            got == 2 || bell.any(1 << 5),
+            "{got} of 2 items read and the doorbell is silent"
+        );
+        // The other worker's bit was left alone.
+        assert!(bell.any(1 << 9));
     });
 }

@@ -1,6 +1,8 @@
 //! Which wake-up rule applies to which NF (`Spec::wakeup_of`) and the
 //! spec-wide checks of the rules (`crate::wakeup` holds the rule itself).
 
+use std::collections::HashMap;
+
 use crate::fields::Res;
 use crate::model::{Isolation, Spec};
 use crate::validate::Ctx;
@@ -22,6 +24,30 @@ impl Spec {
                 .find_map(|c| c.wakeup)
         })
         .unwrap_or(self.settings.wakeup.rule)
+    }
+
+    /// [`Spec::wakeup_of`] for every NF at once, in one pass over the
+    /// chains (the compiler's way: asking NF by NF reads every chain for
+    /// each NF, quadratic in the spec's size).
+    pub fn wakeup_rules(&self) -> HashMap<&str, WakeRule> {
+        let mut of_chains: HashMap<&str, WakeRule> = HashMap::new();
+        for c in &self.chains {
+            if let Some(r) = c.wakeup {
+                for n in &c.nfs {
+                    of_chains.entry(n.as_str()).or_insert(r);
+                }
+            }
+        }
+        self.nfs
+            .iter()
+            .map(|n| {
+                let rule = n
+                    .wakeup
+                    .or_else(|| of_chains.get(n.name.as_str()).copied())
+                    .unwrap_or(self.settings.wakeup.rule);
+                (n.name.as_str(), rule)
+            })
+            .collect()
     }
 }
 
@@ -51,22 +77,34 @@ pub(crate) fn validate(cx: &Ctx<'_>) -> Res<()> {
                      and is never asleep",
                 ));
             }
-            continue;
         }
-        let mut first: Option<(&str, WakeRule)> = None;
-        for (k, c) in spec.chains.iter().enumerate() {
-            let Some(r) = c.wakeup.filter(|_| c.nfs.contains(&n.name)) else {
+    }
+    // NFs without a rule of their own: their chains' rules must agree.
+    // One pass over the chains that have a rule (usually none).
+    let own: std::collections::HashSet<&str> = spec
+        .nfs
+        .iter()
+        .filter(|n| n.wakeup.is_some())
+        .map(|n| n.name.as_str())
+        .collect();
+    let mut first: HashMap<&str, (&str, WakeRule)> = HashMap::new();
+    for (k, c) in spec.chains.iter().enumerate() {
+        let Some(r) = c.wakeup else { continue };
+        for n in c.nfs.iter().map(String::as_str) {
+            if own.contains(n) {
                 continue;
-            };
-            match first {
-                None => first = Some((&c.name, r)),
-                Some((other, o)) if o != r => {
+            }
+            match first.get(n) {
+                None => {
+                    first.insert(n, (&c.name, r));
+                }
+                Some(&(other, o)) if o != r => {
                     return Err(cx.err(
                         format!("chains[{k}].wakeup"),
                         format!(
-                            "NF {} is in chains {other} and {} whose wake-up rules differ; \
+                            "NF {n} is in chains {other} and {} whose wake-up rules differ; \
                              give the NF a `wakeup` of its own",
-                            n.name, c.name
+                            c.name
                         ),
                     ))
                 }

@@ -848,6 +848,23 @@ chains:
     assert_eq!(rule.policy, sluice_spec::WakeupPolicy::Threshold);
     assert_eq!(rule.threshold(), 4);
     assert_eq!(spec.wakeup_of("mon"), spec.settings.wakeup.rule);
+    // All rules at once (the compiler's way) agree with one at a time.
+    let all = spec.wakeup_rules();
+    assert_eq!(all.len(), spec.nfs.len());
+    for n in &spec.nfs {
+        assert_eq!(all[n.name.as_str()], spec.wakeup_of(&n.name), "{}", n.name);
+    }
+    // A chain's rule applies to its NFs that have none of their own.
+    let yaml = with_base(
+        "
+chains:
+  - { name: a, from: gen, nfs: [acl, mon], to: out, wakeup: { policy: every_packet } }
+",
+    );
+    let spec = parse_str(&yaml, "ok.yaml", TYPES).unwrap();
+    let all = spec.wakeup_rules();
+    assert_eq!(all["mon"].policy, sluice_spec::WakeupPolicy::EveryPacket);
+    assert_eq!(all["mon"], spec.wakeup_of("mon"));
 }
 
 #[test]

@@ -27,6 +27,8 @@ impl<'a> Worker<'a> {
         let deadline = now + 1_000 * MS;
         while self.flows.live() > 0 && sluice_sys::monotonic_ns() < deadline {
             let now = sluice_sys::monotonic_ns();
+            // Draining: every NF, rung or not.
+            self.bells.mark_all();
             if self.poll_nfs(now) == 0 {
                 self.maintain(now);
                 std::thread::sleep(std::time::Duration::from_micros(100));
@@ -55,6 +57,7 @@ impl<'a> Worker<'a> {
         let deadline = sluice_sys::monotonic_ns() + 3_000 * MS;
         while sluice_sys::monotonic_ns() < deadline {
             let now = sluice_sys::monotonic_ns();
+            self.bells.mark_all();
             self.poll_nfs(now);
             self.poll_host(now);
             let stopping = self.derived.process_ids.iter().any(|&i| {

@@ -55,6 +55,7 @@ use crate::sched::{Member, SchedPolicy, Scheduler};
 use crate::stall::StallMeter;
 use crate::wakeup::{IdlePoll, WakeGate, WakePolicy};
 
+mod bells;
 mod classify;
 pub mod command;
 mod entry;
@@ -159,6 +160,8 @@ pub struct Worker<'a> {
     idle: u32,
     /// Per route id: ingress-to-egress latency of its packets.
     pub(crate) route_latency: Vec<Histogram>,
+    /// The process NFs a pass looks at (`bells`).
+    pub(crate) bells: bells::Bells,
     /// Per NF id: its adaptive wake-up state.
     gates: Vec<WakeGate>,
     /// NFs whose gate holds packets back (their timers run in the loop).
@@ -235,6 +238,7 @@ impl<'a> Worker<'a> {
             keyed: Vec::with_capacity(sluice_mem::MAX_BATCH),
             idle: 0,
             route_latency: Vec::new(),
+            bells: Default::default(),
             gates: Vec::new(),
             holding: Vec::new(),
             sched,
@@ -313,6 +317,12 @@ impl<'a> Worker<'a> {
                 d.input_ports.push(i as u16);
             }
         }
+        let nfs = &self.nfs;
+        self.bells.rebuild(
+            d.process_ids
+                .iter()
+                .filter_map(|&i| Some((nfs[i as usize].as_ref()?.slot, i))),
+        );
         d.nic_fds = self
             .ports
             .iter()
@@ -505,17 +515,10 @@ impl<'a> Worker<'a> {
         self.stall_meter.slept();
     }
 
-    /// Whether a process NF has handed packets back that wait for a poll.
+    /// Whether a process NF has handed packets back that wait for a poll
+    /// (its doorbell rang, or the last pass left it work).
     fn nf_output_pending(&mut self) -> bool {
-        for k in 0..self.derived.process_ids.len() {
-            let i = self.derived.process_ids[k];
-            if let Some(p) = self.nfs[i as usize].as_mut().and_then(|n| n.process()) {
-                if p.link.pending().unwrap_or(0) > 0 {
-                    return true;
-                }
-            }
-        }
-        false
+        self.bells.any(self.arena)
     }
 
     /// A busy worker gives its core to the NFs sharing it once it has woken

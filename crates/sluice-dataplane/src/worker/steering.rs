@@ -292,68 +292,93 @@ impl<'a> Worker<'a> {
         }
     }
 
+    /// Takes what the process NFs handed back, visiting only those whose
+    /// doorbell rang or that the last pass left with work (`bells`).
     pub(super) fn poll_nfs(&mut self, now: u64) -> usize {
         let mut done = 0;
-        for k in 0..self.derived.process_ids.len() {
-            let i = self.derived.process_ids[k];
-            let active = self
-                .nf_mut(i)
-                .and_then(|n| n.process())
-                .is_some_and(|p| p.phase.alive());
-            if !active {
-                continue;
-            }
-            let mut budget = self.cfg.batch;
-            for q in 0..self.derived.nf_next_queues[i as usize].len() {
-                let q = self.derived.nf_next_queues[i as usize][q];
-                budget = budget.min(self.room(q));
-            }
-            if budget == 0 {
-                continue;
-            }
-            let mut b = self.take_batch();
-            let pool = self.pool;
-            let Some(p) = self
-                .nfs
-                .get_mut(i as usize)
-                .and_then(Option::as_mut)
-                .and_then(|n| n.process())
-            else {
-                self.put_batch(b);
-                continue;
-            };
-            if p.link.refill_spares(&mut self.cache).is_err() {
-                self.put_batch(b);
-                self.condemn(i, "its receive ring indices are corrupt");
-                continue;
-            }
-            let outcome = p.link.recv(pool, &mut b, budget);
-            p.link.take_events(&mut self.events);
-            match outcome {
-                Ok(o) => {
-                    if let Some(nf) = self.nf_mut(i) {
-                        nf.originated += o.originated as u64;
-                        // Rejected entries are not packets (the NF still
-                        // owns its real buffers), so they are faults, not
-                        // drops.
-                        nf.invalid_handles += o.invalid as u64;
-                    }
-                    self.drops.invalid_handles += o.invalid as u64;
-                    done += o.received + o.events;
-                    self.regroup_after(i, &mut b);
-                    self.dispatch(now);
-                    self.take_answers(i);
+        for k in 0..self.bells.len() {
+            let mut bits = self.bells.take(self.arena, k);
+            while bits != 0 {
+                let bit = bits.trailing_zeros();
+                bits &= bits - 1;
+                let Some(i) = self.bells.nf(k, bit) else {
+                    continue;
+                };
+                let (n, again) = self.poll_nf(i, now);
+                done += n;
+                if again {
+                    self.bells.keep(k, bit);
                 }
-                Err(_) => self.condemn(i, "its transmit ring indices are corrupt"),
             }
-            self.put_batch(b);
-            let mut events = std::mem::take(&mut self.events);
-            for id in events.drain(..) {
-                self.marker_passed(id, i, now);
-            }
-            self.events = events;
         }
         done
+    }
+
+    /// Takes one process NF's output; returns the entries taken and
+    /// whether it must be looked at again next pass (entries left behind,
+    /// or no room downstream to take them).
+    fn poll_nf(&mut self, i: u16, now: u64) -> (usize, bool) {
+        let active = self
+            .nf_mut(i)
+            .and_then(|n| n.process())
+            .is_some_and(|p| p.phase.alive());
+        if !active {
+            return (0, false);
+        }
+        let mut budget = self.cfg.batch;
+        for q in 0..self.derived.nf_next_queues[i as usize].len() {
+            let q = self.derived.nf_next_queues[i as usize][q];
+            budget = budget.min(self.room(q));
+        }
+        if budget == 0 {
+            return (0, true);
+        }
+        let mut b = self.take_batch();
+        let pool = self.pool;
+        let Some(p) = self
+            .nfs
+            .get_mut(i as usize)
+            .and_then(Option::as_mut)
+            .and_then(|n| n.process())
+        else {
+            self.put_batch(b);
+            return (0, false);
+        };
+        if p.link.refill_spares(&mut self.cache).is_err() {
+            self.put_batch(b);
+            self.condemn(i, "its receive ring indices are corrupt");
+            return (0, false);
+        }
+        let outcome = p.link.recv(pool, &mut b, budget);
+        p.link.take_events(&mut self.events);
+        // Read after the receive: entries the NF adds from now on ring
+        // its bell again.
+        let left = p.link.pending().unwrap_or(0) > 0;
+        let mut done = 0;
+        match outcome {
+            Ok(o) => {
+                if let Some(nf) = self.nf_mut(i) {
+                    nf.originated += o.originated as u64;
+                    // Rejected entries are not packets (the NF still
+                    // owns its real buffers), so they are faults, not
+                    // drops.
+                    nf.invalid_handles += o.invalid as u64;
+                }
+                self.drops.invalid_handles += o.invalid as u64;
+                done = o.received + o.events;
+                self.regroup_after(i, &mut b);
+                self.dispatch(now);
+                self.take_answers(i);
+            }
+            Err(_) => self.condemn(i, "its transmit ring indices are corrupt"),
+        }
+        self.put_batch(b);
+        let mut events = std::mem::take(&mut self.events);
+        for id in events.drain(..) {
+            self.marker_passed(id, i, now);
+        }
+        self.events = events;
+        (done, left)
     }
 }
 

@@ -82,11 +82,7 @@ fn advance(nf: &mut NfRt<'_>, now: u64) -> Option<f64> {
 impl<'a> Worker<'a> {
     /// The live process NF in `slot`.
     fn live_by_slot(&self, slot: u32) -> Option<u16> {
-        self.derived.process_ids.iter().copied().find(|&i| {
-            self.nfs[i as usize]
-                .as_ref()
-                .is_some_and(|n| n.slot == slot)
-        })
+        self.bells.nf_in_slot(slot)
     }
 
     pub(super) fn poll_host(&mut self, now: u64) {
@@ -382,6 +378,7 @@ impl<'a> Worker<'a> {
         }
         self.poll_host(now);
         self.tick_inline(now);
+        self.bells.sweep(super::bells::SWEEP_WORDS_PER_TICK);
         for k in 0..self.derived.process_ids.len() {
             let i = self.derived.process_ids[k];
             let Some(nf) = self.nfs[i as usize].as_mut() else {
@@ -393,6 +390,9 @@ impl<'a> Worker<'a> {
                 let line = format!("running (pid {pid}, started in {us:.0} µs)");
                 self.logbook
                     .push(&nf.name, self.cfg.index, "platform", line);
+                // It may have sent before it was seen running.
+                let slot = nf.slot;
+                self.bells.mark(slot);
             }
             let Some(nf) = self.nfs[i as usize].as_mut() else {
                 continue;
