@@ -2,7 +2,9 @@
 //! with every packet delivered and no buffer leaked (the figures
 //! themselves are measured in docs/benchmarks.md, not asserted here);
 //! `sluice bench jitter` sees a stall it is given; `sluice bench sched`
-//! runs every experiment under both scheduling policies.
+//! runs every experiment under both scheduling policies; `sluice bench
+//! instantiate` creates the NFs it says, all running, and reports each
+//! figure.
 
 mod common;
 use common::*;
@@ -195,5 +197,37 @@ fn bench_sched_runs_each_experiment_under_both_policies() {
     assert!(
         r["nfs_per_core"].as_array().unwrap().is_empty(),
         "only the section asked for"
+    );
+}
+
+#[test]
+fn bench_instantiate_creates_every_nf_and_reports_its_figures() {
+    let (out, v) = bench(&["instantiate", "--count", "6", "--batch", "2", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(v["count"], 6, "{v:#}");
+    assert_eq!(v["batch"], 2, "{v:#}");
+    // Six created and the base chain's NF, all running at the end.
+    assert_eq!(v["alive"], 7, "{v:#}");
+    let create = &v["create_us"];
+    assert!(create["p50"].as_f64().unwrap() > 0.0, "{v:#}");
+    assert!(create["p50"].as_f64() <= create["max"].as_f64(), "{v:#}");
+    let deciles = v["create_us_by_decile"].as_array().unwrap();
+    assert_eq!(deciles.len(), 10, "{v:#}");
+    // The platform's part is a part of the request.
+    assert!(v["spawn_us"]["p50"].as_f64().unwrap() > 0.0, "{v:#}");
+    // Three requests, each sampled: the first packet came after the
+    // request and the NF's memory was read.
+    assert!(v["first_packet_us"]["p50"].as_f64().unwrap() > 0.0, "{v:#}");
+    assert!(v["pss_kib_per_nf"].as_f64().unwrap() > 0.0, "{v:#}");
+    assert!(v["private_kib_per_nf"].as_f64().unwrap() > 0.0, "{v:#}");
+    assert!(v["fork_exec_us"]["p50"].as_f64().unwrap() > 0.0, "{v:#}");
+    // crun: a figure, or null with the reason.
+    assert!(
+        v["crun_us"]["p50"].as_f64().is_some() || v["crun_note"].is_string(),
+        "{v:#}"
     );
 }
