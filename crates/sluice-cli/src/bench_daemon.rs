@@ -1,10 +1,12 @@
 //! A daemon for the benchmarks that measure one: this binary started as
 //! a child with its own socket and state directory (removed when dropped),
-//! and applies through its API as a user's would be.
+//! and applies through its API as a user's would be; and what those
+//! benchmarks share (spreads of timings, a port's first packet).
 
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::client::{Client, Endpoint};
@@ -107,4 +109,52 @@ pub(crate) fn start_daemon_with(args: &[&str]) -> Result<(Daemon, Client), Strin
         std::thread::sleep(Duration::from_millis(10));
     }
     Ok((d, Client::new(Endpoint::Unix(socket))?))
+}
+
+/// Percentiles of a sample (the unit is the field's that holds it).
+#[derive(Debug, Serialize)]
+pub(crate) struct Spread {
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+/// The value below which a share `q` of `sorted` lies (0 if empty).
+pub(crate) fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1]
+}
+
+pub(crate) fn spread(mut v: Vec<f64>) -> Spread {
+    v.sort_by(f64::total_cmp);
+    Spread {
+        p50: quantile(&v, 0.5),
+        p99: quantile(&v, 0.99),
+        max: v.last().copied().unwrap_or(0.0),
+    }
+}
+
+pub(crate) fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    quantile(&v, 0.5)
+}
+
+/// Waits until port `name` has transmitted, looking every `every`;
+/// returns when it first did (the port's own timestamp, Unix ns).
+pub(crate) fn first_tx(c: &Client, name: &str, every: Duration) -> Result<u64, String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let p: Value = c.get(&format!("/v1/ports/{name}"))?;
+        let t = p["stats"]["first_tx_unix_ns"].as_u64().unwrap_or(0);
+        if t > 0 {
+            return Ok(t);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("port {name} carried nothing within 30 s"));
+        }
+        std::thread::sleep(every);
+    }
 }

@@ -19,37 +19,16 @@
 //! saturated and every change waited for its turn).
 
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
-use serde_json::Value;
 
-use crate::bench_daemon::{apply, start_daemon};
+use crate::bench_daemon::{apply, first_tx, spread, start_daemon, Spread};
 use crate::cli::DeployArgs;
-use crate::client::Client;
 
-/// Percentiles of a sample, ms.
-#[derive(Debug, Serialize)]
-struct Spread {
-    p50: f64,
-    p99: f64,
-    max: f64,
-}
-
-fn spread(mut v: Vec<f64>) -> Spread {
-    v.sort_by(f64::total_cmp);
-    let at = |q: f64| {
-        if v.is_empty() {
-            return 0.0;
-        }
-        v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1]
-    };
-    Spread {
-        p50: at(0.5),
-        p99: at(0.99),
-        max: v.last().copied().unwrap_or(0.0),
-    }
-}
+/// How often a first packet is looked for (the figure is the port's own
+/// timestamp, not the time it was seen).
+const POLL: Duration = Duration::from_millis(5);
 
 #[derive(Debug, Serialize)]
 struct DeployResult {
@@ -129,22 +108,6 @@ fn phases_of(v: [Vec<f64>; 4]) -> Phases {
     }
 }
 
-/// Waits until port `name` has transmitted; returns when it first did.
-fn first_tx(c: &Client, name: &str) -> Result<u64, String> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let p: Value = c.get(&format!("/v1/ports/{name}"))?;
-        let t = p["stats"]["first_tx_unix_ns"].as_u64().unwrap_or(0);
-        if t > 0 {
-            return Ok(t);
-        }
-        if Instant::now() > deadline {
-            return Err(format!("port {name} carried nothing within 30 s"));
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 fn bench(a: &DeployArgs) -> Result<DeployResult, String> {
     let (d, c) = start_daemon()?;
     let n = a.count;
@@ -155,7 +118,7 @@ fn bench(a: &DeployArgs) -> Result<DeployResult, String> {
     let mut phases: [Vec<f64>; 4] = Default::default();
     for i in 0..n {
         let took = apply(&c, &spec(n, i + 1, 0))?;
-        let t1 = first_tx(&c, &format!("ds{i}"))?;
+        let t1 = first_tx(&c, &format!("ds{i}"), POLL)?;
         deploy.push(t1.saturating_sub(took.t0) as f64 / 1e6);
         request.push(took.request_ms);
         took.record(&mut phases);
@@ -165,7 +128,7 @@ fn bench(a: &DeployArgs) -> Result<DeployResult, String> {
     let mut phases: [Vec<f64>; 4] = Default::default();
     for i in 0..n {
         let took = apply(&c, &spec(n, n, i + 1))?;
-        let t1 = first_tx(&c, &format!("rs{i}"))?;
+        let t1 = first_tx(&c, &format!("rs{i}"), POLL)?;
         rules.push(t1.saturating_sub(took.t0) as f64 / 1e6);
         took.record(&mut phases);
     }

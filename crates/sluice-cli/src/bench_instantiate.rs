@@ -27,47 +27,17 @@
 //!   run here.
 
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::bench_daemon::{apply, start_daemon_with};
+use crate::bench_baselines::{crun_us, fork_exec_us};
+use crate::bench_daemon::{apply, first_tx, median, spread, start_daemon_with, Spread};
 use crate::cli::InstantiateArgs;
-use crate::client::Client;
 
 /// Creates whose chain gets its own generator and sink.
 const SAMPLES: u32 = 20;
-
-/// Percentiles of a sample, µs.
-#[derive(Debug, Serialize, Default)]
-struct Spread {
-    p50: f64,
-    p99: f64,
-    max: f64,
-}
-
-fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    sorted[((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1]
-}
-
-fn spread(mut v: Vec<f64>) -> Spread {
-    v.sort_by(f64::total_cmp);
-    Spread {
-        p50: quantile(&v, 0.5),
-        p99: quantile(&v, 0.99),
-        max: v.last().copied().unwrap_or(0.0),
-    }
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    quantile(&v, 0.5)
-}
 
 /// The p50 of each tenth of `v`, in order.
 fn by_decile(v: &[f64]) -> Vec<f64> {
@@ -146,22 +116,6 @@ fn spec(parts: &[String; 3]) -> String {
     )
 }
 
-/// Waits until port `name` has transmitted; returns when it first did.
-fn first_tx(c: &Client, name: &str) -> Result<u64, String> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let p: Value = c.get(&format!("/v1/ports/{name}"))?;
-        let t = p["stats"]["first_tx_unix_ns"].as_u64().unwrap_or(0);
-        if t > 0 {
-            return Ok(t);
-        }
-        if Instant::now() > deadline {
-            return Err(format!("port {name} carried nothing within 30 s"));
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
 /// Pss and private memory of process `pid`, KiB.
 fn memory_kib(pid: i32) -> Option<(f64, f64)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
@@ -181,74 +135,6 @@ fn memory_kib(pid: i32) -> Option<(f64, f64)> {
         field("Pss:"),
         field("Private_Clean:") + field("Private_Dirty:"),
     ))
-}
-
-fn fork_exec_us() -> Spread {
-    let mut v = Vec::new();
-    for _ in 0..200 {
-        let t = Instant::now();
-        // `spawn` returns once the child has exec'd (std waits on a
-        // close-on-exec pipe), so this is fork + exec.
-        let Ok(mut child) = std::process::Command::new("/bin/true").spawn() else {
-            continue;
-        };
-        v.push(t.elapsed().as_secs_f64() * 1e6);
-        let _ = child.wait();
-    }
-    spread(v)
-}
-
-/// Runs `/bin/true` in an OCI container 20 times with crun, the host's
-/// root as the container's (read-only) root file system.
-fn crun_us() -> (Option<Spread>, Option<String>) {
-    let dir = std::env::temp_dir().join(format!("sluice-bench-crun-{}", std::process::id()));
-    let result = (|| -> Result<Spread, String> {
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let out = std::process::Command::new("crun")
-            .arg("spec")
-            .current_dir(&dir)
-            .output()
-            .map_err(|e| format!("crun is not installed ({e})"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "crun spec failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        let path = dir.join("config.json");
-        let mut config: Value =
-            serde_json::from_slice(&std::fs::read(&path).map_err(|e| e.to_string())?)
-                .map_err(|e| e.to_string())?;
-        config["root"] = serde_json::json!({ "path": "/", "readonly": true });
-        config["process"]["args"] = serde_json::json!(["/bin/true"]);
-        config["process"]["terminal"] = Value::Bool(false);
-        std::fs::write(&path, config.to_string()).map_err(|e| e.to_string())?;
-        let mut v = Vec::new();
-        for i in 0..20 {
-            let t = Instant::now();
-            let out = std::process::Command::new("crun")
-                .args(["run", "--bundle"])
-                .arg(&dir)
-                .arg(format!("sluice-bench-{}-{i}", std::process::id()))
-                .stdin(std::process::Stdio::null())
-                .output()
-                .map_err(|e| e.to_string())?;
-            if !out.status.success() {
-                return Err(format!(
-                    "crun run failed: {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ));
-            }
-            v.push(t.elapsed().as_secs_f64() * 1e6);
-        }
-        Ok(spread(v))
-    })();
-    let _ = std::fs::remove_dir_all(&dir);
-    match result {
-        Ok(s) => (Some(s), None),
-        Err(e) => (None, Some(e)),
-    }
 }
 
 fn bench(a: &InstantiateArgs) -> Result<InstantiateResult, String> {
@@ -276,7 +162,7 @@ fn bench(a: &InstantiateArgs) -> Result<InstantiateResult, String> {
         create.push(took.request_ms * 1e3);
         took.record(&mut phases);
         if sampled {
-            let t = first_tx(&c, &format!("ps{k}"))?;
+            let t = first_tx(&c, &format!("ps{k}"), Duration::from_millis(1))?;
             first.push(t.saturating_sub(took.t0) as f64 / 1e3);
         }
     }

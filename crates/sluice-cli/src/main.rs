@@ -2,6 +2,7 @@
 
 mod args;
 mod bench;
+mod bench_baselines;
 mod bench_daemon;
 mod bench_deploy;
 mod bench_instantiate;

@@ -1,7 +1,7 @@
 //! Which wake-up rule applies to which NF (`Spec::wakeup_of`) and the
 //! spec-wide checks of the rules (`crate::wakeup` holds the rule itself).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::fields::Res;
 use crate::model::{Isolation, Spec};
@@ -81,7 +81,7 @@ pub(crate) fn validate(cx: &Ctx<'_>) -> Res<()> {
     }
     // NFs without a rule of their own: their chains' rules must agree.
     // One pass over the chains that have a rule (usually none).
-    let own: std::collections::HashSet<&str> = spec
+    let own: HashSet<&str> = spec
         .nfs
         .iter()
         .filter(|n| n.wakeup.is_some())

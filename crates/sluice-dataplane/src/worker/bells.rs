@@ -79,9 +79,7 @@ impl Bells {
 
     /// The NF id of bit `bit` of word `k`.
     pub(crate) fn nf(&self, k: usize, bit: u32) -> Option<u16> {
-        let slot = self.words[k].0 * BELLS_PER_WORD + bit;
-        let id = *self.by_slot.get(slot.checked_sub(self.base)? as usize)?;
-        (id != NONE).then_some(id)
+        self.nf_in_slot(self.words[k].0 * BELLS_PER_WORD + bit)
     }
 
     /// Keeps bit `bit` of word `k` for the next pass.
@@ -98,7 +96,8 @@ impl Bells {
     /// Looks at the NF in `slot` on the next pass (it just started).
     pub(crate) fn mark(&mut self, slot: u32) {
         let (word, bit) = BellWord::locate(slot);
-        if let Some(k) = self.words.iter().position(|&(w, _)| w as usize == word) {
+        // `words` is sorted (built from sorted slots).
+        if let Ok(k) = self.words.binary_search_by_key(&word, |&(w, _)| w as usize) {
             self.pending[k] |= bit & self.words[k].1;
         }
     }
