@@ -77,9 +77,13 @@ pub fn chain_spec(a: &ChainArgs) -> String {
         s.push_str(&format!("    rate_pps: {r}\n"));
     }
     s.push_str("  - name: sink\n    kind: sink\nnfs:\n");
+    let sandbox = match (a.isolation, a.sandbox) {
+        (IsolationArg::Process, crate::cli::OnOff::Off) => "    sandbox: off\n",
+        _ => "",
+    };
     for i in 0..a.length {
         s.push_str(&format!(
-            "  - name: fwd{i}\n    type: forwarder\n    isolation: {isolation}\n"
+            "  - name: fwd{i}\n    type: forwarder\n    isolation: {isolation}\n{sandbox}"
         ));
     }
     let names: Vec<String> = (0..a.length).map(|i| format!("fwd{i}")).collect();

@@ -34,7 +34,7 @@ use serde_json::Value;
 
 use crate::bench_baselines::{crun_us, fork_exec_us};
 use crate::bench_daemon::{apply, first_tx, median, spread, start_daemon_with, Spread};
-use crate::cli::InstantiateArgs;
+use crate::cli::{InstantiateArgs, OnOff};
 
 /// Creates whose chain gets its own generator and sink.
 const SAMPLES: u32 = 20;
@@ -61,6 +61,8 @@ struct Phases {
 struct InstantiateResult {
     count: u32,
     batch: u32,
+    /// The NFs' sandbox (`strict` or `off`).
+    sandbox: &'static str,
     /// NFs running at the end (the base chain's included).
     alive: usize,
     /// Request → every NF of its batch running, µs.
@@ -88,11 +90,13 @@ struct InstantiateResult {
 }
 
 /// Batch `k`'s spec entries: its NFs, chains and (sampled) ports.
-fn entries(k: u32, batch: u32, sampled: bool, out: &mut [String; 3]) {
+fn entries(k: u32, batch: u32, sampled: bool, sandbox: &str, out: &mut [String; 3]) {
     let [ports, nfs, chains] = out;
     for j in 0..batch {
         let i = k * batch + j;
-        *nfs += &format!("  - {{ name: n{i}, type: forwarder, isolation: process }}\n");
+        *nfs += &format!(
+            "  - {{ name: n{i}, type: forwarder, isolation: process, sandbox: {sandbox} }}\n"
+        );
         if sampled && j == 0 {
             *ports += &format!(
                 "  - {{ name: pg{k}, kind: generator, flows: 1, protocol: udp, size: 64, rate_pps: 100000, count: 20 }}\n  - {{ name: ps{k}, kind: sink }}\n"
@@ -139,6 +143,10 @@ fn memory_kib(pid: i32) -> Option<(f64, f64)> {
 
 fn bench(a: &InstantiateArgs) -> Result<InstantiateResult, String> {
     let (count, batch) = (a.count, a.batch.min(a.count));
+    let sandbox = match a.sandbox {
+        OnOff::On => "strict",
+        OnOff::Off => "off",
+    };
     let requests = count.div_ceil(batch);
     let room = (count + 64).to_string();
     let (d, c) = start_daemon_with(&[
@@ -157,7 +165,7 @@ fn bench(a: &InstantiateArgs) -> Result<InstantiateResult, String> {
     for k in 0..requests {
         let this = batch.min(count - k * batch);
         let sampled = k % every == 0 && k / every < SAMPLES;
-        entries(k, this, sampled, &mut parts);
+        entries(k, this, sampled, sandbox, &mut parts);
         let took = apply(&c, &spec(&parts))?;
         create.push(took.request_ms * 1e3);
         took.record(&mut phases);
@@ -193,6 +201,7 @@ fn bench(a: &InstantiateArgs) -> Result<InstantiateResult, String> {
     Ok(InstantiateResult {
         count,
         batch,
+        sandbox,
         alive: running.len(),
         last_vs_first_decile: deciles[9] / deciles[0].max(1e-9),
         create_us: spread(create),
@@ -290,8 +299,8 @@ mod tests {
     #[test]
     fn every_batch_is_a_valid_spec() {
         let mut parts: [String; 3] = Default::default();
-        entries(0, 3, true, &mut parts);
-        entries(1, 3, false, &mut parts);
+        entries(0, 3, true, "strict", &mut parts);
+        entries(1, 3, false, "off", &mut parts);
         let text = spec(&parts);
         let s = sluice_spec::parse_str(&text, "<bench>", &crate::bench::nf_type_names()).unwrap();
         assert_eq!(s.nfs.len(), 7);

@@ -146,6 +146,10 @@ pub struct InstantiateArgs {
     /// NFs per API request (1: each create is timed alone).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub batch: u32,
+    /// The NFs' sandbox: `on` (`strict`, the default) or `off` (to measure
+    /// what confinement adds to a start).
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub sandbox: OnOff,
     /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
@@ -255,6 +259,10 @@ pub struct ChainArgs {
     /// inline or process.
     #[arg(long, value_enum, default_value_t = IsolationArg::Process)]
     pub isolation: IsolationArg,
+    /// The process NFs' sandbox (`nfs[].sandbox`): `on` is the default
+    /// `strict`, `off` runs them unconfined (to measure what it costs).
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub sandbox: OnOff,
     /// Frame size in bytes (without FCS; 60-2048).
     #[arg(long, default_value_t = 64, value_parser = value_parser!(u16).range(60..=2048))]
     pub packet_size: u16,

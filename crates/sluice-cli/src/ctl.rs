@@ -246,13 +246,14 @@ pub fn get(conn: &ConnArgs, a: GetArgs) -> ExitCode {
                         };
                         r.push(format!("{per:.1}"));
                         r.push(n["instances"].as_array().map_or(0, Vec::len).to_string());
+                        r.push(sandbox_summary(&n["sandbox"]));
                     }
                     r
                 })
                 .collect::<Vec<_>>();
             let mut h = vec!["NAME", "TYPE", "ISOLATION", "PACKETS", "DROPS", "RESTARTS"];
             if wide {
-                h.extend(["NS/PKT", "INSTANCES"]);
+                h.extend(["NS/PKT", "INSTANCES", "SANDBOX"]);
             }
             table(&h, &rows)
         }
@@ -425,4 +426,46 @@ pub fn logs(conn: &ConnArgs, a: LogsArgs) -> ExitCode {
         }
         std::thread::sleep(std::time::Duration::from_millis(250));
     }
+}
+
+/// One word or a short list for an NF's sandbox in `sluice get nfs -o
+/// wide`: `strict` (the default), `off`, else what it has
+/// (`seccomp,uid,ipc,mem=256M`); `-` for inline NFs.
+fn sandbox_summary(s: &Value) -> String {
+    if s.is_null() {
+        return "-".into();
+    }
+    let on = |k: &str| s[k].as_bool().unwrap_or(false);
+    let namespaces: Vec<&str> = s["namespaces"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut parts: Vec<String> = Vec::new();
+    if on("seccomp") {
+        parts.push("seccomp".into());
+    }
+    if !s["uid"].is_null() {
+        parts.push("uid".into());
+    }
+    if on("capabilities") {
+        parts.push("caps".into());
+    }
+    parts.extend(namespaces.iter().map(|n| n.to_string()));
+    let limits: Vec<String> = [("memory_max_mib", "mem=", "M"), ("pids_max", "pids=", "")]
+        .iter()
+        .filter_map(|(k, p, unit)| s[*k].as_u64().map(|v| format!("{p}{v}{unit}")))
+        .collect();
+    let base = parts.join(",");
+    let word = match base.as_str() {
+        "seccomp,uid,ipc,uts" => "strict".to_string(),
+        "caps" => "off".to_string(),
+        _ => base,
+    };
+    std::iter::once(word)
+        .chain(limits)
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join(",")
 }

@@ -210,6 +210,7 @@ fn bench_instantiate_creates_every_nf_and_reports_its_figures() {
     );
     assert_eq!(v["count"], 6, "{v:#}");
     assert_eq!(v["batch"], 2, "{v:#}");
+    assert_eq!(v["sandbox"], "strict", "{v:#}");
     // Six created and the base chain's NF, all running at the end.
     assert_eq!(v["alive"], 7, "{v:#}");
     let create = &v["create_us"];

@@ -222,6 +222,12 @@ pub fn render(r: &RunReport, instances: &[Instance]) -> String {
         "Times an NF's process was restarted after it died",
         None,
     );
+    let nf_contained = counter_family(
+        &mut reg,
+        "nf_sandbox_kills",
+        "NF processes the kernel killed for breaking their sandbox, by reason (seccomp: a system call outside its list; memory_limit: its memory_max_mib)",
+        None,
+    );
     let nf_turns = counter_family(
         &mut reg,
         "nf_turns",
@@ -266,6 +272,16 @@ pub fn render(r: &RunReport, instances: &[Instance]) -> String {
         nf_restarts
             .get_or_create(&by_nf)
             .inc_by(f64::from(nf.restarts));
+        if nf.sandbox.is_some() {
+            for (reason, n) in [
+                ("seccomp", nf.sandbox_kills),
+                ("memory_limit", nf.oom_kills),
+            ] {
+                nf_contained
+                    .get_or_create(&l(&[("nf", &nf.name), ("reason", reason)]))
+                    .inc_by(f64::from(n));
+            }
+        }
         nf_turns.get_or_create(&by_nf).inc_by(nf.turns as f64);
         nf_turns_held_off
             .get_or_create(&by_nf)

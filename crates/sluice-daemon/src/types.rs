@@ -108,6 +108,12 @@ pub struct NfView {
     pub process_switches: u64,
     /// Restarts after crashes.
     pub restarts: u32,
+    /// What its processes may do (process NFs), as this platform gives it.
+    pub sandbox: Option<sluice_dataplane::host::SandboxReport>,
+    /// Processes its sandbox killed for a system call outside its list.
+    pub sandbox_kills: u32,
+    /// Processes killed at their memory limit.
+    pub oom_kills: u32,
     /// Drops under its own reasons.
     pub drops: std::collections::BTreeMap<String, u64>,
     /// Its instances, one per worker.

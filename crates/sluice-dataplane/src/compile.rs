@@ -231,6 +231,7 @@ pub fn compile(
                 && p.recipe.replicas == target.replicas
                 && p.recipe.flow_capacity == target.flow_capacity
                 && p.recipe.answers_hold(&names)
+                && p.sandbox == crate::host::SandboxPlan::of(&n.sandbox_or_default())
         });
         let mut nf = match kept {
             Some(p) => p.clone(),
@@ -375,6 +376,7 @@ fn build_nf(
         cpu_weight: n.cpu_weight,
         // Set by the caller, which sees the chains.
         wakeup: WakePolicy::IMMEDIATE,
+        sandbox: crate::host::SandboxPlan::of(&n.sandbox_or_default()),
     })
 }
 

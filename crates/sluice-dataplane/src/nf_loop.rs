@@ -32,6 +32,8 @@ pub mod exit_code {
     pub const BUILD_FAILED: i32 = 3;
     /// The platform's side of the rings was inconsistent.
     pub const RING_CORRUPT: i32 = 4;
+    /// The NF process could not set up its sandbox (see its log).
+    pub const SANDBOX_FAILED: i32 = 5;
     /// The NF panicked (the code a panicking Rust program exits with).
     pub const PANICKED: i32 = 101;
     /// The host could not create the process (reported by the host, not

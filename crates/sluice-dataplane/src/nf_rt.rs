@@ -131,6 +131,10 @@ pub struct NfRt<'a> {
     pub restarts: u32,
     /// How the last instance ended.
     pub last_exit: Option<String>,
+    /// Instances its sandbox killed (a system call outside its list).
+    pub sandbox_kills: u32,
+    /// Instances killed at their memory limit.
+    pub oom_kills: u32,
     /// Spawn-to-running time of each start, µs.
     pub startup_us: Vec<f64>,
     /// Futex wake-ups issued to this NF.

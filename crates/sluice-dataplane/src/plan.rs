@@ -82,6 +82,9 @@ pub struct NfPlan {
     /// When the worker wakes it from sleep (its `wakeup` rule, its chains'
     /// or `settings.wakeup`). Not part of how it is built either.
     pub wakeup: WakePolicy,
+    /// What its process may do (`sandbox`). Part of how it is built: a
+    /// new sandbox needs a new process.
+    pub sandbox: crate::host::SandboxPlan,
 }
 
 impl NfPlan {
@@ -93,6 +96,7 @@ impl NfPlan {
             && self.isolation == next.isolation
             && self.live_reconfigure
             && next.live_reconfigure
+            && self.sandbox == next.sandbox
             && self.recipe.replicas == next.recipe.replicas
             && self.recipe.flow_capacity == next.recipe.flow_capacity
             && (self.isolation == Isolation::Inline
@@ -106,6 +110,7 @@ impl NfPlan {
         std::ptr::eq(self.nf_type, other.nf_type)
             && self.isolation == other.isolation
             && self.recipe == other.recipe
+            && self.sandbox == other.sandbox
     }
 }
 

@@ -51,6 +51,16 @@ pub struct NfReport {
     pub restarts: u32,
     /// How the last instance ended, if one crashed.
     pub last_exit: Option<String>,
+    /// Instances its sandbox killed for a system call outside its list
+    /// (process NFs).
+    #[serde(default)]
+    pub sandbox_kills: u32,
+    /// Instances killed at their memory limit (`sandbox.memory_max_mib`).
+    #[serde(default)]
+    pub oom_kills: u32,
+    /// What its process may do (process NFs), as this platform gives it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sandbox: Option<crate::host::SandboxReport>,
     /// Spawn-to-running time of each start, µs (process NFs).
     pub startup_us: Vec<f64>,
     /// Drops under this NF's own reasons.
@@ -319,6 +329,9 @@ pub(crate) fn nf_report(nf: &NfRt<'_>, counter_names: &[(usize, String)]) -> NfR
         },
         restarts: nf.restarts,
         last_exit: nf.last_exit.clone(),
+        sandbox_kills: nf.sandbox_kills,
+        oom_kills: nf.oom_kills,
+        sandbox: nf.process_ref().map(|p| p.spawn.sandbox.report(nf.slot)),
         startup_us: nf.startup_us.clone(),
         drops: nf
             .drop_names

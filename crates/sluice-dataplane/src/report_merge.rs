@@ -46,6 +46,8 @@ fn add_nf(into: &mut NfReport, from: &NfReport) {
         0.0
     };
     into.restarts += from.restarts;
+    into.sandbox_kills += from.sandbox_kills;
+    into.oom_kills += from.oom_kills;
     if from.last_exit.is_some() {
         into.last_exit.clone_from(&from.last_exit);
     }

@@ -177,6 +177,10 @@ impl NetworkFunction for ElementGraph {
         self.each(|_, e| e.nf.reset());
     }
 
+    fn open_handles(&mut self) {
+        self.each(|_, e| e.nf.open_handles());
+    }
+
     fn alloc_reserve(&self) -> u32 {
         self.elements.iter().map(|e| e.nf.alloc_reserve()).sum()
     }

@@ -67,6 +67,15 @@ pub trait NetworkFunction: Send + std::any::Any {
         0
     }
 
+    /// Opens the files and sockets this instance writes to that it did not
+    /// open when it was built (a build that only checks a config must open
+    /// nothing). The platform calls it once in the NF's own process before
+    /// the NF's sandbox closes, after which the process can open nothing:
+    /// whatever the NF needs later must be open by then. Errors are the
+    /// NF's to count (as it would count a failed lazy open). Inline NFs
+    /// are not sandboxed, and may be handed a first batch without it.
+    fn open_handles(&mut self) {}
+
     /// How often [`Self::tick`] must run, if at all.
     fn tick_interval_ns(&self) -> Option<u64> {
         None

@@ -234,6 +234,7 @@ fn nf(node: &ConfigNode) -> Res<NfSpec> {
             "config",
             "cpu_weight",
             "wakeup",
+            "sandbox",
         ],
     )?;
     let name = fields::string(f.req("name", "every NF needs a unique name")?)?;
@@ -261,6 +262,7 @@ fn nf(node: &ConfigNode) -> Res<NfSpec> {
             .opt("wakeup")
             .map(crate::wakeup::decode_rule)
             .transpose()?,
+        sandbox: f.opt("sandbox").map(crate::sandbox::decode).transpose()?,
         location: node.location(),
     })
 }

@@ -151,6 +151,9 @@ fn nf(n: &NfSpec) -> Value {
     if let Some(r) = &n.wakeup {
         v["wakeup"] = r.emit();
     }
+    if let Some(s) = &n.sandbox {
+        v["sandbox"] = s.emit();
+    }
     v
 }
 

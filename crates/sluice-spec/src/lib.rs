@@ -58,6 +58,7 @@ mod path;
 mod ports;
 mod printable;
 mod resolve;
+mod sandbox;
 mod scalar;
 mod settings;
 mod validate;
@@ -79,6 +80,7 @@ pub use ports::{
     SinkSpec, SizeSpec,
 };
 pub use resolve::ResolvedChain;
+pub use sandbox::{Namespace, Sandbox, SandboxUser};
 pub use settings::{
     BackpressureMode, BackpressureSettings, FlowTableSettings, KernelClass, RestartMode,
     RestartPolicy, SchedulerPolicy, SchedulerSettings, Settings, WakeupSettings,

@@ -55,6 +55,10 @@ pub(crate) const WATERMARK_PCT: Limit = range(1, 100);
 pub(crate) const RED_MIN_PCT: Limit = range(0, 99);
 /// `nfs[].cpu_weight` (cgroup v2's `cpu.weight` range).
 pub(crate) const CPU_WEIGHT: Limit = range(1, 10_000);
+/// `nfs[].sandbox.memory_max_mib` (1 MiB to 1 TiB).
+pub(crate) const MEMORY_MAX_MIB: Limit = range(1, 1 << 20);
+/// `nfs[].sandbox.pids_max` (the kernel's `pid_max` ceiling).
+pub(crate) const PIDS_MAX: Limit = range(1, 4_194_304);
 /// `settings.scheduler.slice_us`.
 pub(crate) const SLICE_US: Limit = range(1, 100_000);
 /// `settings.scheduler.yield_every` (batches).

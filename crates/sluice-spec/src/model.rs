@@ -9,6 +9,7 @@ use crate::config_node::ConfigNode;
 use crate::location::{Location, SourceName};
 use crate::net::{self, PortRange};
 use crate::ports::PortSpec;
+use crate::sandbox::Sandbox;
 use crate::settings::Settings;
 use crate::wakeup::WakeRule;
 
@@ -51,11 +52,19 @@ pub struct NfSpec {
     /// Its own wake-up rule (`wakeup`), replacing its chains' and
     /// `settings.wakeup`; `None`: not set.
     pub wakeup: Option<WakeRule>,
+    /// What it may do as a process (`sandbox`); `None`: not set, which
+    /// means [`Sandbox::strict`] for process NFs.
+    pub sandbox: Option<Sandbox>,
     /// Where the NF was declared ([`Location::GENERATED`] if built by code).
     pub location: Location,
 }
 
 impl NfSpec {
+    /// The sandbox it runs in as a process NF.
+    pub fn sandbox_or_default(&self) -> Sandbox {
+        self.sandbox.clone().unwrap_or_default()
+    }
+
     /// An NF built by code: default isolation, empty config, generated location.
     pub fn new(name: impl Into<String>, nf_type: impl Into<String>) -> NfSpec {
         NfSpec {
@@ -65,6 +74,7 @@ impl NfSpec {
             config: ConfigNode::empty_map(),
             cpu_weight: None,
             wakeup: None,
+            sandbox: None,
             location: Location::GENERATED,
         }
     }

@@ -140,6 +140,13 @@ pub(crate) fn validate(spec: &Spec, known_nf_types: &[&str], locator: &dyn Locat
                  whose core it does not share by weight",
             ));
         }
+        if nf.sandbox.is_some() && nf.isolation == Isolation::Inline {
+            return Err(cx.err(
+                format!("nfs[{i}].sandbox"),
+                "sandbox applies to process NFs: an inline NF runs in its worker's thread, \
+                 with the platform's rights (use isolation: process to sandbox it)",
+            ));
+        }
     }
     crate::wakeup_resolve::validate(&cx)?;
     if spec.chains.is_empty() {

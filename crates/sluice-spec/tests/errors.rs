@@ -877,3 +877,26 @@ fn an_inline_nf_takes_no_wake_up_rule() {
     assert_eq!(e.field, "nfs[0].wakeup", "{e}");
     assert!(e.message.contains("wakeup applies to process NFs"), "{e}");
 }
+
+#[test]
+fn an_inline_nf_takes_no_sandbox() {
+    let yaml = with_base("\nchains:\n  - { name: a, from: gen, nfs: [acl], to: out }\n").replace(
+        "    type: acl\n",
+        "    type: acl\n    isolation: inline\n    sandbox: off\n",
+    );
+    let e = err(&yaml);
+    assert_eq!(e.field, "nfs[0].sandbox", "{e}");
+    assert!(e.message.contains("sandbox applies to process NFs"), "{e}");
+}
+
+#[test]
+fn a_bad_sandbox_is_named_where_it_is() {
+    let yaml = with_base("\nchains:\n  - { name: a, from: gen, nfs: [acl], to: out }\n").replace(
+        "    type: acl\n",
+        "    type: acl\n    sandbox: { namespaces: [ipc, pid] }\n",
+    );
+    let e = err(&yaml);
+    assert_eq!(e.field, "nfs[0].sandbox.namespaces[1]", "{e}");
+    assert!(e.message.contains("unknown namespace \"pid\""), "{e}");
+    assert_eq!(e.line, 9, "{e}");
+}

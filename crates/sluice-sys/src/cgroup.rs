@@ -75,7 +75,7 @@ impl CpuGroups {
     pub fn open() -> io::Result<CpuGroups> {
         let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
         let own = std::fs::read_to_string("/proc/self/cgroup")?;
-        let (flavor, parent) = locate(&mountinfo, &own).ok_or_else(|| {
+        let (flavor, parent) = locate(&mountinfo, &own, "cpu").ok_or_else(|| {
             io::Error::new(io::ErrorKind::NotFound, "no cpu controller is mounted")
         })?;
         sweep(&parent);
@@ -189,9 +189,9 @@ impl Drop for CpuGroups {
     }
 }
 
-/// Where the cpu controller is and this process's group in it: v2 when
-/// the unified hierarchy offers `cpu`, else the v1 hierarchy that has it.
-fn locate(mountinfo: &str, own: &str) -> Option<(Flavor, PathBuf)> {
+/// Where `controller` is and this process's group in it: v2 when the
+/// unified hierarchy offers it, else the v1 hierarchy that has it.
+fn locate(mountinfo: &str, own: &str, controller: &str) -> Option<(Flavor, PathBuf)> {
     let mut v1 = None;
     let mut v2 = None;
     for line in mountinfo.lines() {
@@ -207,7 +207,7 @@ fn locate(mountinfo: &str, own: &str) -> Option<(Flavor, PathBuf)> {
         let opts = r.nth(1).unwrap_or("");
         match fstype {
             "cgroup2" => v2 = Some(PathBuf::from(mount)),
-            "cgroup" if opts.split(',').any(|o| o == "cpu") => v1 = Some(PathBuf::from(mount)),
+            "cgroup" if opts.split(',').any(|o| o == controller) => v1 = Some(PathBuf::from(mount)),
             _ => {}
         }
     }
@@ -225,11 +225,11 @@ fn locate(mountinfo: &str, own: &str) -> Option<(Flavor, PathBuf)> {
     if let (Some(mount), Some(path)) = (&v2, group(None)) {
         let dir = mount.join(path);
         let controllers = std::fs::read_to_string(dir.join("cgroup.controllers")).ok();
-        if controllers.is_some_and(|c| c.split_ascii_whitespace().any(|x| x == "cpu")) {
+        if controllers.is_some_and(|c| c.split_ascii_whitespace().any(|x| x == controller)) {
             return Some((Flavor::V2, dir));
         }
     }
-    Some((Flavor::V1, v1?.join(group(Some("cpu"))?)))
+    Some((Flavor::V1, v1?.join(group(Some(controller))?)))
 }
 
 /// Removes the groups of platforms that are gone (killed before they could
@@ -260,6 +260,9 @@ fn sweep(parent: &Path) {
         let _ = std::fs::remove_dir(e.path());
     }
 }
+
+mod limits;
+pub use limits::{LimitGroups, Limits};
 
 #[cfg(test)]
 mod tests;

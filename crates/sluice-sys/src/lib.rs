@@ -19,10 +19,13 @@ mod cycles;
 mod huge;
 mod net;
 mod prefetch;
+pub mod sandbox;
 mod sched_class;
 mod schedstat;
 mod zeroed;
-pub use cgroup::{CpuGroups, Flavor as CgroupFlavor, DEFAULT_WEIGHT, WEIGHTS as CPU_WEIGHTS};
+pub use cgroup::{
+    CpuGroups, Flavor as CgroupFlavor, LimitGroups, Limits, DEFAULT_WEIGHT, WEIGHTS as CPU_WEIGHTS,
+};
 pub use child::{
     close_fds_from, isolate_child_stdio, output_pipe, process_gone, raise_nofile_limit, ChildExits,
 };
@@ -116,14 +119,24 @@ pub enum ExitStatus {
     Code(i32),
     /// Killed by this signal.
     Signal(i32),
+    /// Killed by the kernel's OOM killer inside the memory limit of its
+    /// control group (a SIGKILL, told apart by the group's `oom_kill`
+    /// count).
+    OutOfMemory,
 }
 
 impl std::fmt::Display for ExitStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ExitStatus::Code(101) => write!(f, "panicked (exit code 101)"),
+            ExitStatus::Signal(libc::SIGSYS) => write!(
+                f,
+                "killed by its sandbox (signal {} SIGSYS: a system call it may not make)",
+                libc::SIGSYS
+            ),
             ExitStatus::Code(c) => write!(f, "exited with code {c}"),
             ExitStatus::Signal(s) => write!(f, "killed by signal {s} ({})", signal_name(*s)),
+            ExitStatus::OutOfMemory => write!(f, "killed at its memory limit (out of memory)"),
         }
     }
 }

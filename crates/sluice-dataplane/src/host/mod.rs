@@ -17,10 +17,12 @@
 mod channel;
 mod fork;
 pub mod proto;
+mod sandbox;
 mod template;
 
 pub use fork::{ForkHost, HostConfig};
 pub use proto::SpawnRequest;
+pub use sandbox::{SandboxPlan, SandboxReport};
 pub use template::{template_main_if_invoked, TEMPLATE_ARG};
 
 use sluice_sys::ExitStatus;

@@ -99,6 +99,8 @@ pub struct SpawnRequest {
     pub recipe: NfRecipe,
     /// Instances of this NF that ran before in this slot's history.
     pub restarts: u32,
+    /// What the process may do.
+    pub sandbox: super::SandboxPlan,
 }
 
 /// Platform → template.
@@ -120,6 +122,8 @@ pub enum WireStatus {
     Code(i32),
     /// Terminating signal.
     Signal(i32),
+    /// Killed at its memory limit.
+    OutOfMemory,
 }
 
 impl From<&ExitStatus> for WireStatus {
@@ -127,6 +131,7 @@ impl From<&ExitStatus> for WireStatus {
         match *s {
             ExitStatus::Code(c) => WireStatus::Code(c),
             ExitStatus::Signal(n) => WireStatus::Signal(n),
+            ExitStatus::OutOfMemory => WireStatus::OutOfMemory,
         }
     }
 }
@@ -136,6 +141,7 @@ impl From<WireStatus> for ExitStatus {
         match s {
             WireStatus::Code(c) => ExitStatus::Code(c),
             WireStatus::Signal(n) => ExitStatus::Signal(n),
+            WireStatus::OutOfMemory => ExitStatus::OutOfMemory,
         }
     }
 }

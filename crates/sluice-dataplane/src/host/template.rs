@@ -20,7 +20,7 @@ use std::sync::atomic::Ordering;
 use rustix::event::epoll;
 use sluice_mem::Arena;
 use sluice_nf::NfType;
-use sluice_sys::{ChildExits, Forked, Pid};
+use sluice_sys::{ChildExits, Forked, LimitGroups, Pid};
 
 use super::channel::Channel;
 use super::proto::{FromTemplate, Hello, SpawnRequest, ToTemplate, WireStatus};
@@ -62,6 +62,8 @@ type Chan = Channel<FromTemplate, ToTemplate>;
 struct Child {
     slot: u32,
     generation: u32,
+    /// It is in limit groups (removed when it is reaped).
+    limited: bool,
     out: OwnedFd,
     partial: Vec<u8>,
 }
@@ -79,6 +81,8 @@ struct Template<'a> {
     children: HashMap<i32, Child>,
     quitting: bool,
     dropped_lines: u64,
+    /// Memory and pids groups, made at the first NF that has limits.
+    limits: Option<LimitGroups>,
 }
 
 fn template_main(registry: &'static [NfType]) -> i32 {
@@ -149,6 +153,7 @@ fn template_main(registry: &'static [NfType]) -> i32 {
         children: HashMap::new(),
         quitting: false,
         dropped_lines: 0,
+        limits: None,
     };
     let _ = t.chan.send(&FromTemplate::Ready {
         pid: sluice_sys::getpid().as_raw_nonzero().get(),
@@ -256,6 +261,13 @@ impl Template<'_> {
                 return None;
             }
         };
+        let join = match super::sandbox::prepare_limits(&mut self.limits, slot, &req.sandbox) {
+            Ok(join) => join,
+            Err(e) => {
+                fail(&mut self.chan, format!("cannot set its limits: {e}"));
+                return None;
+            }
+        };
         let me = sluice_sys::getpid();
         match sluice_sys::fork_single_threaded() {
             Ok(Forked::Child) => {
@@ -265,13 +277,21 @@ impl Template<'_> {
                 if sluice_sys::isolate_child_stdio(w).is_err() {
                     std::process::exit(exit_code::SPAWN_FAILED);
                 }
+                // Into its limit groups before any of its own code runs.
+                if let Err(e) = LimitGroups::join(&join) {
+                    eprintln!(
+                        "sluice: NF {} cannot join its limit groups: {e}",
+                        req.recipe.name
+                    );
+                    std::process::exit(exit_code::SANDBOX_FAILED);
+                }
                 // The template's descriptors are closed in this process, so
                 // its objects must never be dropped here: a panic must not
                 // unwind into the template's frames (dropping an already
                 // closed descriptor aborts). The hook has printed the panic;
                 // exit as a panicking Rust program does.
                 let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    nf_main(&self.arena, self.hello.worker, &req, self.registry)
+                    nf_main(&self.arena, self.hello.worker, &req, self.registry, me)
                 }))
                 .unwrap_or(exit_code::PANICKED);
                 std::process::exit(code);
@@ -290,6 +310,7 @@ impl Template<'_> {
                     Child {
                         slot,
                         generation,
+                        limited: !join.is_empty(),
                         out: r,
                         partial: Vec::new(),
                     },
@@ -300,7 +321,12 @@ impl Template<'_> {
                     pid: raw,
                 });
             }
-            Err(e) => fail(&mut self.chan, format!("fork failed: {e}")),
+            Err(e) => {
+                if let (false, Some(g)) = (join.is_empty(), &self.limits) {
+                    g.remove(slot);
+                }
+                fail(&mut self.chan, format!("fork failed: {e}"))
+            }
         }
         None
     }
@@ -367,6 +393,10 @@ impl Template<'_> {
             self.read_output(raw, true);
             if let Some(c) = self.children.remove(&raw) {
                 let _ = epoll::delete(&self.epoll, &c.out);
+                let status = match (c.limited, &self.limits) {
+                    (true, Some(g)) => super::sandbox::release_limits(g, c.slot, status),
+                    _ => status,
+                };
                 let _ = self.chan.send(&FromTemplate::Exited {
                     slot: c.slot,
                     generation: c.generation,
@@ -382,13 +412,32 @@ impl Template<'_> {
 ///
 /// What it writes on stderr is its log: a pipe the template relays to the
 /// platform as `Log` events (`sluice logs NF`), so it uses `eprintln!`.
-fn nf_main(arena: &Arena, worker: u32, req: &SpawnRequest, registry: &[NfType]) -> i32 {
+///
+/// Confinement ([`super::SandboxPlan`]) comes in two steps: the build-phase
+/// filter before the NF's own code runs, the rest once the NF is built and
+/// has opened its handles, before its first packet.
+fn nf_main(
+    arena: &Arena,
+    worker: u32,
+    req: &SpawnRequest,
+    registry: &[NfType],
+    template: Pid,
+) -> i32 {
     let name = &req.recipe.name;
+    let ctl = arena.nf_control(req.slot);
+    let sandbox_failed = |step: &str, e: std::io::Error| {
+        eprintln!("sluice: NF {name} cannot {step} its sandbox: {e}");
+        ctl.state
+            .store(sluice_mem::control::state::FAILED, Ordering::Release);
+        exit_code::SANDBOX_FAILED
+    };
+    if let Err(e) = req.sandbox.enter_build_phase() {
+        return sandbox_failed("enter", e);
+    }
     sluice_sys::set_thread_name(&format!("nf:{name}"));
     if let Err(e) = sluice_sys::pin_to_cpu(req.cpu as usize) {
         eprintln!("sluice: NF {name} cannot be pinned to CPU {}: {e}", req.cpu);
     }
-    let ctl = arena.nf_control(req.slot);
     ctl.pid.store(
         sluice_sys::getpid().as_raw_nonzero().get() as u32,
         Ordering::Relaxed,
@@ -402,6 +451,16 @@ fn nf_main(arena: &Arena, worker: u32, req: &SpawnRequest, registry: &[NfType]) 
             return exit_code::BUILD_FAILED;
         }
     };
+    nf.open_handles();
+    if req.sandbox.seccomp {
+        // A backtrace (RUST_BACKTRACE) reads the binary and the working
+        // directory, which the filter forbids: the NF would die of SIGSYS
+        // instead of reporting its panic. Print the message and place.
+        std::panic::set_hook(Box::new(|info| eprintln!("{info}")));
+    }
+    if let Err(e) = req.sandbox.confine(req.slot, template) {
+        return sandbox_failed("close", e);
+    }
     let restarts = req.restarts;
     let rebuild = |bytes: &[u8]| -> Result<Box<dyn sluice_nf::NetworkFunction>, String> {
         let recipe: crate::recipe::NfRecipe =

@@ -502,6 +502,9 @@ impl Runtime {
                         loop_cfg: LoopConfig::for_sharing(1, 1, None),
                         recipe: n.recipe.clone(),
                         restarts: 0,
+                        sandbox: n
+                            .sandbox
+                            .effective(sluice_sys::sandbox::can_change_identity()),
                     })),
                 };
                 add.push(NewNf {

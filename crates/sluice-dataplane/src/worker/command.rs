@@ -265,6 +265,8 @@ impl<'a> Worker<'a> {
             drop_names: n.drop_names,
             restarts: 0,
             last_exit: None,
+            sandbox_kills: 0,
+            oom_kills: 0,
             startup_us: Vec::new(),
             wakeups: 0,
             wakeups_by_timeout: 0,

@@ -215,6 +215,11 @@ impl<'a> Worker<'a> {
         self.drops.add(DropReason::NF_CRASHED, lost);
         nf.restarts += 1;
         nf.last_exit = Some(why.clone());
+        match status {
+            ExitStatus::Signal(sluice_sys::sandbox::KILL_SIGNAL) => nf.sandbox_kills += 1,
+            ExitStatus::OutOfMemory => nf.oom_kills += 1,
+            _ => {}
+        }
         let policy = &self.cfg.restart;
         let allowed = match policy.policy {
             RestartMode::Always => true,
@@ -222,6 +227,7 @@ impl<'a> Worker<'a> {
             RestartMode::Never => false,
         } && nf.restarts <= policy.max_restarts
             && status != ExitStatus::Code(exit_code::BUILD_FAILED)
+            && status != ExitStatus::Code(exit_code::SANDBOX_FAILED)
             && status != ExitStatus::Code(exit_code::SPAWN_FAILED);
         let (name, restarts) = (nf.name.clone(), nf.restarts);
         let backoff_ns = policy.backoff_ms.saturating_mul(MS);

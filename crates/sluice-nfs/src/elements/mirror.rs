@@ -229,6 +229,10 @@ impl NetworkFunction for Mirror {
         self.publish(ctx);
     }
 
+    fn open_handles(&mut self) {
+        self.ensure_open();
+    }
+
     fn tick_interval_ns(&self) -> Option<u64> {
         Some(1_000_000_000)
     }

@@ -204,8 +204,9 @@ impl AlertLog {
 
     /// Opens a pending log: created (truncated) by the first instance of a
     /// run, appended to by a restarted one (whose size bound then counts
-    /// what is already there).
-    fn open(&mut self) {
+    /// what is already there). Called at the first flush, or earlier by a
+    /// process NF before its sandbox closes.
+    pub fn open(&mut self) {
         let Out::Pending(target) = &self.out else {
             return;
         };

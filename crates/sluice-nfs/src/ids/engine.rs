@@ -72,6 +72,11 @@ pub struct EngineConfig {
 }
 
 impl Engine {
+    /// Opens the alert log now (before a sandbox closes).
+    pub fn open_log(&mut self) {
+        self.log.open();
+    }
+
     /// Builds the engine around a compiled rule set.
     pub fn new(matcher: Matcher, cfg: EngineConfig) -> Engine {
         let tail = if cfg.stream {

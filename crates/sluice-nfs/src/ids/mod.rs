@@ -179,6 +179,10 @@ impl NetworkFunction for Ids {
         self.engine.flow_end(flow_id);
     }
 
+    fn open_handles(&mut self) {
+        self.engine.open_log();
+    }
+
     fn tick_interval_ns(&self) -> Option<u64> {
         Some(alert_log::FLUSH_INTERVAL_NS)
     }

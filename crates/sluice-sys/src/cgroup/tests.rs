@@ -32,14 +32,18 @@ fn finds_the_v1_cpu_hierarchy_and_the_process_group_in_it() {
     // so the v1 one that lists `cpu` among its options is used.
     let own = "12:cpuset:/\n4:cpu,cpuacct:/system.slice/x.service\n0::/system.slice/x.service\n";
     assert_eq!(
-        locate(MOUNTINFO_V1, own),
+        locate(MOUNTINFO_V1, own, "cpu"),
         Some((
             Flavor::V1,
             PathBuf::from("/sys/fs/cgroup/cpu,cpuacct/system.slice/x.service")
         ))
     );
-    assert_eq!(locate("", own), None, "nothing mounted");
-    assert_eq!(locate(MOUNTINFO_V1, "0::/\n"), None, "no v1 cpu line");
+    assert_eq!(locate("", own, "cpu"), None, "nothing mounted");
+    assert_eq!(
+        locate(MOUNTINFO_V1, "0::/\n", "cpu"),
+        None,
+        "no v1 cpu line"
+    );
 }
 
 #[test]
@@ -52,9 +56,16 @@ fn prefers_the_unified_hierarchy_when_it_has_the_cpu_controller() {
     )
     .unwrap();
     let info = format!("26 25 0:24 / {} rw - cgroup2 cgroup2 rw\n", dir.display());
-    assert_eq!(locate(&info, "0::/a\n"), Some((Flavor::V2, dir.join("a"))));
+    assert_eq!(
+        locate(&info, "0::/a\n", "cpu"),
+        Some((Flavor::V2, dir.join("a")))
+    );
     std::fs::write(dir.join("a/cgroup.controllers"), "memory pids\n").unwrap();
-    assert_eq!(locate(&info, "0::/a\n"), None, "v2 without cpu, no v1");
+    assert_eq!(
+        locate(&info, "0::/a\n", "cpu"),
+        None,
+        "v2 without cpu, no v1"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

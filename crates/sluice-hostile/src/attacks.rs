@@ -1,0 +1,165 @@
+//! `hostile`: an NF that forwards packets and, at its first batch, tries
+//! one thing an NF must not be able to do. Its `escaped` counter says the
+//! attempt succeeded; under the sandbox the attempt kills it instead.
+//!
+//! | `attack` | what it tries (`target` is what it aims at) |
+//! |---|---|
+//! | `open_file` | creates the file `target` and writes to it |
+//! | `socket` | sends a UDP datagram to `127.0.0.1:target` |
+//! | `exec` | runs `/bin/sh -c 'echo pwned > target'` |
+//! | `fork` | forks 64 processes that each exit at once |
+//! | `signal` | probes its template with `kill(pid, 0)` |
+//! | `ptrace` | attaches to its template with `ptrace` |
+//! | `exec_memory` | maps memory it could write code into and run |
+//! | `setuid` | becomes root again with `setuid(0)` |
+//! | `syscall` | calls system call number `target` with zero arguments |
+//! | `alloc` | allocates and touches memory, 1 MiB at a time, up to 1 GiB |
+//!
+//! Attacks run inside `process`, so an NF that survives one forwards
+//! packets as `forwarder` does, and tries again at its next instance.
+#![allow(unsafe_code)]
+
+use serde::Deserialize;
+use sluice_nf::{Batch, BuildContext, Context, NetworkFunction, NfType};
+use sluice_spec::SpecError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Attack {
+    OpenFile,
+    Socket,
+    Exec,
+    Fork,
+    Signal,
+    Ptrace,
+    ExecMemory,
+    Setuid,
+    Syscall,
+    Alloc,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    attack: Attack,
+    #[serde(default)]
+    target: String,
+}
+
+struct Hostile {
+    attack: Attack,
+    target: String,
+    tried: bool,
+}
+
+/// Counter 0: attacks that succeeded.
+const ESCAPED: usize = 0;
+
+impl Hostile {
+    /// Whether the attack worked (it returns only if the kernel let it
+    /// through or refused it with an error).
+    fn attempt(&self) -> bool {
+        match self.attack {
+            Attack::OpenFile => std::fs::write(&self.target, b"pwned\n").is_ok(),
+            Attack::Socket => std::net::UdpSocket::bind("127.0.0.1:0")
+                .and_then(|s| s.send_to(b"pwned", format!("127.0.0.1:{}", self.target)))
+                .is_ok(),
+            Attack::Exec => std::process::Command::new("/bin/sh")
+                .args(["-c", &format!("echo pwned > '{}'", self.target)])
+                .status()
+                .is_ok_and(|s| s.success()),
+            Attack::Fork => (0..64).all(|_| {
+                // SAFETY: the child only calls _exit, which is
+                // async-signal-safe; the parent reaps it.
+                match unsafe { libc::fork() } {
+                    // SAFETY: ends the child at once.
+                    0 => unsafe { libc::_exit(0) },
+                    -1 => false,
+                    pid => {
+                        // SAFETY: waits for our own child; no memory of
+                        // ours is written (null status pointer).
+                        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+                        true
+                    }
+                }
+            }),
+            // SAFETY: integers only; signal 0 probes without delivering.
+            Attack::Signal => unsafe { libc::kill(libc::getppid(), 0) == 0 },
+            Attack::Ptrace => {
+                // SAFETY: integers and null pointers only.
+                let r = unsafe {
+                    libc::ptrace(
+                        libc::PTRACE_ATTACH,
+                        libc::getppid(),
+                        std::ptr::null_mut::<libc::c_void>(),
+                        std::ptr::null_mut::<libc::c_void>(),
+                    )
+                };
+                r == 0
+            }
+            Attack::ExecMemory => {
+                // SAFETY: a fresh anonymous mapping, never dereferenced.
+                let p = unsafe {
+                    libc::mmap(
+                        std::ptr::null_mut(),
+                        4096,
+                        libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC,
+                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                        -1,
+                        0,
+                    )
+                };
+                p != libc::MAP_FAILED
+            }
+            // SAFETY: integers only.
+            Attack::Setuid => unsafe { libc::setuid(0) == 0 },
+            Attack::Alloc => {
+                let mut held: Vec<Vec<u8>> = Vec::new();
+                while held.len() < 1024 {
+                    // Non-zero bytes: every page is written, so charged.
+                    held.push(vec![0xa5; 1 << 20]);
+                }
+                std::hint::black_box(&held);
+                true
+            }
+            Attack::Syscall => {
+                let nr: libc::c_long = self.target.parse().unwrap_or(-1);
+                // SAFETY: zero arguments: no pointer the kernel could
+                // follow into our memory. (Numbers that need pointers fail
+                // with EFAULT, if the sandbox lets them through at all.)
+                unsafe { libc::syscall(nr, 0, 0, 0, 0, 0, 0) >= 0 }
+            }
+        }
+    }
+}
+
+impl NetworkFunction for Hostile {
+    fn process(&mut self, _batch: &mut Batch<'_>, ctx: &mut Context<'_>) {
+        if !self.tried {
+            self.tried = true;
+            if self.attempt() {
+                ctx.count(ESCAPED, 1);
+                eprintln!("hostile: {:?} succeeded", self.attack);
+            }
+        }
+    }
+}
+
+fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> {
+    let cfg: Config = ctx.config.deserialize()?;
+    Ok(Box::new(Hostile {
+        attack: cfg.attack,
+        target: cfg.target,
+        tried: false,
+    }))
+}
+
+/// Type descriptor.
+pub const TYPE: NfType = NfType {
+    name: "hostile",
+    summary: "test-only: tries one forbidden thing at its first batch",
+    drop_reasons: &[],
+    counters: &["escaped"],
+    build,
+    frames: sluice_nf::FrameNeeds::MtuFrames,
+};
