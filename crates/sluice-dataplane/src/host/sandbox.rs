@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 use sluice_spec::{Namespace, Sandbox, SandboxUser};
-use sluice_sys::sandbox::{Confinement, Namespaces, SANDBOX_ID_BASE};
+use sluice_sys::sandbox::{Confinement, Namespaces, RunFilter, SANDBOX_ID_BASE};
 use sluice_sys::{ExitStatus, LimitGroups};
 
 /// What an NF process may do, as compiled from its spec.
@@ -104,14 +104,20 @@ impl SandboxPlan {
 
     /// Step 1, first thing in the forked NF process.
     pub fn enter_build_phase(&self) -> std::io::Result<()> {
-        if self.seccomp {
-            sluice_sys::sandbox::enter_build_phase()?;
+        if self.is_off() {
+            return Ok(());
         }
-        Ok(())
+        sluice_sys::sandbox::enter_build_phase()
     }
 
-    /// Step 2, after the NF was built and opened its handles.
-    pub fn confine(&self, slot: u32, template: sluice_sys::Pid) -> std::io::Result<()> {
+    /// Step 2, after the NF was built and opened its handles; `filter` is
+    /// the template's compiled allow-list.
+    pub fn confine(
+        &self,
+        slot: u32,
+        template: sluice_sys::Pid,
+        filter: Option<&RunFilter>,
+    ) -> std::io::Result<()> {
         if self.is_off() {
             return Ok(());
         }
@@ -126,7 +132,7 @@ impl SandboxPlan {
             drop_capabilities: !self.capabilities,
             seccomp: self.seccomp,
         };
-        sluice_sys::sandbox::confine(&c, template)
+        sluice_sys::sandbox::confine(&c, template, filter)
     }
 }
 

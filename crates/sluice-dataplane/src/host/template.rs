@@ -20,6 +20,7 @@ use std::sync::atomic::Ordering;
 use rustix::event::epoll;
 use sluice_mem::Arena;
 use sluice_nf::NfType;
+use sluice_sys::sandbox::RunFilter;
 use sluice_sys::{ChildExits, Forked, LimitGroups, Pid};
 
 use super::channel::Channel;
@@ -83,6 +84,9 @@ struct Template<'a> {
     dropped_lines: u64,
     /// Memory and pids groups, made at the first NF that has limits.
     limits: Option<LimitGroups>,
+    /// The NFs' seccomp allow-list, compiled at the first NF that has one
+    /// (each NF only writes its pid in).
+    run_filter: Option<RunFilter>,
 }
 
 fn template_main(registry: &'static [NfType]) -> i32 {
@@ -154,6 +158,7 @@ fn template_main(registry: &'static [NfType]) -> i32 {
         quitting: false,
         dropped_lines: 0,
         limits: None,
+        run_filter: None,
     };
     let _ = t.chan.send(&FromTemplate::Ready {
         pid: sluice_sys::getpid().as_raw_nonzero().get(),
@@ -268,6 +273,15 @@ impl Template<'_> {
                 return None;
             }
         };
+        if req.sandbox.seccomp && self.run_filter.is_none() {
+            match RunFilter::compile() {
+                Ok(f) => self.run_filter = Some(f),
+                Err(e) => {
+                    fail(&mut self.chan, format!("cannot compile its sandbox: {e}"));
+                    return None;
+                }
+            }
+        }
         let me = sluice_sys::getpid();
         match sluice_sys::fork_single_threaded() {
             Ok(Forked::Child) => {
@@ -291,7 +305,15 @@ impl Template<'_> {
                 // closed descriptor aborts). The hook has printed the panic;
                 // exit as a panicking Rust program does.
                 let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    nf_main(&self.arena, self.hello.worker, &req, self.registry, me)
+                    let filter = self.run_filter.as_ref();
+                    nf_main(
+                        &self.arena,
+                        self.hello.worker,
+                        &req,
+                        self.registry,
+                        me,
+                        filter,
+                    )
                 }))
                 .unwrap_or(exit_code::PANICKED);
                 std::process::exit(code);
@@ -422,6 +444,7 @@ fn nf_main(
     req: &SpawnRequest,
     registry: &[NfType],
     template: Pid,
+    filter: Option<&RunFilter>,
 ) -> i32 {
     let name = &req.recipe.name;
     let ctl = arena.nf_control(req.slot);
@@ -458,7 +481,7 @@ fn nf_main(
         // instead of reporting its panic. Print the message and place.
         std::panic::set_hook(Box::new(|info| eprintln!("{info}")));
     }
-    if let Err(e) = req.sandbox.confine(req.slot, template) {
+    if let Err(e) = req.sandbox.confine(req.slot, template, filter) {
         return sandbox_failed("close", e);
     }
     let restarts = req.restarts;

@@ -1,32 +1,33 @@
 //! Confining an NF process: what an NF may do once its template forked it.
 //!
-//! An NF process is confined in two steps, because an NF needs more while
-//! it is built than while it runs:
+//! An NF process is confined in two steps, because it needs more while it
+//! is built than while it runs:
 //!
 //! 1. **Build** ([`enter_build_phase`], first thing after the fork):
-//!    `no_new_privs`, not dumpable, and a deny-list filter: the NF cannot
-//!    run another program, create a process, trace or signal another
-//!    process, take another process's descriptors, mount, load a kernel
-//!    module, load eBPF, or set up io_uring (whose operations seccomp does
-//!    not see). It can still open the files and sockets its config names
-//!    (a capture file, an IPFIX collector), with the platform's identity,
-//!    because the platform's operator named them.
+//!    `no_new_privs` and not dumpable. The NF's type builds its state from
+//!    its config and opens the files and sockets the config names (a
+//!    capture file, an IPFIX collector) with the platform's identity,
+//!    because the platform's operator named them. No filter yet: the build
+//!    is the NF type's code working on the operator's config, the same
+//!    code the platform's compiler already ran in the platform's own
+//!    process to check that config; a filter here would contain nothing
+//!    the compiler did not already run unconfined, and would cost every
+//!    start ~300 µs.
 //! 2. **Run** ([`confine`], after the NF is built and has opened its
-//!    handles, before its first packet): new namespaces, no supplementary
-//!    groups, its own uid and gid (one per NF slot, so the kernel keeps
-//!    NFs from signalling or tracing each other even without the filter),
-//!    no capabilities (bounding set emptied too), and an allow-list filter:
-//!    only what the NF loop needs ([`syscalls::RUN_ALLOWED`]). Anything
-//!    else kills the process with `SIGSYS`, which the platform reports as
-//!    a sandbox kill.
+//!    handles, before its first packet, which is the first input an
+//!    attacker controls): new namespaces, no supplementary groups, its own
+//!    uid and gid (one per NF slot, so the kernel keeps NFs from signalling
+//!    or tracing each other even without the filter), no capabilities
+//!    (bounding set emptied too), and an allow-list filter: only what the
+//!    NF loop needs ([`RUN_ALLOWED`]). Anything else kills the process with
+//!    `SIGSYS`, which the platform reports as a sandbox kill.
 //!
-//! Seccomp filters stack and cannot be removed, so the run phase is the
-//! intersection of both lists. Both are installed with
-//! `SECCOMP_FILTER_FLAG_SPEC_ALLOW`: the kernel would otherwise turn on
-//! the speculative-store-bypass mitigation for the process (a cost on every
-//! load on some CPUs), which protects a process from code in its own
-//! address space. An NF's address space holds nothing but its own state
-//! and the arena it already shares, so the mitigation would buy nothing.
+//! The filter is installed with `SECCOMP_FILTER_FLAG_SPEC_ALLOW`: the
+//! kernel would otherwise turn on the speculative-store-bypass mitigation
+//! for the process (a cost on every load on some CPUs), which protects a
+//! process from code in its own address space. An NF's address space
+//! holds nothing but its own state and the arena it already shares, so
+//! the mitigation would buy nothing.
 //!
 //! Why no PID namespace: the platform addresses NFs by pid (CPU placement,
 //! scheduling class, control groups, `schedstat`), and a PID namespace
@@ -41,7 +42,7 @@ mod syscalls;
 
 use std::io;
 
-pub use syscalls::{BUILD_DENIED, RUN_ALLOWED};
+pub use syscalls::{RunFilter, RUN_ALLOWED};
 
 /// The first uid (and gid) of confined NFs: NF slot `s` runs as
 /// `SANDBOX_ID_BASE + s`. Far above the ranges distributions give to users
@@ -91,29 +92,30 @@ pub struct Confinement {
     pub user: Option<u32>,
     /// Namespaces to enter.
     pub namespaces: Namespaces,
-    /// Drop every capability, the bounding set's too.
+    /// Drop every capability (the bounding set's too when it keeps its
+    /// uid; see [`confine`]).
     pub drop_capabilities: bool,
     /// Install the run-phase allow-list.
     pub seccomp: bool,
 }
 
-/// Step 1, right after the fork: `no_new_privs`, not dumpable, and the
-/// build-phase deny-list.
+/// Step 1, right after the fork: `no_new_privs` and not dumpable.
 pub fn enter_build_phase() -> io::Result<()> {
     no_new_privs()?;
-    not_dumpable()?;
-    for prog in syscalls::build_filters(std::process::id())? {
-        install(&prog)?;
-    }
-    Ok(())
+    not_dumpable()
 }
 
 /// Step 2, after the NF was built and opened its handles: applies `c` to
 /// the calling process, which must be single-threaded (the credential and
-/// namespace calls act on the calling thread). `parent` is the template:
-/// changing the uid clears the parent-death signal, so it is set again.
-/// A failure leaves the process partly confined: the caller must exit.
-pub fn confine(c: &Confinement, parent: rustix::process::Pid) -> io::Result<()> {
+/// namespace calls act on the calling thread), with `filter` as its
+/// allow-list when `c.seccomp` (an error without one). `parent` is the template: changing the uid
+/// clears the parent-death signal, so it is set again. A failure leaves
+/// the process partly confined: the caller must exit.
+pub fn confine(
+    c: &Confinement,
+    parent: rustix::process::Pid,
+    filter: Option<&RunFilter>,
+) -> io::Result<()> {
     let ns = c.namespaces.clone_flags();
     if ns != 0 {
         // SAFETY: unshare takes flags by value and touches no memory of
@@ -122,7 +124,12 @@ pub fn confine(c: &Confinement, parent: rustix::process::Pid) -> io::Result<()> 
             return Err(context("unshare (new namespaces)"));
         }
     }
-    if c.drop_capabilities {
+    // The bounding set only limits what execve can grant. With
+    // no_new_privs (set in the build phase) an exec grants nothing, and the
+    // filter forbids exec anyway; emptying it costs 41 prctl calls (~100 µs
+    // of every start here), so it is emptied only for an NF that keeps
+    // root's uid and would otherwise keep its capabilities through it.
+    if c.drop_capabilities && c.user.is_none() {
         drop_bounding_set()?;
     }
     if let Some(id) = c.user {
@@ -134,8 +141,12 @@ pub fn confine(c: &Confinement, parent: rustix::process::Pid) -> io::Result<()> 
         clear_capabilities()?;
     }
     if c.seccomp {
-        let prog = syscalls::run_filter(std::process::id())?;
-        install(&prog)?;
+        // no_new_privs, which seccomp requires of an unprivileged caller,
+        // was set in the build phase; set again in case that was skipped.
+        no_new_privs()?;
+        let filter =
+            filter.ok_or_else(|| io::Error::other("seccomp asked for without a filter"))?;
+        install(&filter.for_process(std::process::id())?)?;
     }
     Ok(())
 }
@@ -164,8 +175,14 @@ pub fn uid_of(pid: u32) -> io::Result<u32> {
 
 /// The effective capability set of process `pid`, as a bit mask.
 pub fn effective_caps_of(pid: u32) -> io::Result<u64> {
-    u64::from_str_radix(&status_field(pid, "CapEff:")?, 16)
-        .map_err(|_| io::Error::other("unreadable CapEff line"))
+    status_caps(pid, "CapEff:")
+}
+
+/// A capability set of process `pid` (`key` is its `/proc/PID/status`
+/// line: `CapEff:`, `CapPrm:`, `CapInh:`, `CapBnd:`, `CapAmb:`), as a mask.
+pub fn status_caps(pid: u32, key: &str) -> io::Result<u64> {
+    u64::from_str_radix(&status_field(pid, key)?, 16)
+        .map_err(|_| io::Error::other(format!("unreadable {key} line")))
 }
 
 fn status_field(pid: u32, key: &str) -> io::Result<String> {

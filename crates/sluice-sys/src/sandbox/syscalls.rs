@@ -92,56 +92,6 @@ pub const RUN_ALLOWED: &[Entry] = entries! {
     SYS_exit_group => "ending",
 };
 
-/// What an NF may not do even while it is built (kills it): run another
-/// program, create a process, reach another process, change the system.
-pub const BUILD_DENIED: &[Entry] = entries! {
-    SYS_execve => "running another program",
-    SYS_execveat => "same",
-    SYS_fork => "creating a process (its NF slot is its only process)",
-    SYS_vfork => "same",
-    SYS_clone => "same, unless it creates a thread (CLONE_THREAD)",
-    SYS_ptrace => "reading or changing another process",
-    SYS_process_vm_readv => "reading another process's memory",
-    SYS_process_vm_writev => "writing another process's memory",
-    SYS_pidfd_getfd => "stealing another process's descriptors",
-    SYS_pidfd_send_signal => "signalling another process",
-    SYS_kill => "signalling another process (tgkill at itself is allowed: abort)",
-    SYS_tgkill => "signalling another process",
-    SYS_tkill => "same",
-    SYS_mount => "changing the host's mounts",
-    SYS_umount2 => "same",
-    SYS_pivot_root => "same",
-    SYS_chroot => "same",
-    SYS_setns => "entering another namespace (the platform's network, say)",
-    SYS_bpf => "loading eBPF (the platform's XDP programs are its own)",
-    SYS_perf_event_open => "watching other processes and the kernel",
-    SYS_init_module => "loading kernel code",
-    SYS_finit_module => "same",
-    SYS_delete_module => "removing kernel code",
-    SYS_kexec_load => "replacing the kernel",
-    SYS_kexec_file_load => "same",
-    SYS_reboot => "rebooting the host",
-    SYS_swapon => "changing swap",
-    SYS_swapoff => "same",
-    SYS_iopl => "raw port I/O",
-    SYS_ioperm => "same",
-    SYS_keyctl => "the kernel keyrings",
-    SYS_add_key => "same",
-    SYS_request_key => "same",
-    SYS_userfaultfd => "a tool for widening kernel races",
-    SYS_io_uring_setup => "io_uring runs operations seccomp does not see",
-    SYS_open_by_handle_at => "opening files around path checks",
-    SYS_settimeofday => "changing the host's clock",
-    SYS_clock_settime => "same",
-    SYS_adjtimex => "same",
-    SYS_clock_adjtime => "same",
-    SYS_sethostname => "renaming the host",
-    SYS_setdomainname => "same",
-    SYS_acct => "process accounting",
-    SYS_quotactl => "disk quotas",
-    SYS_fanotify_init => "watching the host's files",
-};
-
 fn arch() -> io::Result<TargetArch> {
     TargetArch::try_from(std::env::consts::ARCH)
         .map_err(|e| io::Error::other(format!("no seccomp support for this CPU: {e}")))
@@ -168,58 +118,62 @@ fn compile(
     filter.try_into().map_err(bad)
 }
 
-/// The run-phase program for process `pid`: allow [`RUN_ALLOWED`] (with
-/// the argument rules below), kill on anything else.
-pub(super) fn run_filter(pid: u32) -> io::Result<Program> {
-    let no_exec = |prot_arg| cond(prot_arg, Op::MaskedEq(libc::PROT_EXEC as u64), 0);
-    let mut rules = BTreeMap::new();
-    for e in RUN_ALLOWED {
-        let r = match e.nr {
-            libc::SYS_mmap | libc::SYS_mprotect => vec![rule(vec![no_exec(2)?])?],
-            libc::SYS_tgkill | libc::SYS_tkill => {
-                vec![rule(vec![cond(0, Op::Eq, u64::from(pid))?])?]
-            }
-            libc::SYS_prctl => vec![rule(vec![cond(0, Op::Eq, PR_GET_AUXV)?])?],
-            libc::SYS_fcntl => vec![
-                rule(vec![cond(1, Op::Eq, libc::F_GETFD as u64)?])?,
-                rule(vec![cond(1, Op::Eq, libc::F_GETFL as u64)?])?,
-            ],
-            _ => Vec::new(),
-        };
-        rules.insert(e.nr, r);
-    }
-    compile(rules, SeccompAction::KillProcess, SeccompAction::Allow)
+/// Stands for the NF's pid in the compiled program until
+/// [`RunFilter::for_process`] writes the real one in: above any pid the
+/// kernel hands out (`pid_max` is at most 2^22).
+const PID_PLACEHOLDER: u32 = 0x7fff_fff0;
+
+/// The run-phase program, compiled once (in the template, before any
+/// fork): allow [`RUN_ALLOWED`] with the argument rules below, kill on
+/// anything else. Compiling costs ~60 µs, so each NF only patches in
+/// its pid.
+#[derive(Debug, Clone)]
+pub struct RunFilter {
+    prog: Program,
 }
 
-/// The build-phase programs for process `pid`: the first kills on
-/// [`BUILD_DENIED`] (`clone` only without CLONE_THREAD, `tgkill`/`tkill`
-/// only at another process) and allows the rest; the second makes
-/// `clone3`, whose flags a filter cannot read, fail with ENOSYS, so a
-/// thread library falls back to `clone`. Two programs because one has a
-/// single action for all its matches; stacked, the strictest answer wins.
-pub(super) fn build_filters(pid: u32) -> io::Result<[Program; 2]> {
-    let mut rules = BTreeMap::new();
-    for e in BUILD_DENIED {
-        let r = match e.nr {
-            libc::SYS_clone => vec![rule(vec![cond(
-                0,
-                Op::MaskedEq(libc::CLONE_THREAD as u64),
-                0,
-            )?])?],
-            libc::SYS_tgkill | libc::SYS_tkill => {
-                vec![rule(vec![cond(0, Op::Ne, u64::from(pid))?])?]
-            }
-            _ => Vec::new(),
-        };
-        rules.insert(e.nr, r);
+impl RunFilter {
+    /// Compiles the program.
+    pub fn compile() -> io::Result<RunFilter> {
+        let no_exec = |prot_arg| cond(prot_arg, Op::MaskedEq(libc::PROT_EXEC as u64), 0);
+        let mut rules = BTreeMap::new();
+        for e in RUN_ALLOWED {
+            let r = match e.nr {
+                libc::SYS_mmap | libc::SYS_mprotect => vec![rule(vec![no_exec(2)?])?],
+                libc::SYS_tgkill | libc::SYS_tkill => {
+                    vec![rule(vec![cond(0, Op::Eq, u64::from(PID_PLACEHOLDER))?])?]
+                }
+                libc::SYS_prctl => vec![rule(vec![cond(0, Op::Eq, PR_GET_AUXV)?])?],
+                libc::SYS_fcntl => vec![
+                    rule(vec![cond(1, Op::Eq, libc::F_GETFD as u64)?])?,
+                    rule(vec![cond(1, Op::Eq, libc::F_GETFL as u64)?])?,
+                ],
+                _ => Vec::new(),
+            };
+            rules.insert(e.nr, r);
+        }
+        let prog = compile(rules, SeccompAction::KillProcess, SeccompAction::Allow)?;
+        Ok(RunFilter { prog })
     }
-    let deny = compile(rules, SeccompAction::Allow, SeccompAction::KillProcess)?;
-    let clone3 = compile(
-        BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::ENOSYS as u32),
-    )?;
-    Ok([deny, clone3])
+
+    /// The program for process `pid`: the placeholder replaced in the two
+    /// comparisons that use it (`tgkill` and `tkill`'s first argument).
+    pub(super) fn for_process(&self, pid: u32) -> io::Result<Program> {
+        let mut prog = self.prog.clone();
+        let mut patched = 0;
+        for ins in &mut prog {
+            if ins.k == PID_PLACEHOLDER {
+                ins.k = pid;
+                patched += 1;
+            }
+        }
+        if patched != 2 {
+            return Err(io::Error::other(format!(
+                "seccomp filter: {patched} pid comparisons where 2 were expected"
+            )));
+        }
+        Ok(prog)
+    }
 }
 
 #[cfg(test)]
@@ -227,25 +181,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lists_are_disjoint_without_repeats_and_compile() {
-        for list in [RUN_ALLOWED, BUILD_DENIED] {
-            let mut nrs: Vec<_> = list.iter().map(|e| e.nr).collect();
-            nrs.sort_unstable();
-            nrs.dedup();
-            assert_eq!(nrs.len(), list.len(), "a call is listed twice");
-            assert!(list
-                .iter()
-                .all(|e| !e.why.is_empty() && !e.name().starts_with("SYS_")));
-        }
-        // tgkill and tkill are on both, each with an argument rule: at
-        // itself allowed, at others denied. Nothing else may be.
-        let both: Vec<&str> = RUN_ALLOWED
+    fn the_list_has_no_repeats_and_compiles_with_two_pid_slots() {
+        let mut nrs: Vec<_> = RUN_ALLOWED.iter().map(|e| e.nr).collect();
+        nrs.sort_unstable();
+        nrs.dedup();
+        assert_eq!(nrs.len(), RUN_ALLOWED.len(), "a call is listed twice");
+        assert!(RUN_ALLOWED
             .iter()
-            .filter(|a| BUILD_DENIED.iter().any(|d| d.nr == a.nr))
-            .map(|e| e.name())
-            .collect();
-        assert_eq!(both, ["tgkill", "tkill"]);
-        assert!(!run_filter(1).unwrap().is_empty());
-        assert!(build_filters(1).unwrap().iter().all(|p| !p.is_empty()));
+            .all(|e| !e.why.is_empty() && !e.name().starts_with("SYS_")));
+        let f = RunFilter::compile().unwrap();
+        let p = f.for_process(4321).unwrap();
+        assert_eq!(p.len(), f.prog.len());
+        assert_eq!(p.iter().filter(|i| i.k == 4321).count(), 2);
+        assert!(p.iter().all(|i| i.k != PID_PLACEHOLDER));
     }
 }
