@@ -181,6 +181,10 @@ impl Sandbox {
     }
 }
 
+fn opt_limit(f: &Fields<'_>, key: &str, limit: limits::Limit) -> Res<Option<u32>> {
+    f.opt(key).map(|n| fields::int_as(n, limit)).transpose()
+}
+
 /// `strict`, `off`, or a mapping of [`KEYS`].
 pub(crate) fn decode(node: &ConfigNode) -> Res<Sandbox> {
     if node.as_str().is_some() {
@@ -228,8 +232,8 @@ pub(crate) fn decode(node: &ConfigNode) -> Res<Sandbox> {
             .transpose()?
             .unwrap_or(d.capabilities),
         namespaces,
-        memory_max_mib: crate::decode::opt_int(&f, "memory_max_mib", limits::MEMORY_MAX_MIB)?,
-        pids_max: crate::decode::opt_int(&f, "pids_max", limits::PIDS_MAX)?,
+        memory_max_mib: opt_limit(&f, "memory_max_mib", limits::MEMORY_MAX_MIB)?,
+        pids_max: opt_limit(&f, "pids_max", limits::PIDS_MAX)?,
     })
 }
 
