@@ -92,7 +92,7 @@ ports:
   - { name: g, kind: generator, flows: 3, protocol: mixed, ip_version: mixed, size: datacenter, rate_pps: 10, count: 5, packets_per_flow: 4, src_ports: 7, dst_ports: 1-9 }
   - { name: s, kind: sink, check_order: false }
 nfs:
-  - { name: m, type: monitor, wakeup: { policy: every_packet } }
+  - { name: m, type: monitor, wakeup: { policy: every_packet }, sandbox: { user: platform, namespaces: [net, mount], pids_max: 3, memory_max_mib: 128 } }
 chains:
   - { name: c, from: a, to: b, bidirectional: true, match: { proto: 132, src: 10.0.0.0/8, dst_port: 80-90, ip_version: 4 }, wakeup: { policy: threshold, threshold: 16 } }
   - { name: d, from: g, match: { proto: icmpv6 }, nfs: [m], to: s, wakeup: { policy: adaptive, short_flow_packets: 10, max_batch: 64, timeout_us: 500 } }
@@ -105,6 +105,12 @@ chains:
     );
     assert_eq!(s.chains[2].wakeup.unwrap().short_flow_packets(), 10);
     assert_eq!(s.settings.scheduler.yield_every, Some(0));
+    let sandbox = s.nfs[0].sandbox.clone().unwrap();
+    assert_eq!(sandbox.user, sluice_spec::SandboxUser::Platform);
+    assert_eq!(
+        (sandbox.memory_max_mib, sandbox.pids_max),
+        (Some(128), Some(3))
+    );
     assert_eq!(
         s.settings.scheduler.kernel_class,
         sluice_spec::KernelClass::RoundRobin

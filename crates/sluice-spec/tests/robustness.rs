@@ -31,7 +31,7 @@ nfs:
     config:
       rules: &r
         - { src: 10.0.0.0/8, action: allow }
-  - { name: mon, type: mon, config: { copy: *r } }
+  - { name: mon, type: mon, config: { copy: *r }, sandbox: { namespaces: [ipc, net], memory_max_mib: 64, user: platform } }
 chains:
   - name: web
     from: gen
