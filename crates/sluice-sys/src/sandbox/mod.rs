@@ -38,6 +38,7 @@
 //! ~30 µs and ~0), more than the rest of an NF's start; without `socket`
 //! in the allow-list an NF cannot reach any network anyway.
 
+mod bpf;
 mod syscalls;
 
 use std::io;
@@ -303,14 +304,14 @@ fn clear_capabilities() -> io::Result<()> {
 
 /// Installs a compiled filter on the calling thread (single-threaded
 /// process: the whole process), with SPEC_ALLOW (see the module comment).
-fn install(prog: &[seccompiler::sock_filter]) -> io::Result<()> {
+fn install(prog: &[bpf::Insn]) -> io::Result<()> {
     let len = u16::try_from(prog.len()).map_err(|_| io::Error::other("filter too long"))?;
-    // struct sock_fprog (linux/filter.h), over seccompiler's own
-    // `sock_filter`, which has the kernel's layout.
+    // struct sock_fprog (linux/filter.h), over `bpf::Insn`, which has
+    // the kernel's `sock_filter` layout.
     #[repr(C)]
     struct Fprog {
         len: u16,
-        filter: *const seccompiler::sock_filter,
+        filter: *const bpf::Insn,
     }
     let fprog = Fprog {
         len,
