@@ -12,7 +12,7 @@ use sluice_sys::{ExitStatus, LimitGroups};
 /// What an NF process may do, as compiled from its spec.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SandboxPlan {
-    /// Build-phase deny-list and run-phase allow-list.
+    /// The run-phase system call allow-list.
     pub seccomp: bool,
     /// A uid and gid of its own.
     pub own_user: bool,

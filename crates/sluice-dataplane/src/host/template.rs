@@ -435,9 +435,10 @@ impl Template<'_> {
 /// What it writes on stderr is its log: a pipe the template relays to the
 /// platform as `Log` events (`sluice logs NF`), so it uses `eprintln!`.
 ///
-/// Confinement ([`super::SandboxPlan`]) comes in two steps: the build-phase
-/// filter before the NF's own code runs, the rest once the NF is built and
-/// has opened its handles, before its first packet.
+/// Confinement ([`super::SandboxPlan`]) comes in two steps: `no_new_privs`
+/// before the NF's own code runs, the rest (namespaces, uid, capabilities,
+/// the allow-list) once the NF is built and has opened its handles, before
+/// its first packet.
 fn nf_main(
     arena: &Arena,
     worker: u32,
