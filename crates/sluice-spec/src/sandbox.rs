@@ -41,10 +41,10 @@ impl SandboxUser {
 
     /// The name used in specs.
     pub fn name(self) -> &'static str {
-        match self {
-            SandboxUser::Isolated => "isolated",
-            SandboxUser::Platform => "platform",
-        }
+        Self::ALL
+            .iter()
+            .find(|(_, u)| *u == self)
+            .map_or("isolated", |(n, _)| n)
     }
 }
 
@@ -72,12 +72,10 @@ impl Namespace {
 
     /// The name used in specs.
     pub fn name(self) -> &'static str {
-        match self {
-            Namespace::Net => "net",
-            Namespace::Ipc => "ipc",
-            Namespace::Uts => "uts",
-            Namespace::Mount => "mount",
-        }
+        Self::ALL
+            .iter()
+            .find(|(_, n)| *n == self)
+            .map_or("ipc", |(n, _)| n)
     }
 }
 

@@ -159,26 +159,6 @@ pub fn can_change_identity() -> bool {
     rustix::process::geteuid().is_root()
 }
 
-/// The kernel's seccomp mode of process `pid` (`/proc/PID/status`'s
-/// `Seccomp:` line): 0 none, 1 strict, 2 filter. For tests and reports.
-pub fn seccomp_mode(pid: u32) -> io::Result<u8> {
-    status_field(pid, "Seccomp:")?
-        .parse()
-        .map_err(|_| io::Error::other("unreadable Seccomp line"))
-}
-
-/// The real uid of process `pid` (`/proc/PID/status`'s `Uid:` line).
-pub fn uid_of(pid: u32) -> io::Result<u32> {
-    status_field(pid, "Uid:")?
-        .parse()
-        .map_err(|_| io::Error::other("unreadable Uid line"))
-}
-
-/// The effective capability set of process `pid`, as a bit mask.
-pub fn effective_caps_of(pid: u32) -> io::Result<u64> {
-    status_caps(pid, "CapEff:")
-}
-
 /// A capability set of process `pid` (`key` is its `/proc/PID/status`
 /// line: `CapEff:`, `CapPrm:`, `CapInh:`, `CapBnd:`, `CapAmb:`), as a mask.
 pub fn status_caps(pid: u32, key: &str) -> io::Result<u64> {
