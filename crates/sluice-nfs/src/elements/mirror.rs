@@ -7,7 +7,8 @@
 //! a directory; the file, if it exists, is writable; otherwise its
 //! directory exists and is writable). The file (classic pcap, nanosecond
 //! timestamps, link type Ethernet) is opened when the instance first runs
-//! (its first batch, tick or stop): the first instance of a run creates
+//! (a process NF: before its sandbox closes, `open_handles`; inline: its
+//! first batch, tick or stop): the first instance of a run creates
 //! (truncates) it and writes the file header; a restarted instance (a
 //! process NF rebuilt after a crash, [`Resolver::restarts`] > 0) appends
 //! to it, so the file keeps every instance's records under one header.
