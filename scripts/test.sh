@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, every crate's unit, property,
 # integration and fault tests, the daemon's API fuzzed from its OpenAPI
-# document (with schemathesis), the DPDK port (with libdpdk-dev), the loom
+# document (with schemathesis), every cargo-fuzz target briefly (with
+# cargo-fuzz), the DPDK port (with libdpdk-dev), the loom
 # model checks and Miri (with a nightly toolchain that has it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,8 @@ echo "== cargo test"
 cargo test --workspace
 echo "== API fuzzing from the OpenAPI document (scripts/api-fuzz.sh, schemathesis)"
 SLUICE_BIN="${CARGO_TARGET_DIR:-target}/debug/sluice" scripts/api-fuzz.sh
+echo "== fuzz targets (scripts/fuzz.sh, ${FUZZ_SECONDS:-5} s each)"
+FUZZ_SECONDS="${FUZZ_SECONDS:-5}" scripts/fuzz.sh
 if pkg-config --exists libdpdk 2>/dev/null; then
   echo "== DPDK port (sluice-nic --features dpdk)"
   cargo clippy -p sluice-nic --all-targets --features dpdk -- -D warnings

@@ -34,7 +34,63 @@ pub struct CaptureQuery {
     pub filter: Option<String>,
 }
 
-pub fn routes(state: AppState) -> Router {
+/// A capture as the query asks for it, checked before anything is tapped.
+pub struct CaptureRequest {
+    /// The port or NF.
+    pub name: String,
+    /// An NF's output side (`NAME:out`) rather than its input.
+    pub output: bool,
+    /// Bytes kept of each packet, within 1..=262144.
+    pub snaplen: u32,
+    /// Stop after this many packets.
+    pub count: Option<u64>,
+    /// Packets the filter accepts; all when `None`.
+    pub filter: Option<sluice_dataplane::worker::tap::TapFilter>,
+}
+
+impl CaptureRequest {
+    /// Parses and checks `GET /v1/capture`'s query string: a 400 naming
+    /// the field at fault otherwise.
+    pub fn parse(query: Option<String>) -> Result<CaptureRequest, ApiError> {
+        let q: CaptureQuery = parse_query(query)?;
+        let snaplen = q.snaplen.unwrap_or(65_535).clamp(1, 262_144);
+        let filter = match q.filter.as_deref().map(str::trim).filter(|f| !f.is_empty()) {
+            None => None,
+            Some(f) => {
+                let expr = sluice_nfs::elements::filter::parse_filter(f).map_err(|e| {
+                    ApiError::bad_request(format!("filter: {e}"), Some("filter".into()))
+                })?;
+                let pred: sluice_dataplane::worker::tap::TapFilter =
+                    std::sync::Arc::new(move |frame: &[u8]| {
+                        sluice_packet::parse(frame).is_ok_and(|h| {
+                            expr.eval(&sluice_nfs::elements::filter::Fields::new(frame, &h))
+                        })
+                    });
+                Some(pred)
+            }
+        };
+        let (name, output) = match q.target.rsplit_once(':') {
+            Some((n, "in")) => (n.to_string(), false),
+            Some((n, "out")) => (n.to_string(), true),
+            Some(_) => {
+                return Err(ApiError::bad_request(
+                    "target is NAME, NAME:in or NAME:out",
+                    Some("target".into()),
+                ))
+            }
+            None => (q.target, false),
+        };
+        Ok(CaptureRequest {
+            name,
+            output,
+            snaplen,
+            count: q.count,
+            filter,
+        })
+    }
+}
+
+pub(crate) fn routes(state: AppState) -> Router {
     Router::new()
         .route("/v1/capture", get(capture))
         .with_state(state)
@@ -45,39 +101,17 @@ pub fn routes(state: AppState) -> Router {
         (status = 200, description = "A pcapng stream (application/vnd.tcpdump.pcapng)", content_type = "application/vnd.tcpdump.pcapng"),
         (status = 400, description = "Bad query or filter", body = ErrorBody),
         (status = 404, description = "No such port or NF", body = ErrorBody)))]
-pub async fn capture(
+pub(crate) async fn capture(
     State(app): State<AppState>,
     RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
-    let q: CaptureQuery = parse_query(q)?;
-    let snaplen = q.snaplen.unwrap_or(65_535).clamp(1, 262_144);
-    let filter = match q.filter.as_deref().map(str::trim).filter(|f| !f.is_empty()) {
-        None => None,
-        Some(f) => {
-            let expr = sluice_nfs::elements::filter::parse_filter(f).map_err(|e| {
-                ApiError::bad_request(format!("filter: {e}"), Some("filter".into()))
-            })?;
-            let pred: sluice_dataplane::worker::tap::TapFilter =
-                std::sync::Arc::new(move |frame: &[u8]| {
-                    sluice_packet::parse(frame).is_ok_and(|h| {
-                        expr.eval(&sluice_nfs::elements::filter::Fields::new(frame, &h))
-                    })
-                });
-            Some(pred)
-        }
-    };
-    let (name, output) = match q.target.rsplit_once(':') {
-        Some((n, "in")) => (n.to_string(), false),
-        Some((n, "out")) => (n.to_string(), true),
-        Some(_) => {
-            return Err(ApiError::bad_request(
-                "target is NAME, NAME:in or NAME:out",
-                Some("target".into()),
-            ))
-        }
-        None => (q.target.clone(), false),
-    };
-    let count = q.count;
+    let CaptureRequest {
+        name,
+        output,
+        snaplen,
+        count,
+        filter,
+    } = CaptureRequest::parse(q)?;
     let cap = app
         .control
         .call(move |s| s.rt.tap(&name, output, snaplen, count, filter))

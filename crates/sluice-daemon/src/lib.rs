@@ -10,7 +10,7 @@
 
 pub mod api;
 mod auth;
-mod capture;
+pub mod capture;
 pub mod control;
 mod dashboard;
 pub mod error;

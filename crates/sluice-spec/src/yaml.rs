@@ -36,6 +36,24 @@ fn location(span: &Span) -> Location {
     Location::new(span.start.line(), span.start.col() + 1)
 }
 
+/// `line`:`column` of the scanner, or the end of the last line when that
+/// lies past the text. At a text that does not end with a line break the
+/// scanner (saphyr, as libyaml) moves its mark to the line after the last
+/// one, so an error at the end of the text ("did not find expected ','")
+/// would name a line the file does not have. Lines end as YAML ends them
+/// (LF, CRLF or a lone CR, YAML 1.2 §5.4); columns count characters.
+fn within_text(text: &str, line: usize, column: usize) -> Location {
+    let b = text.as_bytes();
+    let breaks = (0..b.len())
+        .filter(|&i| b[i] == b'\n' || (b[i] == b'\r' && b.get(i + 1) != Some(&b'\n')))
+        .count();
+    if line <= breaks + 1 {
+        return Location::new(line, column);
+    }
+    let last = text.rsplit(['\n', '\r']).next().unwrap_or("");
+    Location::new(breaks + 1, last.chars().count() + 1)
+}
+
 /// A collection being built.
 enum Frame {
     Seq {
@@ -84,7 +102,7 @@ impl<'s> Builder<'s> {
             let (event, span) = match next {
                 Ok(ev) => ev,
                 Err(e) => {
-                    let loc = Location::new(e.marker().line(), e.marker().col() + 1);
+                    let loc = within_text(text, e.marker().line(), e.marker().col() + 1);
                     let msg = format!("YAML syntax error: {}", e.info());
                     return Err(self.error(loc, self.current_path(), msg));
                 }

@@ -65,6 +65,21 @@ ports:
     );
 }
 
+/// An error at the end of a text without a final line break names the
+/// end of the last line, not a line after it (the scanner's mark moves
+/// there; found by `fuzz/` spec_load). Lone CRs end lines, as in YAML.
+#[test]
+fn a_syntax_error_at_the_end_stays_inside_the_text() {
+    let e = err("nfs:\n  - { name: a, type: acl");
+    assert_eq!((e.line, e.column), (2, 25), "{e}");
+    assert!(e.message.starts_with("YAML syntax error"), "{e}");
+    let e = err("nfs:\r  - { name: a, type: acl");
+    assert_eq!((e.line, e.column), (2, 25), "{e}");
+    // With the final line break, the end is the start of the empty line.
+    let e = err("nfs:\n  - { name: a, type: acl\n");
+    assert_eq!((e.line, e.column), (3, 1), "{e}");
+}
+
 #[test]
 fn error_struct_fields_and_display() {
     let e = err(&with_base(

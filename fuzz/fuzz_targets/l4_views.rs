@@ -10,7 +10,7 @@ use sluice_packet::icmpv6::Icmpv6Packet;
 use sluice_packet::tcp::{TcpOptions, TcpSegment};
 use sluice_packet::udp::UdpDatagram;
 
-#[path = "../../tests/common/exercise.rs"]
+#[path = "../../crates/sluice-packet/tests/common/exercise.rs"]
 mod exercise;
 
 fuzz_target!(|data: &[u8]| {

@@ -4,7 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 
-#[path = "../../tests/common/exercise.rs"]
+#[path = "../../crates/sluice-packet/tests/common/exercise.rs"]
 mod exercise;
 
 fuzz_target!(|data: &[u8]| {

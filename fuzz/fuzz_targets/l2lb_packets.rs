@@ -13,8 +13,16 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let ports = [
-        PortVlans { access: Some(1), trunk: vec![], native: None },
-        PortVlans { access: None, trunk: vec![1, 2, 3], native: Some(4) },
+        PortVlans {
+            access: Some(1),
+            trunk: vec![],
+            native: None,
+        },
+        PortVlans {
+            access: None,
+            trunk: vec![1, 2, 3],
+            native: Some(4),
+        },
     ];
     let mut br = Bridge::new(&ports, 16, 1_000);
     let _ = br.decide(frame, usize::from(port % 2), 5);
@@ -28,7 +36,12 @@ fuzz_target!(|data: &[u8]| {
         mac: None,
         weight: 1,
     }];
-    let svc = Service { vip: "10.0.0.1".parse().unwrap(), ports: vec![], tcp: true, udp: true };
+    let svc = Service {
+        vip: "10.0.0.1".parse().unwrap(),
+        ports: vec![],
+        tcp: true,
+        udp: true,
+    };
     let mut lb = Balancer::new(svc, Mode::Nat, backends, 101, 4, 4, 1_000);
     let mut f = frame.to_vec();
     let parsed = sluice_packet::parse(&f).is_ok();
@@ -38,7 +51,12 @@ fuzz_target!(|data: &[u8]| {
     }
     let _ = lb.handle(&mut f, u32::from(port), 2);
 
-    let m = Meter::new(MeterKind::SrTcm { cir: 1000, cbs: 100, ebs: 100 }).unwrap();
+    let m = Meter::new(MeterKind::SrTcm {
+        cir: 1000,
+        cbs: 100,
+        ebs: 100,
+    })
+    .unwrap();
     let mut b = Buckets::default();
     let mut f = frame.to_vec();
     if let Ok(h) = sluice_packet::parse(&f) {

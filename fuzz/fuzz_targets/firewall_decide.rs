@@ -33,7 +33,12 @@ fn firewall() -> Firewall {
             { "action": "accept", "proto": "icmpv6", "icmp_type": 128 },
         ]
     }));
-    let ctx = BuildContext { name: "fw", config: &config, resolver: &NoNames, flow_capacity: 64 };
+    let ctx = BuildContext {
+        name: "fw",
+        config: &config,
+        resolver: &NoNames,
+        flow_capacity: 64,
+    };
     Firewall::from_build_context(&ctx).expect("valid config")
 }
 
@@ -48,7 +53,13 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     FW.with(|fw| {
-        let d = fw.borrow_mut().decide(frame, &h, u16::from(meta & 1), u32::from(meta >> 2), u64::from(meta) << 30);
+        let d = fw.borrow_mut().decide(
+            frame,
+            &h,
+            u16::from(meta & 1),
+            u32::from(meta >> 2),
+            u64::from(meta) << 30,
+        );
         if let Decision::Reject { reply, .. } = d {
             let _ = reject::may_answer(frame, &h, reply);
         }
