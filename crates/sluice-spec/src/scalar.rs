@@ -32,7 +32,7 @@ pub(crate) fn resolve(
                 IntScan::NotInt => bad(format!("{text:?} is not an integer")),
             },
             "float" => match (parse_float(text), parse_int(text)) {
-                (Some(f), _) => Ok(ConfigValue::Float(f)),
+                (Some(f), _) => finite(f, text),
                 (None, IntScan::Value(i)) => Ok(ConfigValue::Float(i as f64)),
                 _ => bad(format!("{text:?} is not a number")),
             },
@@ -55,9 +55,25 @@ pub(crate) fn resolve(
         IntScan::NotInt => {}
     }
     if let Some(f) = parse_float(text) {
-        return Ok(ConfigValue::Float(f));
+        return finite(f, text);
     }
     Ok(ConfigValue::String(text.to_string()))
+}
+
+/// A float a spec may hold: a finite one. JSON has no NaN or infinity,
+/// and a spec travels as JSON (the API, the daemon's saved state): a
+/// `.nan` would come back as `null` after a restart, another spec than
+/// the one that ran (found by `fuzz/` api_request). `1e999` overflows to
+/// infinity and is refused too.
+fn finite(f: f64, text: &str) -> Result<ConfigValue, String> {
+    if f.is_finite() {
+        Ok(ConfigValue::Float(f))
+    } else {
+        Err(format!(
+            "{text} is not a finite number (specs are JSON too, which has no NaN or \
+             infinity); quote it if it is text"
+        ))
+    }
 }
 
 fn is_null(text: &str) -> bool {
@@ -177,8 +193,11 @@ mod tests {
         assert_eq!(plain("1_000"), ConfigValue::String("1_000".into()));
         assert_eq!(plain("1."), ConfigValue::Float(1.0));
         assert_eq!(plain(".5"), ConfigValue::Float(0.5));
-        assert_eq!(plain("-.INF"), ConfigValue::Float(f64::NEG_INFINITY));
-        assert!(matches!(plain(".NaN"), ConfigValue::Float(f) if f.is_nan()));
+        // Non-finite floats are refused: JSON cannot carry them.
+        for text in ["-.INF", ".inf", ".NaN", "1e999"] {
+            let e = resolve(text, ScalarStyle::Plain, None).unwrap_err();
+            assert!(e.contains("not a finite number"), "{text}: {e}");
+        }
         assert_eq!(plain("-.nan"), ConfigValue::String("-.nan".into()));
         assert_eq!(plain("inf"), ConfigValue::String("inf".into()));
         assert_eq!(plain("1e"), ConfigValue::String("1e".into()));

@@ -245,7 +245,7 @@ fn scalars_follow_the_yaml_core_schema() {
       c: 0x1F
       d: -0o17
       e: 1e3
-      f: .inf
+      f: '.inf'
       g: yes
       h: '12'
       i: !!str 12
@@ -261,7 +261,7 @@ fn scalars_follow_the_yaml_core_schema() {
     assert_eq!(v("c"), ConfigValue::Int(31));
     assert_eq!(v("d"), ConfigValue::String("-0o17".into()));
     assert_eq!(v("e"), ConfigValue::Float(1000.0));
-    assert_eq!(v("f"), ConfigValue::Float(f64::INFINITY));
+    assert_eq!(v("f"), ConfigValue::String(".inf".into()));
     assert_eq!(v("g"), ConfigValue::String("yes".into()));
     assert_eq!(v("h"), ConfigValue::String("12".into()));
     assert_eq!(v("i"), ConfigValue::String("12".into()));
@@ -269,6 +269,21 @@ fn scalars_follow_the_yaml_core_schema() {
     assert_eq!(v("k"), ConfigValue::String("1.5.0".into()));
     assert_eq!(v("l"), ConfigValue::Int(123_456_789_012_345_678_901_234));
     assert_eq!(cfg.get("l").unwrap().as_u64(), None);
+}
+
+/// NaN and the infinities are refused where they stand: the spec travels
+/// as JSON (the API, the daemon's saved state), which cannot carry them.
+#[test]
+fn non_finite_numbers_are_refused_with_their_place() {
+    for (text, col) in [("x: .inf", 10), ("x: -.Inf", 10), ("x: .nan", 10), ("x: !!float 1e999", 10)] {
+        let yaml = format!(
+            "ports:\n  - {{ name: gen, kind: generator }}\n  - {{ name: out, kind: sink }}\nnfs:\n  - name: acl\n    type: acl\n    config:\n      {text}\nchains:\n  - {{ name: main, from: gen, nfs: [acl], to: out }}\n"
+        );
+        let e = parse_str(&yaml, "cfg.yaml", &["acl"]).unwrap_err();
+        assert_eq!((e.line, e.column), (8, col), "{text}: {e}");
+        assert_eq!(e.field, "nfs[0].config.x", "{text}: {e}");
+        assert!(e.message.contains("not a finite number"), "{text}: {e}");
+    }
 }
 
 #[test]
