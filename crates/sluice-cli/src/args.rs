@@ -61,6 +61,15 @@ pub fn jitter_seconds(text: &str) -> Result<Seconds, String> {
     seconds(text, JITTER_MAX_S)
 }
 
+/// The longest `sluice soak --minutes`: a day.
+pub const SOAK_MAX_MIN: f64 = 1_440.0;
+
+/// Parses `sluice soak --minutes` (the value, in a [`Seconds`], counts
+/// minutes).
+pub fn minutes(text: &str) -> Result<Seconds, String> {
+    seconds(text, SOAK_MAX_MIN).map_err(|e| e.replace("seconds", "minutes"))
+}
+
 /// Most NFs in `bench chain --length` (each is an NF slot in the arena and,
 /// with process isolation, a process).
 pub const MAX_CHAIN_LENGTH: i64 = 1024;

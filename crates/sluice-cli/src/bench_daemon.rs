@@ -14,6 +14,57 @@ use crate::client::{Client, Endpoint};
 pub(crate) struct Daemon {
     child: Child,
     dir: std::path::PathBuf,
+    args: Vec<String>,
+}
+
+impl Daemon {
+    /// Its pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Its state directory.
+    pub fn state_dir(&self) -> std::path::PathBuf {
+        self.dir.join("state")
+    }
+
+    /// Waits up to `timeout` for it to exit (after a signal).
+    pub fn wait(&mut self, timeout: Duration) -> Result<(), String> {
+        let t0 = Instant::now();
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(_)) => return Ok(()),
+                Ok(None) if t0.elapsed() > timeout => {
+                    return Err(format!("the daemon did not stop within {timeout:?}"))
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    }
+
+    /// Stops it as an operator would (SIGTERM: it drains and keeps its
+    /// final report), waiting up to `timeout`, then starts it again on the
+    /// same socket and state directory (it re-applies its desired state).
+    /// Returns how long it was gone: from the signal to its socket
+    /// answering again.
+    pub fn restart(&mut self, timeout: Duration) -> Result<Duration, String> {
+        let t0 = Instant::now();
+        let pid =
+            sluice_sys::Pid::from_raw(self.child.id() as i32).ok_or("the daemon has no pid")?;
+        sluice_sys::terminate(pid).map_err(|e| format!("cannot stop the daemon: {e}"))?;
+        self.wait(timeout)?;
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        self.child = spawn(&self.dir, &args)?;
+        let client = Client::new(Endpoint::Unix(self.dir.join("sluice.sock")))?;
+        while client.get::<Value>("/v1/version").is_err() {
+            if t0.elapsed() > timeout {
+                return Err(format!("the daemon did not answer within {timeout:?}"));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(t0.elapsed())
+    }
 }
 
 impl Drop for Daemon {
@@ -89,18 +140,12 @@ pub(crate) fn start_daemon_with(args: &[&str]) -> Result<(Daemon, Client), Strin
     let dir = std::env::temp_dir().join(format!("sluice-bench-deploy-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let socket = dir.join("sluice.sock");
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let child = std::process::Command::new(exe)
-        .args(["daemon", "--socket"])
-        .arg(&socket)
-        .arg("--state-dir")
-        .arg(dir.join("state"))
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start the daemon: {e}"))?;
-    let d = Daemon { child, dir };
+    let child = spawn(&dir, args)?;
+    let d = Daemon {
+        child,
+        dir,
+        args: args.iter().map(|a| a.to_string()).collect(),
+    };
     let t = Instant::now();
     while !socket.exists() {
         if t.elapsed() > Duration::from_secs(30) {
@@ -109,6 +154,21 @@ pub(crate) fn start_daemon_with(args: &[&str]) -> Result<(Daemon, Client), Strin
         std::thread::sleep(Duration::from_millis(10));
     }
     Ok((d, Client::new(Endpoint::Unix(socket))?))
+}
+
+/// Starts this binary as a daemon with its socket and state in `dir`.
+fn spawn(dir: &std::path::Path, args: &[&str]) -> Result<Child, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    std::process::Command::new(exe)
+        .args(["daemon", "--socket"])
+        .arg(dir.join("sluice.sock"))
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start the daemon: {e}"))
 }
 
 /// Percentiles of a sample (the unit is the field's that holds it).

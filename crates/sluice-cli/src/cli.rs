@@ -55,6 +55,35 @@ pub enum Command {
     /// Capture packets passing a port or an NF of a running daemon
     /// (pcapng with -w, or lines on a terminal).
     Tcpdump(crate::ctl_args::TcpdumpArgs),
+    /// Run a daemon under load while NFs are killed, chains come and go
+    /// and the daemon restarts; then report losses and leaks.
+    Soak(SoakArgs),
+}
+
+/// `sluice soak`.
+#[derive(Debug, Args)]
+pub struct SoakArgs {
+    /// Minutes to run (more than 0, at most 1440).
+    #[arg(long, default_value = "10", value_parser = soak_minutes)]
+    pub minutes: Seconds,
+    /// Seconds between two SIGKILLs of a random NF process (more than 0).
+    #[arg(long, default_value = "1", value_parser = bench_seconds)]
+    pub kill_every: Seconds,
+    /// The main generator's rate, packets per second (the side chain's is
+    /// a tenth).
+    #[arg(long, default_value_t = 100_000, value_parser = value_parser!(u64).range(10..=100_000_000))]
+    pub rate_pps: u64,
+    /// Seed of the random picks (default: from the clock).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--minutes`, kept as a number in a [`Seconds`] (its value is minutes).
+fn soak_minutes(text: &str) -> Result<Seconds, String> {
+    crate::args::minutes(text)
 }
 
 /// `sluice run`.
@@ -346,6 +375,7 @@ pub fn refuse_daemon_flags(m: &clap::ArgMatches, c: &Command) -> Option<std::pro
         Command::Validate { .. } => "validate",
         Command::NfTypes => "nf-types",
         Command::Bench(_) => "bench",
+        Command::Soak(_) => "soak",
         _ => return None,
     };
     let given = DAEMON_FLAGS.iter().find(|(id, _)| {

@@ -20,6 +20,7 @@ mod ctl;
 mod ctl_args;
 mod daemon_cmd;
 mod logfmt;
+mod soak;
 mod tcpdump;
 mod top;
 mod wire_env;
@@ -113,6 +114,7 @@ fn main() -> ExitCode {
         Command::Logs(a) => ctl::logs(&cli.conn, a),
         Command::Top => top::run(&cli.conn),
         Command::Tcpdump(a) => tcpdump::run(&cli.conn, a),
+        Command::Soak(a) => soak::run(a),
         Command::NfTypes => {
             print_stdout(&nf_types_table());
             ExitCode::SUCCESS

@@ -91,6 +91,17 @@ fn repeated_kills_lose_only_what_the_killed_nf_held() {
         .map(|n| nf(&r, n)["restarts"].as_u64().unwrap())
         .sum();
     assert_eq!(restarts, kills, "{r:#}");
+    // Every restart came back, and its time counts from the exit seen, so
+    // it includes the 5 ms backoff.
+    for n in names {
+        let t = &nf(&r, n)["restart_times"];
+        assert_eq!(t["count"], nf(&r, n)["restarts"], "{n}: {r:#}");
+        if t["count"].as_u64().unwrap() > 0 {
+            let max = t["max_us"].as_f64().unwrap();
+            let mean = t["total_us"].as_f64().unwrap() / t["count"].as_f64().unwrap();
+            assert!(max >= mean && mean >= 5_000.0, "{n}: {t}");
+        }
+    }
     assert!(
         r["drops"].get("nf_down").is_none(),
         "nothing waited in vain: {r:#}"

@@ -78,8 +78,19 @@ impl Control {
                     job(&mut state);
                 }
                 // Every handle is gone: the daemon is shutting down.
-                let State { rt, .. } = state;
+                let State { rt, dir, .. } = state;
                 let report = rt.stop();
+                // What an operator (or `sluice soak`) reads after the stop:
+                // the run's totals and whether buffers leaked.
+                let saved = serde_json::to_value(&report)
+                    .map_err(std::io::Error::from)
+                    .and_then(|v| dir.save_last_run(&v));
+                if let Err(e) = saved {
+                    tracing::error!(
+                        "cannot keep the final report in {}: {e}",
+                        dir.path().display()
+                    );
+                }
                 tracing::info!(
                     "stopped: {} packets in, {} out, {} dropped, {} leaked buffers",
                     report.packets_in,

@@ -4,6 +4,8 @@
 //! `desired.json` holds `{"resource_version": N, "spec": {...}}`; it is
 //! written to a temporary file, synced and renamed over the old one, so a
 //! crash mid-write leaves the previous state, never half of one.
+//! `last-run.json` is the data plane's final report when the daemon last
+//! stopped (its totals, drops and leaked buffers), written the same way.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -19,6 +21,8 @@ pub struct StateDir {
 const DESIRED: &str = "desired.json";
 /// Where a desired state that could not be re-applied is kept.
 const REJECTED: &str = "desired.rejected.json";
+/// The final report of the daemon's last stop.
+pub const LAST_RUN: &str = "last-run.json";
 
 impl StateDir {
     /// Uses (and creates, mode 0700) `path`.
@@ -60,12 +64,21 @@ impl StateDir {
 
     /// Persists version `version` of the desired state, atomically.
     pub fn save(&self, version: u64, spec: &Value) -> std::io::Result<()> {
-        let tmp = self.path.join(format!("{DESIRED}.tmp"));
         let body = json!({ "resource_version": version, "spec": spec });
+        self.write_atomically(DESIRED, &body)
+    }
+
+    /// Keeps the data plane's final report (`last-run.json`), atomically.
+    pub fn save_last_run(&self, report: &Value) -> std::io::Result<()> {
+        self.write_atomically(LAST_RUN, report)
+    }
+
+    fn write_atomically(&self, name: &str, body: &Value) -> std::io::Result<()> {
+        let tmp = self.path.join(format!("{name}.tmp"));
         let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(serde_json::to_string_pretty(&body)?.as_bytes())?;
+        f.write_all(serde_json::to_string_pretty(body)?.as_bytes())?;
         f.sync_all()?;
-        std::fs::rename(&tmp, self.path.join(DESIRED))?;
+        std::fs::rename(&tmp, self.path.join(name))?;
         if let Ok(d) = std::fs::File::open(&self.path) {
             let _ = d.sync_all();
         }
@@ -86,6 +99,20 @@ mod tests {
         assert!(s.load().is_none());
         let text = std::fs::read_to_string(kept).unwrap();
         assert!(text.contains("\"resource_version\": 7"), "{text}");
+    }
+
+    #[test]
+    fn the_last_run_is_kept_whole_beside_the_desired_state() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::open(d.path()).unwrap();
+        s.save(1, &json!({"ports": []})).unwrap();
+        s.save_last_run(&json!({"packets_in": 5, "leaked_buffers": 0}))
+            .unwrap();
+        let text = std::fs::read_to_string(d.path().join(LAST_RUN)).unwrap();
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["packets_in"], 5);
+        assert!(!d.path().join(format!("{LAST_RUN}.tmp")).exists());
+        assert_eq!(s.load().unwrap().0, 1);
     }
 
     #[test]

@@ -64,6 +64,9 @@ pub struct ProcessNf<'a> {
     pub pid: i32,
     /// When the current spawn was requested (ns).
     pub spawn_requested_ns: u64,
+    /// When the worker saw the last instance die unasked (ns); 0 once a
+    /// new one runs. A restart's time is counted from here.
+    pub down_since_ns: u64,
     /// Flow-end events waiting for ring space.
     pub pending_events: VecDeque<u32>,
     /// What to ask the host for at every (re)start (generation and
@@ -137,6 +140,10 @@ pub struct NfRt<'a> {
     pub oom_kills: u32,
     /// Spawn-to-running time of each start, µs.
     pub startup_us: Vec<f64>,
+    /// Restarts that came back: from the exit seen to the new instance
+    /// running. Kept as count, sum and maximum, not every sample: an NF
+    /// that crashes forever must not grow the platform's memory.
+    pub restart_times: RestartTimes,
     /// Futex wake-ups issued to this NF.
     pub wakeups: u64,
     /// Of those, wake-ups by the adaptive batching timeout.
@@ -204,5 +211,35 @@ impl<'a> NfRt<'a> {
             Exec::Process(p) => Some(p),
             Exec::Inline(_) => None,
         }
+    }
+}
+
+/// How long restarts took: from the worker seeing an instance die to its
+/// successor running (backoff included).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
+pub struct RestartTimes {
+    /// Restarts that came back.
+    pub count: u32,
+    /// Their total time, µs.
+    pub total_us: f64,
+    /// The longest, µs.
+    pub max_us: f64,
+}
+
+impl RestartTimes {
+    /// Adds one restart of `us` microseconds.
+    pub fn record(&mut self, us: f64) {
+        self.count += 1;
+        self.total_us += us;
+        self.max_us = self.max_us.max(us);
+    }
+
+    /// Adds `other`'s restarts (another worker's instances of one NF).
+    pub fn merge(&mut self, other: &RestartTimes) {
+        self.count += other.count;
+        self.total_us += other.total_us;
+        self.max_us = self.max_us.max(other.max_us);
     }
 }

@@ -63,6 +63,10 @@ pub struct NfReport {
     pub sandbox: Option<crate::host::SandboxReport>,
     /// Spawn-to-running time of each start, µs (process NFs).
     pub startup_us: Vec<f64>,
+    /// Restarts after crashes that came back, and how long they took
+    /// from the exit seen to the new instance running (process NFs).
+    #[serde(default)]
+    pub restart_times: crate::nf_rt::RestartTimes,
     /// Drops under this NF's own reasons.
     pub drops: BTreeMap<String, u64>,
     /// NF-specific counters. With several workers: the sum over workers,
@@ -224,6 +228,20 @@ pub struct BufferReport {
     pub held_by_nfs: u32,
 }
 
+/// The arena's NF slots (a live report; zero in a run's final one).
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct SlotReport {
+    /// Slots, all workers.
+    pub capacity: u64,
+    /// Free.
+    pub free: u64,
+    /// Held by the NFs of the running spec (one per NF and worker).
+    pub in_use: u64,
+    /// Held by instances of removed or replaced NFs that have not stopped
+    /// yet; once changes have settled, any here are leaked.
+    pub stopping: u64,
+}
+
 /// NF protocol violations the platform rejected.
 #[derive(Debug, Clone, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct NfFaults {
@@ -302,6 +320,9 @@ pub struct RunReport {
     pub nf_faults: NfFaults,
     /// Buffers not back in the pool at the end: must be 0.
     pub leaked_buffers: u64,
+    /// The arena's NF slots.
+    #[serde(default)]
+    pub nf_slots: SlotReport,
     /// Arena size in bytes.
     pub arena_bytes: usize,
     /// What backs the arena.
@@ -333,6 +354,7 @@ pub(crate) fn nf_report(nf: &NfRt<'_>, counter_names: &[(usize, String)]) -> NfR
         oom_kills: nf.oom_kills,
         sandbox: nf.process_ref().map(|p| p.spawn.sandbox.report(nf.slot)),
         startup_us: nf.startup_us.clone(),
+        restart_times: nf.restart_times,
         drops: nf
             .drop_names
             .iter()
@@ -451,6 +473,7 @@ impl RunReport {
                 invalid_events: 0,
             },
             leaked_buffers: 0,
+            nf_slots: SlotReport::default(),
             arena_bytes: arena.size(),
             arena_backing: String::new(),
         }

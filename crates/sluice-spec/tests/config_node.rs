@@ -275,7 +275,12 @@ fn scalars_follow_the_yaml_core_schema() {
 /// as JSON (the API, the daemon's saved state), which cannot carry them.
 #[test]
 fn non_finite_numbers_are_refused_with_their_place() {
-    for (text, col) in [("x: .inf", 10), ("x: -.Inf", 10), ("x: .nan", 10), ("x: !!float 1e999", 10)] {
+    for (text, col) in [
+        ("x: .inf", 10),
+        ("x: -.Inf", 10),
+        ("x: .nan", 10),
+        ("x: !!float 1e999", 10),
+    ] {
         let yaml = format!(
             "ports:\n  - {{ name: gen, kind: generator }}\n  - {{ name: out, kind: sink }}\nnfs:\n  - name: acl\n    type: acl\n    config:\n      {text}\nchains:\n  - {{ name: main, from: gen, nfs: [acl], to: out }}\n"
         );

@@ -197,6 +197,14 @@ pub fn kill(pid: Pid) -> io::Result<()> {
     )?)
 }
 
+/// Sends SIGTERM to `pid` (asks it to stop).
+pub fn terminate(pid: Pid) -> io::Result<()> {
+    Ok(rustix::process::kill_process(
+        pid,
+        rustix::process::Signal::TERM,
+    )?)
+}
+
 /// Checks, without opening it, that this process may write the existing
 /// file `path` or, for a directory, create files in it (write and search
 /// permission): `faccessat(2)` with the effective uid and gid

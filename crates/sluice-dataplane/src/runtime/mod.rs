@@ -36,7 +36,7 @@ use crate::logbook::{LogBook, LogLine};
 use crate::plan::Plan;
 use crate::polling::LoopConfig;
 use crate::ports::PortRt;
-use crate::report::RunReport;
+use crate::report::{RunReport, SlotReport};
 use crate::report_merge::ShardResult;
 use crate::sched::SchedPolicy;
 use crate::worker::mailbox::{Committed, Reply};
@@ -614,7 +614,33 @@ impl Runtime {
         let parts = self.collect(false);
         let mut r = self.merge(parts);
         r.leaked_buffers = 0;
+        r.nf_slots = self.slot_report();
         r
+    }
+
+    /// Where the arena's NF slots are: a slot neither free nor an NF's
+    /// is an instance's that is still stopping, and leaked if it stays so.
+    fn slot_report(&self) -> SlotReport {
+        let capacity: usize = self.slots.iter().map(Slots::capacity).sum();
+        let free: usize = self.slots.iter().map(Slots::free_count).sum::<usize>()
+            + self
+                .workers
+                .iter()
+                .map(|h| h.mail.freed_count())
+                .sum::<usize>();
+        let in_use = self
+            .nf_slots
+            .iter()
+            .flatten()
+            .flatten()
+            .filter(|&&s| s != u32::MAX)
+            .count();
+        SlotReport {
+            capacity: capacity as u64,
+            free: free as u64,
+            in_use: in_use as u64,
+            stopping: capacity.saturating_sub(free + in_use) as u64,
+        }
     }
 
     fn merge(&self, parts: Vec<ShardResult>) -> RunReport {

@@ -20,6 +20,16 @@ impl Slots {
         }
     }
 
+    /// Slots in the range.
+    pub fn capacity(&self) -> usize {
+        self.is_free.len()
+    }
+
+    /// Slots free now.
+    pub fn free_count(&self) -> usize {
+        self.free.len()
+    }
+
     /// A free slot, if any.
     pub fn take(&mut self) -> Option<u32> {
         let s = self.free.pop()?;

@@ -204,6 +204,11 @@ impl Mailbox {
             .unwrap_or_default()
     }
 
+    /// Slots freed and not yet taken.
+    pub fn freed_count(&self) -> usize {
+        self.freed.lock().map_or(0, |f| f.len())
+    }
+
     pub(crate) fn free_slot(&self, slot: u32) {
         if let Ok(mut f) = self.freed.lock() {
             f.push(slot);

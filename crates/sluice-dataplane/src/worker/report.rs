@@ -169,6 +169,7 @@ pub(crate) fn run_report(w: &Worker<'_>) -> RunReport {
             invalid_events: w.drops.invalid_events,
         },
         leaked_buffers: (audit.capacity - audit.free) as u64,
+        nf_slots: Default::default(),
         arena_bytes: w.arena.size(),
         arena_backing: match w.arena.backing() {
             Backing::HugePages => "2 MiB huge pages".to_string(),

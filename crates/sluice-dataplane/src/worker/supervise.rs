@@ -62,7 +62,8 @@ pub(super) fn spawn<'a>(
     })
 }
 
-/// Notices that a starting instance runs; returns its start-up time, µs.
+/// Notices that a starting instance runs; returns its start-up time, µs,
+/// and records the restart's time when it replaces one that died.
 fn advance(nf: &mut NfRt<'_>, now: u64) -> Option<f64> {
     let control = nf.control;
     let p = nf.process()?;
@@ -76,7 +77,12 @@ fn advance(nf: &mut NfRt<'_>, now: u64) -> Option<f64> {
     } else {
         now
     };
-    Some((at - p.spawn_requested_ns) as f64 / 1e3)
+    let startup_us = (at - p.spawn_requested_ns) as f64 / 1e3;
+    let down_since = std::mem::take(&mut p.down_since_ns);
+    if down_since != 0 && down_since <= at {
+        nf.restart_times.record((at - down_since) as f64 / 1e3);
+    }
+    Some(startup_us)
 }
 
 impl<'a> Worker<'a> {
@@ -233,6 +239,9 @@ impl<'a> Worker<'a> {
         let backoff_ns = policy.backoff_ms.saturating_mul(MS);
         let hold_ns = policy.hold_ms.saturating_mul(MS);
         if let Some(p) = nf.process() {
+            if allowed {
+                p.down_since_ns = now;
+            }
             p.phase = if allowed {
                 Phase::Down {
                     respawn_at_ns: now.saturating_add(backoff_ns),
@@ -280,6 +289,24 @@ impl<'a> Worker<'a> {
             .collect();
         for id in stuck {
             self.marker_passed(id, i, now);
+        }
+        // Without a backoff the successor starts now, not at the next
+        // maintenance tick up to a millisecond later.
+        if allowed && backoff_ns == 0 {
+            self.respawn(i, now);
+        }
+    }
+
+    /// Starts a down NF's next instance (its wake gate starts afresh).
+    fn respawn(&mut self, i: u16, now: u64) {
+        let gate = &mut self.gates[i as usize];
+        *gate = WakeGate::new(*gate.policy());
+        let Some(nf) = self.nfs[i as usize].as_mut() else {
+            return;
+        };
+        if let Err(e) = spawn(&mut self.host, nf, now) {
+            tracing::error!("cannot restart NF {}: {e}", nf.name);
+            self.drop_queue(i);
         }
     }
 
@@ -433,13 +460,7 @@ impl<'a> Worker<'a> {
                 self.drop_queue(i);
             }
             if respawn {
-                let gate = &mut self.gates[i as usize];
-                *gate = WakeGate::new(*gate.policy());
-                let nf = self.nfs[i as usize].as_mut().expect("live above");
-                if let Err(e) = spawn(&mut self.host, nf, now) {
-                    tracing::error!("cannot restart NF {}: {e}", nf.name);
-                    self.drop_queue(i);
-                }
+                self.respawn(i, now);
             }
         }
         self.advance_staged(now);
