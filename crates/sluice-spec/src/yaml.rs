@@ -32,26 +32,46 @@ pub(crate) fn parse(text: &str, source: &SourceName) -> Result<ConfigNode, SpecE
     Builder::new(source).run(text)
 }
 
-fn location(span: &Span) -> Location {
-    Location::new(span.start.line(), span.start.col() + 1)
+/// Where a text ends: its lines as YAML counts them (LF, CRLF or a lone
+/// CR end a line, YAML 1.2 §5.4) and the characters of the last one.
+///
+/// At a text that does not end with a line break the scanner (saphyr, as
+/// libyaml) moves its mark to the line after the last one, so an error at
+/// the end of the text ("did not find expected ','") or a node there (the
+/// null of a last `? ` key) would name a line the file does not have;
+/// [`TextEnd::clamp`] names the end of the last line instead (both found
+/// by `fuzz/` spec_load).
+struct TextEnd {
+    lines: usize,
+    last_columns: usize,
 }
 
-/// `line`:`column` of the scanner, or the end of the last line when that
-/// lies past the text. At a text that does not end with a line break the
-/// scanner (saphyr, as libyaml) moves its mark to the line after the last
-/// one, so an error at the end of the text ("did not find expected ','")
-/// would name a line the file does not have. Lines end as YAML ends them
-/// (LF, CRLF or a lone CR, YAML 1.2 §5.4); columns count characters.
-fn within_text(text: &str, line: usize, column: usize) -> Location {
-    let b = text.as_bytes();
-    let breaks = (0..b.len())
-        .filter(|&i| b[i] == b'\n' || (b[i] == b'\r' && b.get(i + 1) != Some(&b'\n')))
-        .count();
-    if line <= breaks + 1 {
-        return Location::new(line, column);
+impl TextEnd {
+    fn of(text: &str) -> TextEnd {
+        let b = text.as_bytes();
+        let breaks = (0..b.len())
+            .filter(|&i| b[i] == b'\n' || (b[i] == b'\r' && b.get(i + 1) != Some(&b'\n')))
+            .count();
+        let last = text.rsplit(['\n', '\r']).next().unwrap_or("");
+        TextEnd {
+            lines: breaks + 1,
+            last_columns: last.chars().count(),
+        }
     }
-    let last = text.rsplit(['\n', '\r']).next().unwrap_or("");
-    Location::new(breaks + 1, last.chars().count() + 1)
+
+    /// `line`:`column` (1-based), or the end of the last line when that
+    /// lies past the text.
+    fn clamp(&self, line: usize, column: usize) -> Location {
+        if line <= self.lines {
+            Location::new(line, column)
+        } else {
+            Location::new(self.lines, self.last_columns + 1)
+        }
+    }
+
+    fn of_span(&self, span: &Span) -> Location {
+        self.clamp(span.start.line(), span.start.col() + 1)
+    }
 }
 
 /// A collection being built.
@@ -78,6 +98,7 @@ struct Builder<'s> {
     root: Option<ConfigNode>,
     nodes: usize,
     documents: usize,
+    end: TextEnd,
 }
 
 impl<'s> Builder<'s> {
@@ -89,6 +110,10 @@ impl<'s> Builder<'s> {
             root: None,
             nodes: 0,
             documents: 0,
+            end: TextEnd {
+                lines: usize::MAX,
+                last_columns: 0,
+            },
         }
     }
 
@@ -97,12 +122,13 @@ impl<'s> Builder<'s> {
     }
 
     fn run(mut self, text: &str) -> Result<ConfigNode, SpecError> {
+        self.end = TextEnd::of(text);
         let mut parser = Parser::new_from_str(text);
         while let Some(next) = parser.next_event() {
             let (event, span) = match next {
                 Ok(ev) => ev,
                 Err(e) => {
-                    let loc = within_text(text, e.marker().line(), e.marker().col() + 1);
+                    let loc = self.end.clamp(e.marker().line(), e.marker().col() + 1);
                     let msg = format!("YAML syntax error: {}", e.info());
                     return Err(self.error(loc, self.current_path(), msg));
                 }
@@ -151,7 +177,7 @@ impl<'s> Builder<'s> {
 
     /// Handles one event; returns true at the end of the stream.
     fn event(&mut self, event: Event<'_>, span: &Span) -> Result<bool, SpecError> {
-        let loc = location(span);
+        let loc = self.end.of_span(span);
         match event {
             Event::StreamEnd => return Ok(true),
             Event::Nothing | Event::StreamStart | Event::DocumentEnd => {}

@@ -78,6 +78,10 @@ fn a_syntax_error_at_the_end_stays_inside_the_text() {
     // With the final line break, the end is the start of the empty line.
     let e = err("nfs:\n  - { name: a, type: acl\n");
     assert_eq!((e.line, e.column), (3, 1), "{e}");
+    // A node there, not only an error: the null key of a last `? `.
+    let e = err("# a comment\n? # another");
+    assert_eq!((e.line, e.column), (2, 12), "{e}");
+    assert!(e.message.contains("unknown key"), "{e}");
 }
 
 #[test]
