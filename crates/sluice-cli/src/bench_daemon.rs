@@ -28,8 +28,12 @@ impl Daemon {
         self.dir.join("state")
     }
 
-    /// Waits up to `timeout` for it to exit (after a signal).
-    pub fn wait(&mut self, timeout: Duration) -> Result<(), String> {
+    /// Stops it as an operator would (SIGTERM: it drains and keeps its
+    /// final report) and waits up to `timeout` for it to exit.
+    pub fn stop(&mut self, timeout: Duration) -> Result<(), String> {
+        let pid =
+            sluice_sys::Pid::from_raw(self.child.id() as i32).ok_or("the daemon has no pid")?;
+        sluice_sys::terminate(pid).map_err(|e| format!("cannot stop the daemon: {e}"))?;
         let t0 = Instant::now();
         loop {
             match self.child.try_wait() {
@@ -43,17 +47,13 @@ impl Daemon {
         }
     }
 
-    /// Stops it as an operator would (SIGTERM: it drains and keeps its
-    /// final report), waiting up to `timeout`, then starts it again on the
-    /// same socket and state directory (it re-applies its desired state).
+    /// Stops it ([`Daemon::stop`]), then starts it again on the same
+    /// socket and state directory (it re-applies its desired state).
     /// Returns how long it was gone: from the signal to its socket
     /// answering again.
     pub fn restart(&mut self, timeout: Duration) -> Result<Duration, String> {
         let t0 = Instant::now();
-        let pid =
-            sluice_sys::Pid::from_raw(self.child.id() as i32).ok_or("the daemon has no pid")?;
-        sluice_sys::terminate(pid).map_err(|e| format!("cannot stop the daemon: {e}"))?;
-        self.wait(timeout)?;
+        self.stop(timeout)?;
         let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
         self.child = spawn(&self.dir, &args)?;
         let client = Client::new(Endpoint::Unix(self.dir.join("sluice.sock")))?;

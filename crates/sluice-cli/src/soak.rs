@@ -196,7 +196,7 @@ fn soak(a: &SoakArgs) -> Result<Soak, String> {
         std::thread::sleep(Duration::from_millis(50));
     }
     end_run(&mut s, &daemon, &client, &base, baseline.take(), run_start)?;
-    stop(&mut daemon)?;
+    daemon.stop(Duration::from_secs(60))?;
     add_last_run(&mut s, &daemon)?;
     s.seconds = started.elapsed().as_secs_f64();
     s.held = s.drops.get("nf_crashed").copied().unwrap_or(0);
@@ -243,13 +243,6 @@ fn end_run(
         s.anon_growth_pct = grew(s.anon_growth_pct, pct(u.anon_kib, u0.anon_kib));
     }
     Ok(())
-}
-
-/// Stops the daemon for good (SIGTERM; it keeps its final report).
-fn stop(daemon: &mut Daemon) -> Result<(), String> {
-    let pid = sluice_sys::Pid::from_raw(daemon.pid() as i32).ok_or("the daemon has no pid")?;
-    sluice_sys::terminate(pid).map_err(|e| e.to_string())?;
-    daemon.wait(Duration::from_secs(60))
 }
 
 /// Adds the final report of the daemon's last run.

@@ -618,16 +618,9 @@ impl Runtime {
         r
     }
 
-    /// Where the arena's NF slots are: a slot neither free nor an NF's
-    /// is an instance's that is still stopping, and leaked if it stays so.
+    /// Where the arena's NF slots are (see [`slots::report`]).
     fn slot_report(&self) -> SlotReport {
-        let capacity: usize = self.slots.iter().map(Slots::capacity).sum();
-        let free: usize = self.slots.iter().map(Slots::free_count).sum::<usize>()
-            + self
-                .workers
-                .iter()
-                .map(|h| h.mail.freed_count())
-                .sum::<usize>();
+        let freed_not_taken = self.workers.iter().map(|h| h.mail.freed_count()).sum();
         let in_use = self
             .nf_slots
             .iter()
@@ -635,12 +628,7 @@ impl Runtime {
             .flatten()
             .filter(|&&s| s != u32::MAX)
             .count();
-        SlotReport {
-            capacity: capacity as u64,
-            free: free as u64,
-            in_use: in_use as u64,
-            stopping: capacity.saturating_sub(free + in_use) as u64,
-        }
+        slots::report(&self.slots, freed_not_taken, in_use)
     }
 
     fn merge(&self, parts: Vec<ShardResult>) -> RunReport {

@@ -1,6 +1,8 @@
 //! Arena NF slots of one worker, handed out and taken back at run time
 //! from the range fixed when the platform started.
 
+use crate::report::SlotReport;
+
 /// A worker's slots: `base..base + count`.
 #[derive(Debug)]
 pub struct Slots {
@@ -18,16 +20,6 @@ impl Slots {
             is_free: vec![true; count as usize],
             base,
         }
-    }
-
-    /// Slots in the range.
-    pub fn capacity(&self) -> usize {
-        self.is_free.len()
-    }
-
-    /// Slots free now.
-    pub fn free_count(&self) -> usize {
-        self.free.len()
     }
 
     /// A free slot, if any.
@@ -48,6 +40,21 @@ impl Slots {
                 self.free.push(slot);
             }
         }
+    }
+}
+
+/// Where every worker's slots are: free (here, or freed by a worker and
+/// not yet taken back, `freed_not_taken`), held by the running spec's NFs
+/// (`in_use`), or else held by an instance that is still stopping, which
+/// is a leak if it stays so once changes have settled.
+pub fn report(all: &[Slots], freed_not_taken: usize, in_use: usize) -> SlotReport {
+    let capacity: usize = all.iter().map(|s| s.is_free.len()).sum();
+    let free = all.iter().map(|s| s.free.len()).sum::<usize>() + freed_not_taken;
+    SlotReport {
+        capacity: capacity as u64,
+        free: free as u64,
+        in_use: in_use as u64,
+        stopping: capacity.saturating_sub(free + in_use) as u64,
     }
 }
 
