@@ -76,6 +76,11 @@ pub struct SoakArgs {
     /// Seed of the random picks (default: from the clock).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Start NFs from shells (`settings.shells`): `on` is the default,
+    /// `off` builds every instance in its own process (to compare restart
+    /// times).
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub shells: OnOff,
     /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,

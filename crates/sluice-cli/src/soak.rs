@@ -27,7 +27,7 @@ use sluice_spec::Isolation;
 
 use crate::bench::nf_type_names;
 use crate::bench_daemon::{apply, start_daemon, Daemon};
-use crate::cli::SoakArgs;
+use crate::cli::{OnOff, SoakArgs};
 use crate::client::Client;
 
 /// The chain's spec; the soak makes every NF a process, limits the rate
@@ -53,6 +53,10 @@ struct Soak {
     /// The same per NF: where restart time goes (an NF's build, its
     /// tables, is most of it).
     restarts_by_nf: std::collections::BTreeMap<String, sluice_dataplane::nf_rt::RestartTimes>,
+    /// NFs were started from shells (`--shells`), and how many starts
+    /// (first starts and restarts) were forks of one.
+    shells: bool,
+    shell_starts: u64,
     /// Side-chain additions and removals applied.
     changes: u64,
     /// Changes the daemon refused (must be 0).
@@ -104,7 +108,7 @@ pub fn run(a: SoakArgs) -> ExitCode {
 }
 
 /// The base spec (JSON text) and the same with the side chain.
-fn specs(rate_pps: u64) -> Result<(String, String), String> {
+fn specs(rate_pps: u64, shells: bool) -> Result<(String, String), String> {
     let mut spec =
         sluice_spec::parse_str(SPEC, "<soak>", &nf_type_names()).map_err(|e| e.to_string())?;
     for nf in &mut spec.nfs {
@@ -114,6 +118,7 @@ fn specs(rate_pps: u64) -> Result<(String, String), String> {
     v["ports"][0]["rate_pps"] = json!(rate_pps);
     v["settings"]["restart"] =
         json!({ "policy": "always", "max_restarts": 1_000_000, "backoff_ms": 0, "hold_ms": 1000 });
+    v["settings"]["shells"] = json!(shells);
     let base = v.to_string();
     let mut side = |key: &str, item: Value| {
         if let Some(a) = v[key].as_array_mut() {
@@ -140,11 +145,12 @@ fn specs(rate_pps: u64) -> Result<(String, String), String> {
 
 fn soak(a: &SoakArgs) -> Result<Soak, String> {
     let total = Duration::from_secs_f64(a.minutes.as_secs_f64() * 60.0);
-    let (base, with_side) = specs(a.rate_pps)?;
+    let (base, with_side) = specs(a.rate_pps, a.shells == OnOff::On)?;
     let (mut daemon, client) = start_daemon()?;
     apply(&client, &base)?;
     let mut s = Soak {
         rate_pps: a.rate_pps,
+        shells: a.shells == OnOff::On,
         ..Soak::default()
     };
     let mut rng = XorShift(a.seed.unwrap_or_else(seed_from_clock) | 1);
@@ -272,6 +278,7 @@ fn add_last_run(s: &mut Soak, daemon: &Daemon) -> Result<(), String> {
             .or_default()
             .merge(t);
         s.restarts += u64::from(t.count);
+        s.shell_starts += u64::from(nf.shell_starts);
         s.restart_us_mean += t.total_us;
         s.restart_us_max = s.restart_us_max.max(t.max_us);
     }
@@ -348,6 +355,11 @@ fn print_table(s: &Soak) {
     println!(
         "  kills {}  restarts {} (mean {:.0} µs, max {:.0} µs)  changes {} ({} refused)",
         s.kills, s.restarts, s.restart_us_mean, s.restart_us_max, s.changes, s.changes_failed
+    );
+    println!(
+        "  shells {}  starts from a shell {}",
+        if s.shells { "on" } else { "off" },
+        s.shell_starts
     );
     let growth = match (s.fd_growth, s.rss_growth_pct, s.anon_growth_pct) {
         (Some(f), Some(r), Some(a)) => {

@@ -121,6 +121,69 @@ fn repeated_kills_lose_only_what_the_killed_nf_held() {
     assert_eq!(r["packets_in"], 800_000, "{r:#}");
 }
 
+/// Runs a router (routes to build) and a forwarder with `shells`, kills
+/// the router twice, and returns the report.
+fn kill_router_twice(shells: bool) -> serde_json::Value {
+    let nfs = "  - name: r
+    type: router
+    isolation: process
+    config:
+      interfaces: [{ port: out, mac: \"02:00:00:00:01:01\", addresses: [192.168.1.254/24] }]
+      routes: [default via 192.168.1.1 dev out]
+      neighbours: [{ ip: 192.168.1.1, mac: \"02:00:00:00:00:01\", dev: out }]
+  - { name: f, type: forwarder, isolation: process }
+";
+    let spec = chain_spec(100_000, nfs, "r, f", "policy: always, backoff_ms: 0")
+        .replace("rate_pps: 100000 }", "rate_pps: 100000, count: 300000 }")
+        .replace("settings:\n", &format!("settings:\n  shells: {shells}\n"));
+    let (_d, path) = spec_file(&spec);
+    let child = start(&path);
+    let pid = child.id();
+    wait_for(pid, "nf:f", 1);
+    for _ in 0..2 {
+        let r = wait_for(pid, "nf:r", 1)[0];
+        std::thread::sleep(Duration::from_millis(200));
+        kill_9(r);
+        // Until the next instance runs (and is not the one just killed).
+        for _ in 0..500 {
+            if descendants_named(pid, "nf:r").iter().any(|&p| p != r) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let (out, r) = finish_json(child);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_accounted(&r);
+    r
+}
+
+#[test]
+fn restarts_are_forks_of_the_built_nf_unless_shells_are_off() {
+    // With shells (the default) the template builds each NF once and
+    // every start, first or restart, is a fork of it.
+    let on = kill_router_twice(true);
+    assert_eq!(nf(&on, "r")["restarts"], 2, "{on:#}");
+    assert_eq!(nf(&on, "r")["shell_starts"], 3, "{on:#}");
+    assert_eq!(nf(&on, "f")["shell_starts"], 1, "{on:#}");
+    assert_eq!(nf(&on, "r")["restart_times"]["count"], 2, "{on:#}");
+    // Off: every instance builds its own NF, and the platform says so.
+    let r = kill_router_twice(false);
+    assert_eq!(nf(&r, "r")["restarts"], 2, "{r:#}");
+    assert_eq!(nf(&r, "r")["shell_starts"], 0, "{r:#}");
+    assert_eq!(nf(&r, "f")["shell_starts"], 0, "{r:#}");
+    // Either way the router routed: only the crashes cost packets.
+    for r in [&on, &r] {
+        let crashed = r["drops"]["nf_crashed"].as_u64().unwrap_or(0);
+        assert_eq!(r["drops_total"].as_u64().unwrap(), crashed, "{r:#}");
+        assert_eq!(r["packets_in"], 300_000, "{r:#}");
+    }
+}
+
 #[test]
 fn a_killed_template_is_restarted_with_its_nfs() {
     let nfs = "  - { name: f, type: forwarder, isolation: process }\n  - { name: m, type: monitor, isolation: process }\n";

@@ -138,8 +138,12 @@ pub struct NfRt<'a> {
     pub sandbox_kills: u32,
     /// Instances killed at their memory limit.
     pub oom_kills: u32,
-    /// Spawn-to-running time of each start, µs.
+    /// Spawn-to-running time of the first [`STARTUP_SAMPLES`] starts, µs
+    /// (later ones are in `restart_times`: an NF that crashes forever must
+    /// not grow the platform's memory).
     pub startup_us: Vec<f64>,
+    /// Starts forked from a shell (its NF built once in the template).
+    pub shell_starts: u32,
     /// Restarts that came back: from the exit seen to the new instance
     /// running. Kept as count, sum and maximum, not every sample: an NF
     /// that crashes forever must not grow the platform's memory.
@@ -165,7 +169,18 @@ pub struct NfRt<'a> {
     pub tick: Option<(u64, u64)>,
 }
 
+/// Start-up times kept per NF (see [`NfRt::startup_us`]).
+pub const STARTUP_SAMPLES: usize = 256;
+
 impl<'a> NfRt<'a> {
+    /// Notes a start's spawn-to-running time, µs (the first
+    /// [`STARTUP_SAMPLES`] are kept).
+    pub fn record_startup(&mut self, us: f64) {
+        if self.startup_us.len() < STARTUP_SAMPLES {
+            self.startup_us.push(us);
+        }
+    }
+
     /// Packets processed by all instances so far.
     pub fn packets(&self) -> u64 {
         self.retired.packets + self.control.stats.packets.load(Ordering::Relaxed)

@@ -10,7 +10,7 @@
 //! the compiler can tell which NFs must be rebuilt when names change: only
 //! those whose recorded answers differ.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 use serde::{Deserialize, Serialize};
 use sluice_nf::{BuildContext, IngressPort, NetworkFunction, NfId, NfType, PortId, Resolver};
@@ -103,6 +103,8 @@ struct Recorded<'a> {
     answers: &'a [Answer],
     replicas: u32,
     restarts: u32,
+    /// The build asked [`Resolver::restarts`].
+    asked_restarts: Cell<bool>,
 }
 
 impl Resolver for Recorded<'_> {
@@ -137,6 +139,7 @@ impl Resolver for Recorded<'_> {
         self.replicas
     }
     fn restarts(&self) -> u32 {
+        self.asked_restarts.set(true);
         self.restarts
     }
 }
@@ -248,6 +251,32 @@ impl NfRecipe {
         registry: &[NfType],
         restarts: u32,
     ) -> Result<Box<dyn NetworkFunction>, SpecError> {
+        self.build_telling_restarts(registry, restarts).0
+    }
+
+    /// [`Self::build`], and whether the build asked how many instances ran
+    /// before: if not, the instance is the same for any `restarts` (what
+    /// lets one shell serve an NF's first start and its restarts).
+    pub fn build_telling_restarts(
+        &self,
+        registry: &[NfType],
+        restarts: u32,
+    ) -> (Result<Box<dyn NetworkFunction>, SpecError>, bool) {
+        let resolver = Recorded {
+            answers: &self.answers,
+            replicas: self.replicas,
+            restarts,
+            asked_restarts: Cell::new(false),
+        };
+        let built = self.build_with(registry, &resolver);
+        (built, resolver.asked_restarts.get())
+    }
+
+    fn build_with(
+        &self,
+        registry: &[NfType],
+        resolver: &Recorded<'_>,
+    ) -> Result<Box<dyn NetworkFunction>, SpecError> {
         let nf_type = registry
             .iter()
             .find(|t| t.name == self.type_name)
@@ -258,11 +287,7 @@ impl NfRecipe {
         (nf_type.build)(&BuildContext {
             name: &self.name,
             config: &self.config,
-            resolver: &Recorded {
-                answers: &self.answers,
-                replicas: self.replicas,
-                restarts,
-            },
+            resolver,
             flow_capacity: self.flow_capacity,
         })
     }

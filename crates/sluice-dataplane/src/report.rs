@@ -61,8 +61,13 @@ pub struct NfReport {
     /// What its process may do (process NFs), as this platform gives it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub sandbox: Option<crate::host::SandboxReport>,
-    /// Spawn-to-running time of each start, µs (process NFs).
+    /// Spawn-to-running time of each start, µs (process NFs; the first
+    /// 256 starts per NF and worker).
     pub startup_us: Vec<f64>,
+    /// Starts forked from a shell: the NF was built once in the template
+    /// and the start was a fork (process NFs; `settings.shells`).
+    #[serde(default)]
+    pub shell_starts: u32,
     /// Restarts after crashes that came back, and how long they took
     /// from the exit seen to the new instance running (process NFs).
     #[serde(default)]
@@ -354,6 +359,7 @@ pub(crate) fn nf_report(nf: &NfRt<'_>, counter_names: &[(usize, String)]) -> NfR
         oom_kills: nf.oom_kills,
         sandbox: nf.process_ref().map(|p| p.spawn.sandbox.report(nf.slot)),
         startup_us: nf.startup_us.clone(),
+        shell_starts: nf.shell_starts,
         restart_times: nf.restart_times,
         drops: nf
             .drop_names

@@ -52,6 +52,7 @@ fn add_nf(into: &mut NfReport, from: &NfReport) {
         into.last_exit.clone_from(&from.last_exit);
     }
     into.startup_us.extend_from_slice(&from.startup_us);
+    into.shell_starts += from.shell_starts;
     into.restart_times.merge(&from.restart_times);
     add_maps(&mut into.drops, &from.drops);
     add_maps(&mut into.counters, &from.counters);

@@ -81,6 +81,7 @@ fn settings(node: &ConfigNode) -> Res<Settings> {
             "wakeup",
             "scheduler",
             "backpressure",
+            "shells",
         ],
     )?;
     let d = Settings::default();
@@ -114,6 +115,11 @@ fn settings(node: &ConfigNode) -> Res<Settings> {
             Some(n) => backpressure(n)?,
             None => d.backpressure,
         },
+        shells: f
+            .opt("shells")
+            .map(fields::boolean)
+            .transpose()?
+            .unwrap_or(d.shells),
     };
     if u32::from(s.batch) > s.ring_size {
         if let Some(n) = f.opt("batch") {

@@ -47,6 +47,7 @@ fn settings(s: &Settings) -> Value {
         "batch": s.batch,
         "hugepages": s.hugepages,
         "workers": s.workers,
+        "shells": s.shells,
         "restart": {
             "policy": s.restart.policy.name(),
             "max_restarts": s.restart.max_restarts,

@@ -32,6 +32,10 @@ pub struct Settings {
     /// What happens to packets of a chain that cannot keep up
     /// (`backpressure`).
     pub backpressure: BackpressureSettings,
+    /// Start process NFs from shells (`shells`, default true): each NF
+    /// template builds an NF once per recipe and forks every instance and
+    /// restart from the built one.
+    pub shells: bool,
 }
 
 impl Default for Settings {
@@ -47,6 +51,7 @@ impl Default for Settings {
             wakeup: WakeupSettings::default(),
             scheduler: SchedulerSettings::default(),
             backpressure: BackpressureSettings::default(),
+            shells: true,
         }
     }
 }

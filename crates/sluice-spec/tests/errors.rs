@@ -127,7 +127,7 @@ ports:
 settings:
   ringsize: 64
 ",
-        "bad.yaml:2:3: settings.ringsize: unknown key \"ringsize\" in settings (valid keys: buffers, ring_size, batch, hugepages, workers, restart, flow_table, wakeup, scheduler, backpressure); did you mean \"ring_size\"?",
+        "bad.yaml:2:3: settings.ringsize: unknown key \"ringsize\" in settings (valid keys: buffers, ring_size, batch, hugepages, workers, restart, flow_table, wakeup, scheduler, backpressure, shells); did you mean \"ring_size\"?",
     );
     check(
         "

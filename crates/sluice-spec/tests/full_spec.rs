@@ -48,6 +48,7 @@ fn full_spec_loads_into_expected_structs() {
             wakeup: WakeupSettings::default(),
             scheduler: SchedulerSettings::default(),
             backpressure: BackpressureSettings::default(),
+            shells: true,
         }
     );
 

@@ -47,9 +47,77 @@ pub(crate) fn advise_huge_pages(addr: usize, len: usize) {
     }
 }
 
+/// Moves this process's private anonymous memory (heap and large
+/// allocations) onto 2 MiB pages where whole aligned 2 MiB ranges of it
+/// are in use, at once (`MADV_COLLAPSE`, Linux 6.1), and keeps later faults
+/// there (`MADV_HUGEPAGE`); returns the bytes of the regions it asked for.
+///
+/// For a process that forks often, such as the NF template holding built
+/// NFs: `fork` copies one page-table entry per 4 KiB page of private
+/// memory (about 1 ms for the realistic chain's ~50 MB on 4 KiB pages)
+/// but one per 2 MiB page. Shared mappings (the arena) are skipped: fork
+/// copies none of their entries. A kernel without `MADV_COLLAPSE`, or
+/// short of huge pages, leaves 4 KiB pages: slower forks, nothing wrong.
+pub fn collapse_private_memory() -> usize {
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return 0;
+    };
+    let mut asked = 0;
+    for line in maps.lines() {
+        let mut f = line.split_ascii_whitespace();
+        let (Some(range), Some(perms)) = (f.next(), f.next()) else {
+            continue;
+        };
+        // Anonymous (no path) or the brk heap; readable, writable, private.
+        let path = f.nth(3).unwrap_or("");
+        if perms != "rw-p" || !(path.is_empty() || path == "[heap]") {
+            continue;
+        }
+        let Some((a, b)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) else {
+            continue;
+        };
+        let start = a.next_multiple_of(HUGE_PAGE);
+        let end = b & !(HUGE_PAGE - 1);
+        if end <= start {
+            continue;
+        }
+        // SAFETY: [start, end) lay inside a private anonymous mapping of
+        // this process when its maps were read just now. Both advices keep
+        // contents and validity: MADV_HUGEPAGE changes how future faults
+        // are backed, MADV_COLLAPSE copies resident 4 KiB pages into huge
+        // pages with the same contents (holes read as zeroes, as they
+        // did). Should another thread unmap the range meanwhile, madvise
+        // fails (ENOMEM), and a new mapping there gets the same harmless
+        // advice. Errors leave 4 KiB pages and are ignored.
+        unsafe {
+            let p = start as *mut libc::c_void;
+            libc::madvise(p, end - start, libc::MADV_HUGEPAGE);
+            libc::madvise(p, end - start, libc::MADV_COLLAPSE);
+        }
+        asked += end - start;
+    }
+    asked
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn collapsing_keeps_contents_and_covers_large_private_memory() {
+        let mut v: Vec<u64> = Vec::with_capacity(4 * HUGE_PAGE / 8);
+        v.extend((0..4 * HUGE_PAGE as u64 / 8).map(|i| i.wrapping_mul(0x9e37_79b9)));
+        let asked = collapse_private_memory();
+        // The vector's aligned middle is at least one whole 2 MiB page.
+        assert!(asked >= HUGE_PAGE, "{asked}");
+        assert!(v
+            .iter()
+            .enumerate()
+            .all(|(i, &x)| x == (i as u64).wrapping_mul(0x9e37_79b9)));
+    }
 
     #[test]
     fn gives_an_ordinary_initialised_vector() {

@@ -32,7 +32,7 @@ pub use child::{
 pub use cycles::{
     calibrate_cycles, cycles, cycles_calibration, cycles_to_ns, set_cycles_calibration,
 };
-pub use huge::{copy_to_huge_pages, vec_on_huge_pages, HUGE_PAGE};
+pub use huge::{collapse_private_memory, copy_to_huge_pages, vec_on_huge_pages, HUGE_PAGE};
 pub use net::{enter_netns, send_copies};
 pub use prefetch::prefetch;
 pub use zeroed::ZeroedTable;

@@ -249,6 +249,7 @@ impl ForkHost {
                     slot,
                     generation,
                     pid,
+                    shell,
                 } => {
                     if let Some(i) = self.live.get_mut(&slot) {
                         if i.generation == generation {
@@ -264,6 +265,7 @@ impl ForkHost {
                         slot,
                         generation,
                         pid,
+                        shell,
                     });
                 }
                 FromTemplate::SpawnFailed {

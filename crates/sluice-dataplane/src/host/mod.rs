@@ -18,6 +18,7 @@ mod channel;
 mod fork;
 pub mod proto;
 mod sandbox;
+mod shells;
 mod template;
 
 pub use fork::{ForkHost, HostConfig};
@@ -39,6 +40,8 @@ pub enum HostEvent {
         generation: u32,
         /// Its pid.
         pid: i32,
+        /// Forked from a shell (its NF was built in the template).
+        shell: bool,
     },
     /// The instance is gone for good: it touches the arena no more.
     Exited {

@@ -8,7 +8,7 @@
 //!   Quit                                            kill every NF, reap, exit
 //! template → platform
 //!   Ready { pid }                                   after Hello
-//!   Spawned { slot, generation, pid }
+//!   Spawned { slot, generation, pid, shell }        shell: forked from a built NF
 //!   SpawnFailed { slot, generation, error }         fork failed; nothing left behind
 //!   Exited { slot, generation, pid, status }        reaped
 //!   Log { slot, generation, line }                  a line the NF wrote to stdout/stderr
@@ -101,6 +101,9 @@ pub struct SpawnRequest {
     pub restarts: u32,
     /// What the process may do.
     pub sandbox: super::SandboxPlan,
+    /// Fork it from a shell (the NF built once in the template,
+    /// `super::shells`) rather than build it in the new process.
+    pub shell: bool,
 }
 
 /// Platform → template.
@@ -162,6 +165,8 @@ pub enum FromTemplate {
         generation: u32,
         /// Its pid.
         pid: i32,
+        /// It was forked from a shell: its NF is built already.
+        shell: bool,
     },
     /// The fork failed; nothing was created.
     SpawnFailed {

@@ -5,7 +5,9 @@
 //! [`Hello`](super::proto::Hello), maps the arena, and then forks one
 //! process per [`SpawnRequest`]: the child isolates its descriptors (its
 //! own stdout/stderr pipe, nothing of the template's), pins itself,
-//! builds its NF from the request's recipe and runs the NF loop. The
+//! takes its NF already built from the template's shell for the recipe
+//! (`super::shells`; or builds it, for requests without a shell) and runs
+//! the NF loop. The
 //! template stays single-threaded, so forking it is safe, and sleeps in
 //! `epoll` on its socket, a SIGCHLD signalfd and its NFs' output pipes:
 //! it wakes only for a request, an exit or a log line (it shares the
@@ -25,6 +27,7 @@ use sluice_sys::{ChildExits, Forked, LimitGroups, Pid};
 
 use super::channel::Channel;
 use super::proto::{FromTemplate, Hello, SpawnRequest, ToTemplate, WireStatus};
+use super::shells::{ShellId, Shells};
 use crate::nf_loop::{exit_code, run_nf_loop};
 
 /// The argument that makes the program a template.
@@ -67,6 +70,8 @@ struct Child {
     limited: bool,
     out: OwnedFd,
     partial: Vec<u8>,
+    /// The shell it was forked from (released when it is reaped).
+    shell: Option<ShellId>,
 }
 
 const KEY_CHAN: u64 = u64::MAX;
@@ -87,6 +92,8 @@ struct Template<'a> {
     /// The NFs' seccomp allow-list, compiled at the first NF that has one
     /// (each NF only writes its pid in).
     run_filter: Option<RunFilter>,
+    /// NFs built once, forked many times.
+    shells: Shells,
 }
 
 fn template_main(registry: &'static [NfType]) -> i32 {
@@ -159,6 +166,7 @@ fn template_main(registry: &'static [NfType]) -> i32 {
         dropped_lines: 0,
         limits: None,
         run_filter: None,
+        shells: Shells::default(),
     };
     let _ = t.chan.send(&FromTemplate::Ready {
         pid: sluice_sys::getpid().as_raw_nonzero().get(),
@@ -282,6 +290,9 @@ impl Template<'_> {
                 }
             }
         }
+        // Built here once per recipe (and kept), or `None`: the child
+        // builds its own, as without shells.
+        let shell = self.shells.acquire(&req, self.registry);
         let me = sluice_sys::getpid();
         match sluice_sys::fork_single_threaded() {
             Ok(Forked::Child) => {
@@ -306,11 +317,12 @@ impl Template<'_> {
                 // exit as a panicking Rust program does.
                 let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     let filter = self.run_filter.as_ref();
+                    let built = shell.and_then(|id| self.shells.take_in_child(id));
                     nf_main(
                         &self.arena,
                         self.hello.worker,
                         &req,
-                        self.registry,
+                        (self.registry, built),
                         me,
                         filter,
                     )
@@ -335,17 +347,22 @@ impl Template<'_> {
                         limited: !join.is_empty(),
                         out: r,
                         partial: Vec::new(),
+                        shell,
                     },
                 );
                 let _ = self.chan.send(&FromTemplate::Spawned {
                     slot,
                     generation,
                     pid: raw,
+                    shell: shell.is_some(),
                 });
             }
             Err(e) => {
                 if let (false, Some(g)) = (join.is_empty(), &self.limits) {
                     g.remove(slot);
+                }
+                if let Some(id) = shell {
+                    self.shells.release(id);
                 }
                 fail(&mut self.chan, format!("fork failed: {e}"))
             }
@@ -415,6 +432,9 @@ impl Template<'_> {
             self.read_output(raw, true);
             if let Some(c) = self.children.remove(&raw) {
                 let _ = epoll::delete(&self.epoll, &c.out);
+                if let Some(id) = c.shell {
+                    self.shells.release(id);
+                }
                 let status = match (c.limited, &self.limits) {
                     (true, Some(g)) => super::sandbox::release_limits(g, c.slot, status),
                     _ => status,
@@ -430,7 +450,8 @@ impl Template<'_> {
     }
 }
 
-/// Runs the NF of `req` as this process (a fresh fork of the template).
+/// Runs the NF of `req` as this process (a fresh fork of the template):
+/// `built` is its NF from a shell, or `None` to build it from the recipe.
 ///
 /// What it writes on stderr is its log: a pipe the template relays to the
 /// platform as `Log` events (`sluice logs NF`), so it uses `eprintln!`.
@@ -443,7 +464,7 @@ fn nf_main(
     arena: &Arena,
     worker: u32,
     req: &SpawnRequest,
-    registry: &[NfType],
+    (registry, built): (&[NfType], Option<Box<dyn sluice_nf::NetworkFunction>>),
     template: Pid,
     filter: Option<&RunFilter>,
 ) -> i32 {
@@ -466,7 +487,11 @@ fn nf_main(
         sluice_sys::getpid().as_raw_nonzero().get() as u32,
         Ordering::Relaxed,
     );
-    let mut nf = match req.recipe.build(registry, req.restarts) {
+    let built = match built {
+        Some(nf) => Ok(nf),
+        None => req.recipe.build(registry, req.restarts),
+    };
+    let mut nf = match built {
         Ok(nf) => nf,
         Err(e) => {
             eprintln!("sluice: NF {name} failed to build: {e}");

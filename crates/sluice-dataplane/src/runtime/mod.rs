@@ -327,6 +327,9 @@ impl Runtime {
             && spec.settings.scheduler == self.settings.scheduler
             && spec.settings.backpressure == self.settings.backpressure;
         if diff.is_empty() && live_settings_same {
+            // Shells only shape NFs created from now on: nothing to tell
+            // the workers.
+            self.settings.shells = spec.settings.shells;
             self.plan = Arc::new(Plan {
                 generation: self.plan.generation,
                 ..plan
@@ -343,7 +346,8 @@ impl Runtime {
         }
         let plan = Arc::new(plan);
         let compiled = sluice_sys::monotonic_ns();
-        let mut changes = self.changes_for(&plan, &diff, &restart, (sched, entry))?;
+        let mut changes =
+            self.changes_for(&plan, &diff, &restart, (sched, entry), spec.settings.shells)?;
         // Prepare everywhere; all must succeed.
         let mut replies = Vec::new();
         for (w, change) in changes.drain(..).enumerate() {
@@ -416,6 +420,7 @@ impl Runtime {
         self.settings.wakeup = spec.settings.wakeup.clone();
         self.settings.scheduler = spec.settings.scheduler.clone();
         self.settings.backpressure = spec.settings.backpressure;
+        self.settings.shells = spec.settings.shells;
         self.plan = plan;
         self.source = spec.source.as_str().to_string();
         let end = sluice_sys::monotonic_ns();
@@ -442,6 +447,7 @@ impl Runtime {
         diff: &Diff,
         restart: &sluice_spec::RestartPolicy,
         (sched, entry): (SchedPolicy, EntryPolicy),
+        shells: bool,
     ) -> Result<Vec<(Change, Vec<(u16, u32)>)>, RunError> {
         let workers = self.workers.len();
         // Open ports first, worker by worker and in id order: af_packet
@@ -505,6 +511,7 @@ impl Runtime {
                         sandbox: n
                             .sandbox
                             .effective(sluice_sys::sandbox::can_change_identity()),
+                        shell: shells,
                     })),
                 };
                 add.push(NewNf {

@@ -35,6 +35,9 @@ pub struct PlatformSettings {
     pub scheduler: SchedulerSettings,
     /// Backpressure at chains' entries (a spec may change it).
     pub backpressure: sluice_spec::BackpressureSettings,
+    /// Fork process NFs from shells (a spec may change it; NFs created
+    /// after the change, and their restarts, follow it).
+    pub shells: bool,
     /// Most NFs at once (arena slots per worker; a replaced NF holds two
     /// until its old instance has stopped).
     pub max_nfs: u32,
@@ -80,6 +83,7 @@ impl PlatformSettings {
             wakeup: s.wakeup.clone(),
             scheduler: s.scheduler.clone(),
             backpressure: s.backpressure,
+            shells: s.shells,
             max_nfs: spec.nfs.len().max(1) as u32,
             max_ports: spec.ports.len().max(1) as u32,
             max_chains: spec.chains.len().max(1) as u32,

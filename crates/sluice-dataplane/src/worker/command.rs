@@ -269,6 +269,7 @@ impl<'a> Worker<'a> {
             sandbox_kills: 0,
             oom_kills: 0,
             startup_us: Vec::new(),
+            shell_starts: 0,
             restart_times: Default::default(),
             wakeups: 0,
             wakeups_by_timeout: 0,

@@ -106,18 +106,19 @@ impl<'a> Worker<'a> {
                 slot,
                 generation,
                 pid,
+                shell,
             } => {
                 let nf = match self.live_by_slot(slot) {
                     Some(i) => self.nfs[i as usize].as_mut(),
                     None => self.cmd.staged_by_slot(slot),
                 };
-                let current = nf
-                    .and_then(|n| n.process())
-                    .filter(|p| p.generation == generation);
-                if let Some(p) = current {
-                    p.pid = pid;
-                    self.sched.spawned(slot, pid);
-                }
+                let Some(nf) = nf else { return };
+                let Some(p) = nf.process().filter(|p| p.generation == generation) else {
+                    return;
+                };
+                p.pid = pid;
+                self.sched.spawned(slot, pid);
+                nf.shell_starts += u32::from(shell);
             }
             HostEvent::Exited {
                 slot,
@@ -391,7 +392,7 @@ impl<'a> Worker<'a> {
         if let Some(staged) = self.cmd.staged_mut() {
             for nf in staged {
                 if let Some(us) = advance(nf, now) {
-                    nf.startup_us.push(us);
+                    nf.record_startup(us);
                     let pid = nf.process_ref().map_or(0, |p| p.pid);
                     started.push((nf.name.clone(), pid, us));
                 }
@@ -418,7 +419,7 @@ impl<'a> Worker<'a> {
                 continue;
             };
             if let Some(us) = advance(nf, now) {
-                nf.startup_us.push(us);
+                nf.record_startup(us);
                 let pid = nf.process_ref().map_or(0, |p| p.pid);
                 let line = format!("running (pid {pid}, started in {us:.0} µs)");
                 self.logbook

@@ -1,0 +1,385 @@
+//! Shells: NFs the template has already built, so an instance starts as a
+//! fork and nothing more (LightVM's pre-created shells, seed 000 §2; the
+//! lifecycle issue's item 1).
+//!
+//! Without a shell every NF process builds its NF after the fork: parsing
+//! its config, allocating its tables, compiling its rules. That is most of
+//! a start for the heavier types (a router's longest-prefix tables took
+//! 19 ms per restart in the soak, a forwarder's nothing), and it is paid
+//! again at every restart and by every instance of the same recipe. With
+//! shells the template builds each recipe once, keeps the built NF, and
+//! every fork inherits it copy-on-write: the child takes its own copy out
+//! of its own address space and goes straight to confinement and its loop.
+//!
+//! The contract that makes this sound, checked here:
+//!
+//! - **A build opens no descriptors.** Files and sockets come from
+//!   `NetworkFunction::open_handles`, which every instance runs after the
+//!   fork. A child closes every inherited descriptor first thing, so an NF
+//!   whose build opened one would hold a dead number. The template counts
+//!   its descriptors around each build; an NF type that opened any gets no
+//!   shell (its instances build themselves, as before).
+//! - **A build that fails or panics is not cached**: the child builds
+//!   itself and reports the error in its own log, exactly as without
+//!   shells.
+//! - The key is the recipe (type, config, name, recorded answers), and
+//!   whether the instance is a restart when its build asked that
+//!   (`Resolver::restarts`: a restarted pcap mirror appends to its file),
+//!   the one thing besides the recipe a build may read. Most builds do not
+//!   ask, so one shell serves an NF's first start and all its restarts.
+//!
+//! The template is the only user and runs one thread, so this is plain
+//! owned state. Shells in use by a live instance are kept; at most
+//! `IDLE_MAX` idle ones stay (least recently used go first), so a restart
+//! (exit, then a spawn of the same recipe) finds its shell while memory
+//! stays bounded by the live recipes.
+
+use std::collections::HashMap;
+
+use sluice_nf::{NetworkFunction, NfType};
+
+use super::proto::SpawnRequest;
+
+/// Idle shells kept per template (no live instance uses them).
+pub const IDLE_MAX: usize = 64;
+
+/// Which shell a child was forked from.
+pub type ShellId = u64;
+
+/// The serialised recipe, and whether the instance is a restart if its
+/// build asked (`None`: the build is the same either way).
+type Key = (Vec<u8>, Option<bool>);
+
+struct Shell {
+    nf: Box<dyn NetworkFunction>,
+    key: Key,
+    /// Live instances forked from it.
+    users: u32,
+    /// `Shells::clock` when it was last used (for eviction).
+    last_used: u64,
+}
+
+/// The built NFs of one template.
+pub struct Shells {
+    by_key: HashMap<Key, ShellId>,
+    shells: HashMap<ShellId, Shell>,
+    next_id: ShellId,
+    clock: u64,
+    /// Recipe types that opened descriptors in their build: never shelled.
+    unshellable: Vec<String>,
+    /// Counts this process's descriptors (tests, which share the process
+    /// with other threads opening files, count their own).
+    descriptors: fn() -> Option<usize>,
+}
+
+impl Default for Shells {
+    fn default() -> Self {
+        Shells {
+            by_key: HashMap::new(),
+            shells: HashMap::new(),
+            next_id: 0,
+            clock: 0,
+            unshellable: Vec::new(),
+            descriptors: open_descriptors,
+        }
+    }
+}
+
+impl Shells {
+    /// The shell for `req`, built now if there is none, counted as used by
+    /// one more instance; `None` when the instance must build itself (no
+    /// shell wanted, or its build failed or opened descriptors).
+    pub fn acquire(&mut self, req: &SpawnRequest, registry: &[NfType]) -> Option<ShellId> {
+        if !req.shell || self.unshellable.contains(&req.recipe.type_name) {
+            return None;
+        }
+        let recipe = postcard::to_allocvec(&req.recipe).ok()?;
+        let restarted = req.restarts > 0;
+        self.clock += 1;
+        let found = [None, Some(restarted)]
+            .into_iter()
+            .find_map(|r| self.by_key.get(&(recipe.clone(), r)).copied());
+        if let Some(id) = found {
+            let s = self.shells.get_mut(&id).expect("index and shells agree");
+            s.users += 1;
+            s.last_used = self.clock;
+            return Some(id);
+        }
+        let before = (self.descriptors)();
+        let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            req.recipe.build_telling_restarts(registry, req.restarts)
+        }));
+        let (nf, asked) = match built {
+            Ok((Ok(nf), asked)) => (nf, asked),
+            // The child builds again and reports it in its own log.
+            Ok((Err(_), _)) | Err(_) => return None,
+        };
+        let key = (recipe, asked.then_some(restarted));
+        if before.is_none() || (self.descriptors)() != before {
+            // Dropped here, in the template, where its descriptors are
+            // valid, so they are closed properly.
+            drop(nf);
+            self.unshellable.push(req.recipe.type_name.clone());
+            return None;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.by_key.insert(key.clone(), id);
+        self.shells.insert(
+            id,
+            Shell {
+                nf,
+                key,
+                users: 1,
+                last_used: self.clock,
+            },
+        );
+        self.evict();
+        // Every fork copies the template's page tables: on 2 MiB pages the
+        // shells' tables cost a fork 0.3 ms instead of up to 1.4 ms (the
+        // realistic chain's four shells, ~120 MB, measured in the template).
+        sluice_sys::collapse_private_memory();
+        Some(id)
+    }
+
+    /// One instance of `id` is gone (exited, or its fork failed).
+    pub fn release(&mut self, id: ShellId) {
+        if let Some(s) = self.shells.get_mut(&id) {
+            s.users = s.users.saturating_sub(1);
+            self.clock += 1;
+            s.last_used = self.clock;
+        }
+        self.evict();
+    }
+
+    /// In a freshly forked child: its own copy of shell `id`'s NF. The
+    /// template's copy is untouched (the child's address space is its
+    /// own), and the rest of this child's copy of the table is never used.
+    pub fn take_in_child(&mut self, id: ShellId) -> Option<Box<dyn NetworkFunction>> {
+        self.shells.remove(&id).map(|s| s.nf)
+    }
+
+    /// Shells held (in use or idle).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.shells.len()
+    }
+
+    /// Drops the least recently used idle shells beyond [`IDLE_MAX`].
+    fn evict(&mut self) {
+        let mut idle: Vec<(u64, ShellId)> = self
+            .shells
+            .iter()
+            .filter(|(_, s)| s.users == 0)
+            .map(|(&id, s)| (s.last_used, id))
+            .collect();
+        if idle.len() <= IDLE_MAX {
+            return;
+        }
+        idle.sort_unstable();
+        for &(_, id) in &idle[..idle.len() - IDLE_MAX] {
+            if let Some(s) = self.shells.remove(&id) {
+                self.by_key.remove(&s.key);
+            }
+        }
+    }
+}
+
+/// Descriptors this process holds (`None` if `/proc` cannot say).
+fn open_descriptors() -> Option<usize> {
+    // The directory's own descriptor is counted both times alike.
+    std::fs::read_dir("/proc/self/fd").ok().map(|d| d.count())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::SandboxPlan;
+    use crate::polling::LoopConfig;
+    use crate::recipe::NfRecipe;
+    use sluice_nf::{Batch, BuildContext, Context, FrameNeeds};
+    use sluice_spec::ConfigNode;
+    use sluice_spec::SpecError;
+
+    struct Quiet;
+    impl NetworkFunction for Quiet {
+        fn process(&mut self, _: &mut Batch<'_>, _: &mut Context<'_>) {}
+    }
+
+    thread_local! {
+        /// Descriptors opened by this thread's builds (the test's count:
+        /// other tests' threads open and close files at the same time).
+        static OPENED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    fn shells() -> Shells {
+        Shells {
+            descriptors: || Some(OPENED.get()),
+            ..Shells::default()
+        }
+    }
+
+    /// Holds a descriptor it opened in its build (what a shell must refuse).
+    struct Holder(#[allow(dead_code)] std::fs::File);
+    impl NetworkFunction for Holder {
+        fn process(&mut self, _: &mut Batch<'_>, _: &mut Context<'_>) {}
+    }
+
+    fn quiet(_: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> {
+        Ok(Box::new(Quiet))
+    }
+    fn holder(_: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> {
+        OPENED.set(OPENED.get() + 1);
+        Ok(Box::new(Holder(
+            std::fs::File::open("/proc/self/stat").unwrap(),
+        )))
+    }
+    /// Builds differently for a restart (as a pcap mirror appends).
+    fn asking(c: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> {
+        let _appends = c.resolver.restarts() > 0;
+        Ok(Box::new(Quiet))
+    }
+    fn failing(c: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> {
+        Err(c.config.error("refused"))
+    }
+    fn panicking(_: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> {
+        panic!("build panicked")
+    }
+
+    const fn ty(name: &'static str, build: sluice_nf::BuildFn) -> NfType {
+        NfType {
+            name,
+            summary: "",
+            drop_reasons: &[],
+            counters: &[],
+            build,
+            frames: FrameNeeds::MtuFrames,
+        }
+    }
+
+    static REGISTRY: [NfType; 5] = [
+        ty("quiet", quiet),
+        ty("asking", asking),
+        ty("holder", holder),
+        ty("failing", failing),
+        ty("panicking", panicking),
+    ];
+
+    fn req(type_name: &str, name: &str, restarts: u32, shell: bool) -> SpawnRequest {
+        SpawnRequest {
+            slot: 0,
+            generation: 0,
+            cpu: 0,
+            loop_cfg: LoopConfig::for_sharing(1, 1, None),
+            recipe: NfRecipe {
+                name: name.into(),
+                type_name: type_name.into(),
+                config: ConfigNode::default(),
+                answers: Vec::new(),
+                replicas: 1,
+                flow_capacity: 1024,
+            },
+            restarts,
+            sandbox: SandboxPlan::default(),
+            shell,
+        }
+    }
+
+    #[test]
+    fn one_build_serves_every_instance_of_a_recipe() {
+        let mut s = shells();
+        let a = s.acquire(&req("quiet", "a", 0, true), &REGISTRY).unwrap();
+        let a2 = s.acquire(&req("quiet", "a", 0, true), &REGISTRY).unwrap();
+        assert_eq!(a, a2);
+        // Its restarts too: its build never asked about restarts.
+        assert_eq!(s.acquire(&req("quiet", "a", 3, true), &REGISTRY), Some(a));
+        // Another name is another recipe.
+        let b = s.acquire(&req("quiet", "b", 0, true), &REGISTRY).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(s.len(), 2);
+    }
+
+    #[test]
+    fn a_build_that_asks_about_restarts_gets_a_shell_per_answer() {
+        let mut s = shells();
+        let first = s.acquire(&req("asking", "m", 0, true), &REGISTRY).unwrap();
+        let restarted = s.acquire(&req("asking", "m", 1, true), &REGISTRY).unwrap();
+        assert_ne!(first, restarted);
+        // Every later restart shares the restarted one.
+        assert_eq!(
+            s.acquire(&req("asking", "m", 7, true), &REGISTRY),
+            Some(restarted)
+        );
+        assert_eq!(
+            s.acquire(&req("asking", "m", 0, true), &REGISTRY),
+            Some(first)
+        );
+        assert_eq!(s.len(), 2);
+    }
+
+    #[test]
+    fn a_shell_survives_its_last_instance_so_a_restart_finds_it() {
+        let mut s = shells();
+        let id = s.acquire(&req("quiet", "a", 1, true), &REGISTRY).unwrap();
+        s.release(id);
+        assert_eq!(s.acquire(&req("quiet", "a", 2, true), &REGISTRY), Some(id));
+    }
+
+    #[test]
+    fn idle_shells_are_bounded_least_recently_used_first() {
+        let mut s = shells();
+        let ids: Vec<ShellId> = (0..IDLE_MAX + 10)
+            .map(|i| {
+                let id = s
+                    .acquire(&req("quiet", &format!("n{i}"), 0, true), &REGISTRY)
+                    .unwrap();
+                s.release(id);
+                id
+            })
+            .collect();
+        assert_eq!(s.len(), IDLE_MAX);
+        // The oldest went, the newest stayed.
+        assert!(s.take_in_child(ids[0]).is_none());
+        assert!(s.take_in_child(ids[IDLE_MAX + 9]).is_some());
+    }
+
+    #[test]
+    fn shells_in_use_are_never_evicted() {
+        let mut s = shells();
+        let held: Vec<ShellId> = (0..IDLE_MAX + 5)
+            .map(|i| {
+                s.acquire(&req("quiet", &format!("n{i}"), 0, true), &REGISTRY)
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(s.len(), IDLE_MAX + 5);
+        assert!(held.iter().all(|&id| s.shells.contains_key(&id)));
+    }
+
+    #[test]
+    fn builds_that_fail_panic_or_open_descriptors_get_no_shell() {
+        let mut s = shells();
+        assert_eq!(s.acquire(&req("failing", "f", 0, true), &REGISTRY), None);
+        assert_eq!(s.acquire(&req("panicking", "p", 0, true), &REGISTRY), None);
+        assert_eq!(s.acquire(&req("holder", "h", 0, true), &REGISTRY), None);
+        // The type is remembered: no second build to find out again.
+        assert_eq!(s.unshellable, vec!["holder".to_string()]);
+        assert_eq!(s.acquire(&req("holder", "h2", 0, true), &REGISTRY), None);
+        assert_eq!(s.len(), 0);
+    }
+
+    #[test]
+    fn a_request_without_shell_builds_in_its_child() {
+        let mut s = shells();
+        assert_eq!(s.acquire(&req("quiet", "a", 0, false), &REGISTRY), None);
+        assert_eq!(s.len(), 0);
+    }
+
+    #[test]
+    fn the_child_takes_the_built_nf() {
+        let mut s = shells();
+        let id = s.acquire(&req("quiet", "a", 0, true), &REGISTRY).unwrap();
+        assert!(s.take_in_child(id).is_some());
+        assert!(s.take_in_child(id).is_none());
+    }
+}
