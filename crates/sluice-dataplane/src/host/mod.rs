@@ -15,6 +15,7 @@
 //! worker does not know which it has.
 
 mod channel;
+mod child;
 mod fork;
 pub mod proto;
 mod sandbox;

@@ -62,6 +62,17 @@ pub(super) fn spawn<'a>(
     })
 }
 
+/// The pid of an instance that just reported itself running. The host's
+/// `Spawned` event may come after that report (a start from a shell takes
+/// less time than the message takes to arrive); the instance's own record
+/// in its control block, written before it ran any NF code, stands in.
+fn running_pid(nf: &NfRt<'_>) -> i32 {
+    match nf.process_ref().map_or(0, |p| p.pid) {
+        0 => nf.control.pid.load(Ordering::Relaxed) as i32,
+        pid => pid,
+    }
+}
+
 /// Notices that a starting instance runs; returns its start-up time, µs,
 /// and records the restart's time when it replaces one that died.
 fn advance(nf: &mut NfRt<'_>, now: u64) -> Option<f64> {
@@ -393,7 +404,7 @@ impl<'a> Worker<'a> {
             for nf in staged {
                 if let Some(us) = advance(nf, now) {
                     nf.record_startup(us);
-                    let pid = nf.process_ref().map_or(0, |p| p.pid);
+                    let pid = running_pid(nf);
                     started.push((nf.name.clone(), pid, us));
                 }
             }
@@ -420,7 +431,7 @@ impl<'a> Worker<'a> {
             };
             if let Some(us) = advance(nf, now) {
                 nf.record_startup(us);
-                let pid = nf.process_ref().map_or(0, |p| p.pid);
+                let pid = running_pid(nf);
                 let line = format!("running (pid {pid}, started in {us:.0} µs)");
                 self.logbook
                     .push(&nf.name, self.cfg.index, "platform", line);

@@ -1,0 +1,85 @@
+//! What a freshly forked NF process does (the template's child): enter
+//! the build phase of its sandbox, take its NF from the template's shell
+//! or build it, open its handles, close the sandbox and run the NF loop.
+//! Apart from the template's own loop (`template.rs`) because this code
+//! runs in another process, after the fork, with none of the template's
+//! descriptors.
+
+use std::sync::atomic::Ordering;
+
+use sluice_mem::Arena;
+use sluice_nf::NfType;
+use sluice_sys::sandbox::RunFilter;
+use sluice_sys::Pid;
+
+use super::proto::SpawnRequest;
+use crate::nf_loop::{exit_code, run_nf_loop};
+
+/// Runs the NF of `req` as this process (a fresh fork of the template):
+/// `built` is its NF from a shell, or `None` to build it from the recipe.
+///
+/// What it writes on stderr is its log: a pipe the template relays to the
+/// platform as `Log` events (`sluice logs NF`), so it uses `eprintln!`.
+///
+/// Confinement ([`super::SandboxPlan`]) comes in two steps: `no_new_privs`
+/// before the NF's own code runs, the rest (namespaces, uid, capabilities,
+/// the allow-list) once the NF is built and has opened its handles, before
+/// its first packet.
+pub(super) fn nf_main(
+    arena: &Arena,
+    worker: u32,
+    req: &SpawnRequest,
+    (registry, built): (&[NfType], Option<Box<dyn sluice_nf::NetworkFunction>>),
+    template: Pid,
+    filter: Option<&RunFilter>,
+) -> i32 {
+    let name = &req.recipe.name;
+    let ctl = arena.nf_control(req.slot);
+    let sandbox_failed = |step: &str, e: std::io::Error| {
+        eprintln!("sluice: NF {name} cannot {step} its sandbox: {e}");
+        ctl.state
+            .store(sluice_mem::control::state::FAILED, Ordering::Release);
+        exit_code::SANDBOX_FAILED
+    };
+    if let Err(e) = req.sandbox.enter_build_phase() {
+        return sandbox_failed("enter", e);
+    }
+    sluice_sys::set_thread_name(&format!("nf:{name}"));
+    if let Err(e) = sluice_sys::pin_to_cpu(req.cpu as usize) {
+        eprintln!("sluice: NF {name} cannot be pinned to CPU {}: {e}", req.cpu);
+    }
+    ctl.pid.store(
+        sluice_sys::getpid().as_raw_nonzero().get() as u32,
+        Ordering::Relaxed,
+    );
+    let built = match built {
+        Some(nf) => Ok(nf),
+        None => req.recipe.build(registry, req.restarts),
+    };
+    let mut nf = match built {
+        Ok(nf) => nf,
+        Err(e) => {
+            eprintln!("sluice: NF {name} failed to build: {e}");
+            ctl.state
+                .store(sluice_mem::control::state::FAILED, Ordering::Release);
+            return exit_code::BUILD_FAILED;
+        }
+    };
+    nf.open_handles();
+    if req.sandbox.seccomp {
+        // A backtrace (RUST_BACKTRACE) reads the binary and the working
+        // directory, which the filter forbids: the NF would die of SIGSYS
+        // instead of reporting its panic. Print the message and place.
+        std::panic::set_hook(Box::new(|info| eprintln!("{info}")));
+    }
+    if let Err(e) = req.sandbox.confine(req.slot, template, filter) {
+        return sandbox_failed("close", e);
+    }
+    let restarts = req.restarts;
+    let rebuild = |bytes: &[u8]| -> Result<Box<dyn sluice_nf::NetworkFunction>, String> {
+        let recipe: crate::recipe::NfRecipe =
+            postcard::from_bytes(bytes).map_err(|e| format!("unreadable config message: {e}"))?;
+        recipe.build(registry, restarts).map_err(|e| e.to_string())
+    };
+    run_nf_loop(arena, req.slot, worker, req.loop_cfg, nf.as_mut(), &rebuild)
+}
