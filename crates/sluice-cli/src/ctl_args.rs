@@ -54,6 +54,23 @@ pub struct DaemonArgs {
     /// Most chains.
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=65_535))]
     pub max_chains: u32,
+    /// A tenant and the file with its token (`NAME=FILE`, repeatable; needs
+    /// --listen): a request with that token may change only the NFs and
+    /// chains whose `tenant` is NAME, and look only into those NFs.
+    #[arg(long = "tenant", value_name = "NAME=FILE", value_parser = tenant_arg)]
+    pub tenants: Vec<(String, PathBuf)>,
+}
+
+/// `NAME=FILE` of `--tenant`.
+fn tenant_arg(text: &str) -> Result<(String, PathBuf), String> {
+    match text.split_once('=') {
+        Some((name, file)) if !name.is_empty() && !file.is_empty() => {
+            Ok((name.to_string(), PathBuf::from(file)))
+        }
+        _ => Err(format!(
+            "{text:?} is not NAME=FILE (a tenant and its token file)"
+        )),
+    }
 }
 
 /// `sluice apply`.

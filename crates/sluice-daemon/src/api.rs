@@ -15,6 +15,7 @@ use utoipa::OpenApi;
 use crate::control::State as Ctl;
 use crate::error::{ApiError, ErrorBody};
 pub use crate::extract::{parse_body, parse_query, AppState, Name, BODY_LIMIT};
+use crate::tenancy::Caller;
 use crate::types::*;
 
 /// The API routes (no authentication: the caller adds it per listener).
@@ -60,11 +61,13 @@ async fn get_spec(State(app): State<AppState>) -> Result<Json<SpecDocument>, Api
     responses(
         (status = 200, description = "Applied (or, dry run, what would change)", body = ApplyResponse),
         (status = 400, description = "Malformed request", body = ErrorBody),
+        (status = 403, description = "A tenant's token, and an object that is not the tenant's (nothing changed)", body = ErrorBody),
         (status = 409, description = "Another change came first", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
         (status = 422, description = "Invalid spec, or a part of it could not start (nothing changed)", body = ErrorBody)))]
 async fn put_spec(
     State(app): State<AppState>,
+    caller: Caller,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<ApplyResponse>, ApiError> {
     let req: ApplyRequest = parse_body(body)?;
@@ -74,6 +77,7 @@ async fn put_spec(
             let spec = s
                 .parse(&req.spec, source)
                 .map_err(|e| ApiError::invalid_spec(&e))?;
+            caller.may_change(s.desired.as_ref(), &spec)?;
             let c = s.change(spec, req.resource_version, req.dry_run)?;
             Ok(ApplyResponse {
                 resource_version: c.version,
@@ -207,9 +211,11 @@ async fn get_nf(State(app): State<AppState>, Name(name): Name) -> Result<Json<Nf
     params(("name" = String, Path, description = "NF name", example = "acl"), LogsQuery),
     responses((status = 200, description = "Its log lines", body = LogsResponse),
               (status = 400, description = "Bad query", body = ErrorBody),
+              (status = 403, description = "A tenant's token, and an NF that is not the tenant's", body = ErrorBody),
               (status = 404, description = "No such NF", body = ErrorBody)))]
 async fn nf_logs(
     State(app): State<AppState>,
+    caller: Caller,
     Name(name): Name,
     RawQuery(q): RawQuery,
 ) -> Result<Json<LogsResponse>, ApiError> {
@@ -217,6 +223,7 @@ async fn nf_logs(
     app.control
         .call(move |s| {
             named(entries(s, "nfs"), &name, "NF")?;
+            caller.may_look_into(s.desired.as_ref(), &name)?;
             let after = q.after.unwrap_or(0);
             let lines = s.rt.logs(&name, after);
             let next = lines.last().map_or(after, |l| l.seq);
@@ -275,8 +282,8 @@ async fn get_chain(
 
 async fn delete(
     app: AppState,
-    kind: &'static str,
-    name: String,
+    caller: Caller,
+    (kind, name): (&'static str, String),
     q: Option<String>,
 ) -> Result<Json<DeleteResponse>, ApiError> {
     let q: DeleteQuery = parse_query(q)?;
@@ -284,7 +291,9 @@ async fn delete(
         .call(move |s| {
             // A stale version is a conflict whatever else is wrong.
             s.check_version(q.resource_version)?;
+            caller.may_delete(s.desired.as_ref(), kind, &name)?;
             let spec = s.without(kind, &name)?;
+            caller.may_change(s.desired.as_ref(), &spec)?;
             let c = s.change(spec, q.resource_version, false)?;
             Ok(DeleteResponse {
                 resource_version: c.version,
@@ -300,14 +309,16 @@ async fn delete(
     responses((status = 200, description = "Deleted", body = DeleteResponse),
               (status = 400, description = "Bad query", body = ErrorBody),
               (status = 404, description = "No such port", body = ErrorBody),
+              (status = 403, description = "A tenant's token, and an object that is not the tenant's (nothing changed)", body = ErrorBody),
               (status = 409, description = "Another change came first", body = ErrorBody),
               (status = 422, description = "Something still uses it (nothing changed)", body = ErrorBody)))]
 async fn delete_port(
     State(app): State<AppState>,
+    caller: Caller,
     Name(name): Name,
     RawQuery(q): RawQuery,
 ) -> Result<Json<DeleteResponse>, ApiError> {
-    delete(app, "port", name, q).await
+    delete(app, caller, ("port", name), q).await
 }
 
 #[utoipa::path(delete, path = "/v1/nfs/{name}", tag = "nfs",
@@ -315,14 +326,16 @@ async fn delete_port(
     responses((status = 200, description = "Deleted", body = DeleteResponse),
               (status = 400, description = "Bad query", body = ErrorBody),
               (status = 404, description = "No such NF", body = ErrorBody),
+              (status = 403, description = "A tenant's token, and an object that is not the tenant's (nothing changed)", body = ErrorBody),
               (status = 409, description = "Another change came first", body = ErrorBody),
               (status = 422, description = "A chain still uses it (nothing changed)", body = ErrorBody)))]
 async fn delete_nf(
     State(app): State<AppState>,
+    caller: Caller,
     Name(name): Name,
     RawQuery(q): RawQuery,
 ) -> Result<Json<DeleteResponse>, ApiError> {
-    delete(app, "nf", name, q).await
+    delete(app, caller, ("nf", name), q).await
 }
 
 #[utoipa::path(delete, path = "/v1/chains/{name}", tag = "chains",
@@ -330,14 +343,16 @@ async fn delete_nf(
     responses((status = 200, description = "Deleted", body = DeleteResponse),
               (status = 400, description = "Bad query", body = ErrorBody),
               (status = 404, description = "No such chain", body = ErrorBody),
+              (status = 403, description = "A tenant's token, and an object that is not the tenant's (nothing changed)", body = ErrorBody),
               (status = 409, description = "Another change came first", body = ErrorBody),
               (status = 422, description = "Something still uses it (nothing changed)", body = ErrorBody)))]
 async fn delete_chain(
     State(app): State<AppState>,
+    caller: Caller,
     Name(name): Name,
     RawQuery(q): RawQuery,
 ) -> Result<Json<DeleteResponse>, ApiError> {
-    delete(app, "chain", name, q).await
+    delete(app, caller, ("chain", name), q).await
 }
 
 #[utoipa::path(get, path = "/v1/instances", tag = "nfs",

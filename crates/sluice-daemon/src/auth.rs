@@ -1,7 +1,10 @@
-//! The TCP listener's bearer token. Every request must carry it, as
-//! `Authorization: Bearer <token>` or, for the dashboard in a browser, as
-//! the `sluice_token` cookie, which `/?token=<token>` sets (then
-//! redirects to `/`, so the token leaves the address bar).
+//! The TCP listener's bearer tokens: the operator's, and one per tenant.
+//! Every request must carry one, as `Authorization: Bearer <token>` or,
+//! for the dashboard in a browser, as the `sluice_token` cookie, which
+//! `/?token=<token>` sets (then redirects to `/`, so the token leaves the
+//! address bar). The token says who calls ([`Caller`], a request
+//! extension the handlers read); the UNIX socket's callers are the
+//! operator ([`as_operator`]).
 
 use std::sync::Arc;
 
@@ -12,14 +15,53 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 
 use crate::error::ApiError;
+use crate::tenancy::Caller;
 
-/// Wraps `router` so every request needs `token`.
-pub fn require_token(router: Router, token: String) -> Router {
-    let token = Arc::new(token);
+/// The tokens a TCP listener accepts.
+#[derive(Debug, Clone)]
+pub struct Tokens {
+    /// The operator's (`--token-file`).
+    pub operator: String,
+    /// `(tenant, token)` (`--tenant NAME=FILE`).
+    pub tenants: Vec<(String, String)>,
+}
+
+impl Tokens {
+    /// Who `presented` is, if anyone. Every token is compared, each in time
+    /// independent of where it differs, so the answer's timing does not
+    /// say which token came close.
+    fn caller(&self, presented: &str) -> Option<Caller> {
+        let mut found = None;
+        if same(presented.as_bytes(), self.operator.as_bytes()) {
+            found = Some(Caller::Operator);
+        }
+        for (tenant, token) in &self.tenants {
+            if same(presented.as_bytes(), token.as_bytes()) && found.is_none() {
+                found = Some(Caller::Tenant(tenant.clone()));
+            }
+        }
+        found
+    }
+}
+
+/// Wraps `router` so every request needs one of `tokens`.
+pub fn require_token(router: Router, tokens: Tokens) -> Router {
+    let tokens = Arc::new(tokens);
     router.layer(axum::middleware::from_fn(
         move |req: Request, next: Next| {
-            let token = token.clone();
-            async move { check(&token, req, next).await }
+            let tokens = tokens.clone();
+            async move { check(&tokens, req, next).await }
+        },
+    ))
+}
+
+/// Wraps `router` so every request is the operator's (the UNIX socket:
+/// its file mode decides who connects).
+pub fn as_operator(router: Router) -> Router {
+    router.layer(axum::middleware::from_fn(
+        |mut req: Request, next: Next| async move {
+            req.extensions_mut().insert(Caller::Operator);
+            next.run(req).await
         },
     ))
 }
@@ -45,15 +87,16 @@ fn presented(req: &Request) -> Option<String> {
         .find_map(|c| c.trim().strip_prefix("sluice_token=").map(str::to_string))
 }
 
-async fn check(token: &str, req: Request, next: Next) -> Response {
-    if presented(&req).is_some_and(|t| same(t.as_bytes(), token.as_bytes())) {
+async fn check(tokens: &Tokens, mut req: Request, next: Next) -> Response {
+    if let Some(caller) = presented(&req).and_then(|t| tokens.caller(&t)) {
+        req.extensions_mut().insert(caller);
         return next.run(req).await;
     }
     // The dashboard's way in: `/?token=...` sets the cookie.
     if req.uri().path() == "/" {
         let q = req.uri().query().unwrap_or("");
         let given = url_param(q, "token");
-        if given.is_some_and(|t| same(t.as_bytes(), token.as_bytes())) {
+        if let Some(token) = given.filter(|t| tokens.caller(t).is_some()) {
             return (
                 StatusCode::SEE_OTHER,
                 [
@@ -81,6 +124,22 @@ fn url_param(q: &str, key: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_names_its_caller() {
+        let t = Tokens {
+            operator: "op-token".into(),
+            tenants: vec![
+                ("a".into(), "a-token".into()),
+                ("b".into(), "b-token".into()),
+            ],
+        };
+        assert_eq!(t.caller("op-token"), Some(Caller::Operator));
+        assert_eq!(t.caller("a-token"), Some(Caller::Tenant("a".into())));
+        assert_eq!(t.caller("b-token"), Some(Caller::Tenant("b".into())));
+        assert_eq!(t.caller("b-toke"), None);
+        assert_eq!(t.caller(""), None);
+    }
 
     #[test]
     fn tokens_compare_exactly() {

@@ -18,6 +18,7 @@ use utoipa::IntoParams;
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{parse_query, AppState};
 use crate::pcapng;
+use crate::tenancy::Caller;
 
 /// Query of `GET /v1/capture`.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -100,9 +101,11 @@ pub(crate) fn routes(state: AppState) -> Router {
     responses(
         (status = 200, description = "A pcapng stream (application/vnd.tcpdump.pcapng)", content_type = "application/vnd.tcpdump.pcapng"),
         (status = 400, description = "Bad query or filter", body = ErrorBody),
+        (status = 403, description = "A tenant's token, and a port or an NF that is not the tenant's", body = ErrorBody),
         (status = 404, description = "No such port or NF", body = ErrorBody)))]
 pub(crate) async fn capture(
     State(app): State<AppState>,
+    caller: Caller,
     RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
     let CaptureRequest {
@@ -114,9 +117,12 @@ pub(crate) async fn capture(
     } = CaptureRequest::parse(q)?;
     let cap = app
         .control
-        .call(move |s| s.rt.tap(&name, output, snaplen, count, filter))
-        .await?
-        .map_err(|e| ApiError::not_found(e.to_string()))?;
+        .call(move |s| {
+            caller.may_look_into(s.desired.as_ref(), &name)?;
+            s.rt.tap(&name, output, snaplen, count, filter)
+                .map_err(|e| ApiError::not_found(e.to_string()))
+        })
+        .await??;
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(64);
     let control = app.control.clone();
     tokio::task::spawn_blocking(move || {

@@ -19,7 +19,7 @@ pub struct ErrorBody {
 pub struct ErrorDetail {
     /// A stable code: `bad_request`, `invalid_spec`, `in_use`,
     /// `last_chain`, `conflict`, `not_found`, `method_not_allowed`, `unauthorized`,
-    /// `too_large`, `setup_failed`, `unavailable`.
+    /// `forbidden`, `too_large`, `setup_failed`, `unavailable`.
     pub code: String,
     /// A sentence for people.
     pub message: String,
@@ -103,6 +103,11 @@ impl ApiError {
             "unauthorized",
             "this listener needs `Authorization: Bearer <token>` (the daemon's --token-file)",
         )
+    }
+
+    /// 403: a tenant's token asked for something that is not its own.
+    pub fn forbidden(message: impl Into<String>) -> ApiError {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
     }
 
     /// 405.

@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 
 use crate::control::Control;
 use crate::error::ApiError;
+use crate::tenancy::Caller;
 
 /// Largest request body (a spec is at most 16 MiB as a file; its JSON
 /// string escaping may grow it).
@@ -58,6 +59,23 @@ impl<S: Send + Sync> FromRequestParts<S> for Name {
             .await
             .map(|Path(n)| Name(n))
             .map_err(|e| ApiError::bad_request(e.body_text(), Some("name".into())))
+    }
+}
+
+/// Who sent the request. Every listener's layer sets it (`auth`); a
+/// request without it is refused rather than taken for the operator's.
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .ok_or_else(ApiError::unauthorized)
     }
 }
 

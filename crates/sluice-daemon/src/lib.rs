@@ -19,6 +19,7 @@ mod metrics;
 mod pcapng;
 pub mod socket;
 pub mod state;
+pub mod tenancy;
 pub mod types;
 
 use std::net::SocketAddr;
@@ -37,8 +38,11 @@ pub struct DaemonConfig {
     pub socket: Option<PathBuf>,
     /// TCP address to listen on too (needs `token`).
     pub listen: Option<SocketAddr>,
-    /// Bearer token every TCP request must carry.
+    /// Bearer token every TCP request must carry (the operator's).
     pub token: Option<String>,
+    /// `(tenant, token)`: tokens that may change only the tenant's NFs and
+    /// chains (TCP only; see `tenancy`).
+    pub tenant_tokens: Vec<(String, String)>,
     /// Where the desired state is kept.
     pub state_dir: PathBuf,
     /// The data plane's settings and capacities.
@@ -51,6 +55,11 @@ pub fn run(cfg: DaemonConfig, registry: &'static [NfType]) -> Result<(), String>
     if cfg.listen.is_some() && cfg.token.as_deref().is_none_or(str::is_empty) {
         return Err("--listen needs --token-file: every TCP request must carry the token".into());
     }
+    tenancy::check_tokens(
+        cfg.listen.is_some(),
+        cfg.token.as_deref(),
+        &cfg.tenant_tokens,
+    )?;
     let dir = state::StateDir::open(&cfg.state_dir).map_err(|e| {
         format!(
             "cannot use the state directory {}: {e}",
@@ -82,7 +91,11 @@ pub fn run(cfg: DaemonConfig, registry: &'static [NfType]) -> Result<(), String>
     // there must not unlink that daemon's socket).
     let socket_file = socket::Bound(socket_path.clone());
     let (control, thread) = control::Control::start(cfg.platform.clone(), registry, dir)?;
-    let served = rt.block_on(serve(control, unix, cfg.listen, cfg.token));
+    let tokens = cfg.token.map(|operator| auth::Tokens {
+        operator,
+        tenants: cfg.tenant_tokens,
+    });
+    let served = rt.block_on(serve(control, unix, cfg.listen, tokens));
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
     drop(socket_file);
     // The last handle on the control thread is gone: it stops the data
@@ -95,10 +108,10 @@ async fn serve(
     control: control::Control,
     unix: tokio::net::UnixListener,
     listen: Option<SocketAddr>,
-    token: Option<String>,
+    tokens: Option<auth::Tokens>,
 ) -> Result<(), String> {
     let state = extract::AppState { control };
-    let app = |authed: Option<String>| {
+    let app = |authed: Option<auth::Tokens>| {
         let router = api::routes(state.clone())
             .merge(metrics::routes(state.clone()))
             .merge(capture::routes(state.clone()))
@@ -107,7 +120,7 @@ async fn serve(
             .method_not_allowed_fallback(|| async { error::ApiError::method_not_allowed() });
         let router = match authed {
             Some(t) => auth::require_token(router, t),
-            None => router,
+            None => auth::as_operator(router),
         };
         router.layer(axum::extract::DefaultBodyLimit::max(api::BODY_LIMIT))
     };
@@ -131,7 +144,7 @@ async fn serve(
             .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         tracing::info!("listening on {addr} (bearer token required)");
         let mut rx = stop_rx.clone();
-        let app = app(token);
+        let app = app(tokens);
         tasks.push(tokio::spawn(async move {
             axum::serve(tcp, app)
                 .with_graceful_shutdown(async move {

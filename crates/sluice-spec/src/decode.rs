@@ -241,6 +241,7 @@ fn nf(node: &ConfigNode) -> Res<NfSpec> {
             "cpu_weight",
             "wakeup",
             "sandbox",
+            "tenant",
         ],
     )?;
     let name = fields::string(f.req("name", "every NF needs a unique name")?)?;
@@ -269,6 +270,10 @@ fn nf(node: &ConfigNode) -> Res<NfSpec> {
             .map(crate::wakeup::decode_rule)
             .transpose()?,
         sandbox: f.opt("sandbox").map(crate::sandbox::decode).transpose()?,
+        tenant: f
+            .opt("tenant")
+            .map(|n| fields::string(n).map(str::to_string))
+            .transpose()?,
         location: node.location(),
     })
 }

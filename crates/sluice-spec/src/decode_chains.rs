@@ -6,7 +6,7 @@ use crate::limits;
 use crate::model::{ChainSpec, MatchSpec};
 use crate::net::{self, PROTO_NAMES};
 
-const CHAIN_KEYS: [&str; 7] = [
+const CHAIN_KEYS: [&str; 8] = [
     "name",
     "from",
     "match",
@@ -14,6 +14,7 @@ const CHAIN_KEYS: [&str; 7] = [
     "to",
     "bidirectional",
     "wakeup",
+    "tenant",
 ];
 
 /// Suffix of the chain `bidirectional: true` adds for the reverse direction.
@@ -60,6 +61,7 @@ pub(crate) fn reversed(c: &ChainSpec) -> ChainSpec {
         nfs: c.nfs.iter().rev().cloned().collect(),
         to: c.from.clone(),
         wakeup: c.wakeup,
+        tenant: c.tenant.clone(),
         location: c.location,
     }
 }
@@ -90,6 +92,10 @@ fn chain(node: &ConfigNode) -> Res<ChainSpec> {
         wakeup: f
             .opt("wakeup")
             .map(crate::wakeup::decode_rule)
+            .transpose()?,
+        tenant: f
+            .opt("tenant")
+            .map(|n| fields::string(n).map(str::to_string))
             .transpose()?,
         location: node.location(),
     })

@@ -155,6 +155,9 @@ fn nf(n: &NfSpec) -> Value {
     if let Some(s) = &n.sandbox {
         v["sandbox"] = s.emit();
     }
+    if let Some(t) = &n.tenant {
+        v["tenant"] = json!(t);
+    }
     v
 }
 
@@ -170,6 +173,9 @@ fn chain(c: &ChainSpec) -> Value {
     }
     if let Some(r) = &c.wakeup {
         v["wakeup"] = r.emit();
+    }
+    if let Some(t) = &c.tenant {
+        v["tenant"] = json!(t);
     }
     v
 }

@@ -63,6 +63,7 @@ mod scalar;
 mod settings;
 mod validate;
 mod validate_chains;
+mod validate_tenants;
 mod wakeup;
 mod wakeup_resolve;
 mod yaml;

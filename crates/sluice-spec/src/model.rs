@@ -55,6 +55,9 @@ pub struct NfSpec {
     /// What it may do as a process (`sandbox`); `None`: not set, which
     /// means [`Sandbox::strict`] for process NFs.
     pub sandbox: Option<Sandbox>,
+    /// The tenant that owns it (`tenant`, a name); `None`: the operator's.
+    /// A daemon lets a tenant's token change only its own NFs and chains.
+    pub tenant: Option<String>,
     /// Where the NF was declared ([`Location::GENERATED`] if built by code).
     pub location: Location,
 }
@@ -75,6 +78,7 @@ impl NfSpec {
             cpu_weight: None,
             wakeup: None,
             sandbox: None,
+            tenant: None,
             location: Location::GENERATED,
         }
     }
@@ -129,6 +133,10 @@ pub struct ChainSpec {
     /// The wake-up rule of its process NFs (`wakeup`), replacing
     /// `settings.wakeup`; `None`: not set.
     pub wakeup: Option<WakeRule>,
+    /// The tenant that owns it (`tenant`); `None`: the operator's. Its NFs,
+    /// and the chain it continues into, must be its tenant's or the
+    /// operator's.
+    pub tenant: Option<String>,
     /// Where the chain was declared ([`Location::GENERATED`] if built by code).
     pub location: Location,
 }
@@ -148,6 +156,7 @@ impl ChainSpec {
             nfs: nfs.iter().map(|s| s.to_string()).collect(),
             to: to.into(),
             wakeup: None,
+            tenant: None,
             location: Location::GENERATED,
         }
     }

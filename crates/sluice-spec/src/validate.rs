@@ -160,7 +160,8 @@ pub(crate) fn validate(spec: &Spec, known_nf_types: &[&str], locator: &dyn Locat
     }
     unique_names(&cx)?;
     sharding(&cx)?;
-    validate_chains::chains(&cx)
+    validate_chains::chains(&cx)?;
+    crate::validate_tenants::tenants(&cx)
 }
 
 /// With `workers > 1` every worker runs its own copy of the data plane
@@ -250,7 +251,7 @@ fn settings(cx: &Ctx<'_>) -> Res<()> {
 }
 
 /// Names are `[a-z0-9_-]{1,32}`.
-fn name(cx: &Ctx<'_>, path: &str, name: &str) -> Res<()> {
+pub(crate) fn name(cx: &Ctx<'_>, path: &str, name: &str) -> Res<()> {
     let ok = !name.is_empty()
         && name.len() <= limits::NAME_MAX
         && name

@@ -919,3 +919,58 @@ fn a_bad_sandbox_is_named_where_it_is() {
     assert!(e.message.contains("unknown namespace \"pid\""), "{e}");
     assert_eq!(e.line, 9, "{e}");
 }
+
+#[test]
+fn a_tenants_chain_stays_among_its_own_and_the_operators_nfs() {
+    let spec = "
+ports:
+  - { name: gen, kind: generator }
+  - { name: out, kind: sink }
+nfs:
+  - { name: acl, type: acl, tenant: blue }
+  - { name: mon, type: mon, tenant: red }
+  - { name: nat, type: nat }
+chains:
+  - { name: a, from: gen, match: { dst_port: 1 }, nfs: [acl, nat], to: out, tenant: blue }
+  - { name: b, from: gen, match: { dst_port: 2 }, nfs: [acl, mon], to: out, tenant: blue }
+";
+    let e = err(spec);
+    assert_eq!((e.line, e.field.as_str()), (10, "chains[1].nfs[1]"), "{e}");
+    assert!(
+        e.message
+            .contains("NF \"mon\" belongs to tenant \"red\" and chain \"b\" to tenant \"blue\""),
+        "{e}"
+    );
+    // Continuing into another tenant's chain.
+    let spec = "
+ports:
+  - { name: gen, kind: generator }
+  - { name: out, kind: sink }
+nfs:
+  - { name: acl, type: acl, tenant: blue }
+  - { name: mon, type: mon, tenant: red }
+chains:
+  - { name: a, from: gen, match: { dst_port: 1 }, nfs: [acl], to: b, tenant: blue }
+  - { name: b, from: gen, match: { dst_port: 2 }, nfs: [mon], to: out, tenant: red }
+";
+    let e = err(spec);
+    assert_eq!(e.field, "chains[0].to", "{e}");
+    assert!(
+        e.message.contains("chain \"b\" belongs to tenant \"red\""),
+        "{e}"
+    );
+    // The operator's chains may pass anyone's NFs; names are checked.
+    let ok = "
+ports:
+  - { name: gen, kind: generator }
+  - { name: out, kind: sink }
+nfs:
+  - { name: acl, type: acl, tenant: blue }
+  - { name: mon, type: mon, tenant: red }
+chains:
+  - { name: a, from: gen, nfs: [acl, mon], to: out }
+";
+    assert!(parse_str(ok, "ok.yaml", TYPES).is_ok());
+    let e = err(&ok.replace("tenant: red", "tenant: Red"));
+    assert_eq!(e.field, "nfs[1].tenant", "{e}");
+}

@@ -157,15 +157,18 @@ fn full_spec_loads_into_expected_structs() {
             nfs: vec!["acl".into(), "mon".into()],
             to: "egress".into(),
             wakeup: None,
+            tenant: None,
             location: Location::new(69, 5),
         },
         ChainSpec {
             wakeup: None,
+            tenant: None,
             location: Location::new(78, 5),
             ..ChainSpec::new("rest", "gen", &["mon"], "out")
         },
         ChainSpec {
             wakeup: None,
+            tenant: None,
             location: Location::new(82, 5),
             ..ChainSpec::new("egress", "trace", &["nat"], "dump")
         },
@@ -176,6 +179,7 @@ fn full_spec_loads_into_expected_structs() {
                 ..MatchSpec::default()
             }),
             wakeup: None,
+            tenant: None,
             location: Location::new(86, 5),
             ..ChainSpec::new("v6", "gen6", &[], "nic0")
         },
@@ -233,6 +237,7 @@ fn minimal_spec_gets_documented_defaults() {
         spec.chains[0],
         ChainSpec {
             wakeup: None,
+            tenant: None,
             location: Location::new(7, 5),
             ..ChainSpec::new("main", "gen", &[], "out")
         }
