@@ -63,6 +63,8 @@ struct InstantiateResult {
     batch: u32,
     /// The NFs' sandbox (`strict` or `off`).
     sandbox: &'static str,
+    /// NFs started from shells (`settings.shells`).
+    shells: bool,
     /// NFs running at the end (the base chain's included).
     alive: usize,
     /// Request → every NF of its batch running, µs.
@@ -113,9 +115,9 @@ fn entries(k: u32, batch: u32, sampled: bool, sandbox: &str, out: &mut [String; 
     }
 }
 
-fn spec(parts: &[String; 3]) -> String {
+fn spec(parts: &[String; 3], shells: bool) -> String {
     format!(
-        "ports:\n  - {{ name: gen, kind: generator, flows: 64, protocol: udp, size: 64, rate_pps: 100000 }}\n  - {{ name: out, kind: sink }}\n{}nfs:\n  - {{ name: base, type: forwarder, isolation: process }}\n{}chains:\n{}  - {{ name: main, from: gen, nfs: [base], to: out }}\n",
+        "settings:\n  shells: {shells}\nports:\n  - {{ name: gen, kind: generator, flows: 64, protocol: udp, size: 64, rate_pps: 100000 }}\n  - {{ name: out, kind: sink }}\n{}nfs:\n  - {{ name: base, type: forwarder, isolation: process }}\n{}chains:\n{}  - {{ name: main, from: gen, nfs: [base], to: out }}\n",
         parts[0], parts[1], parts[2]
     )
 }
@@ -147,6 +149,7 @@ fn bench(a: &InstantiateArgs) -> Result<InstantiateResult, String> {
         OnOff::On => "strict",
         OnOff::Off => "off",
     };
+    let shells = a.shells == OnOff::On;
     let requests = count.div_ceil(batch);
     let room = (count + 64).to_string();
     let (d, c) = start_daemon_with(&[
@@ -158,7 +161,7 @@ fn bench(a: &InstantiateArgs) -> Result<InstantiateResult, String> {
         "64",
     ])?;
     let mut parts: [String; 3] = Default::default();
-    apply(&c, &spec(&parts))?;
+    apply(&c, &spec(&parts, shells))?;
     let every = (requests / SAMPLES).max(1);
     let (mut create, mut first) = (Vec::new(), Vec::new());
     let mut phases: [Vec<f64>; 4] = Default::default();
@@ -166,7 +169,7 @@ fn bench(a: &InstantiateArgs) -> Result<InstantiateResult, String> {
         let this = batch.min(count - k * batch);
         let sampled = k % every == 0 && k / every < SAMPLES;
         entries(k, this, sampled, sandbox, &mut parts);
-        let took = apply(&c, &spec(&parts))?;
+        let took = apply(&c, &spec(&parts, shells))?;
         create.push(took.request_ms * 1e3);
         took.record(&mut phases);
         if sampled {
@@ -202,6 +205,7 @@ fn bench(a: &InstantiateArgs) -> Result<InstantiateResult, String> {
         count,
         batch,
         sandbox,
+        shells,
         alive: running.len(),
         last_vs_first_decile: deciles[9] / deciles[0].max(1e-9),
         create_us: spread(create),
@@ -301,8 +305,9 @@ mod tests {
         let mut parts: [String; 3] = Default::default();
         entries(0, 3, true, "strict", &mut parts);
         entries(1, 3, false, "off", &mut parts);
-        let text = spec(&parts);
+        let text = spec(&parts, false);
         let s = sluice_spec::parse_str(&text, "<bench>", &crate::bench::nf_type_names()).unwrap();
+        assert!(!s.settings.shells);
         assert_eq!(s.nfs.len(), 7);
         assert_eq!(s.chains.len(), 7);
         assert_eq!(s.ports.len(), 4);

@@ -184,6 +184,10 @@ pub struct InstantiateArgs {
     /// what confinement adds to a start).
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     pub sandbox: OnOff,
+    /// Start NFs from shells (`settings.shells`, the default) or have each
+    /// build its own after the fork (`off`).
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub shells: OnOff,
     /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,

@@ -255,6 +255,16 @@ pub fn deprioritize(pid: Pid) -> io::Result<()> {
     Ok(rustix::process::setpriority_process(Some(pid), 19)?)
 }
 
+/// This process's nice value (`None` if the kernel will not say).
+pub fn own_nice() -> Option<i32> {
+    rustix::process::getpriority_process(None).ok()
+}
+
+/// Sets this process's nice value (negative needs `CAP_SYS_NICE`).
+pub fn set_own_nice(nice: i32) -> io::Result<()> {
+    Ok(rustix::process::setpriority_process(None, nice)?)
+}
+
 pub use sched_class::{rr_timeslice_ms, sched_class, set_sched_class, SchedClass};
 pub use schedstat::{sched_times, SchedTimes};
 

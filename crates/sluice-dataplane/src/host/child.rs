@@ -72,6 +72,9 @@ pub(super) fn nf_main(
         // instead of reporting its panic. Print the message and place.
         std::panic::set_hook(Box::new(|info| eprintln!("{info}")));
     }
+    // Back to the NFs' priority (the template's, inherited, is for the
+    // start only), before the sandbox closes over setpriority.
+    let _ = sluice_sys::set_own_nice(0);
     if let Err(e) = req.sandbox.confine(req.slot, template, filter) {
         return sandbox_failed("close", e);
     }

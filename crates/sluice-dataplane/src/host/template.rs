@@ -33,6 +33,17 @@ use crate::nf_loop::exit_code;
 /// The argument that makes the program a template.
 pub const TEMPLATE_ARG: &str = "__sluice-nf-template";
 
+/// The template's nice value. It shares the NFs' cores and sleeps until
+/// asked for something; when asked, it should run at once: a restart waits
+/// for it (its wake-up, then the fork) while the chain's other NFs poll on
+/// that core. At -10 (when the platform may raise priorities) restarts in
+/// the soak's chain took 1.40 and 1.47 ms against 1.55 and 1.70 at 0
+/// (2-minute soaks side by side, `docs/benchmarks.md`). Its children start at
+/// this priority too, so their start-up is not held off either, and
+/// return to 0 before their NF's first packet (`child.rs`); shell builds,
+/// long and not urgent, run at 0 (`shells.rs`).
+pub(super) const TEMPLATE_NICE: i32 = -10;
+
 /// `slot` of log lines from the template itself.
 pub const TEMPLATE_SLOT: u32 = u32::MAX;
 
@@ -124,6 +135,7 @@ fn template_main(registry: &'static [NfType]) -> i32 {
         let _ = sluice_sys::die_with_parent(p);
     }
     sluice_sys::set_cycles_calibration(hello.cycles_q32);
+    let _ = sluice_sys::set_own_nice(TEMPLATE_NICE);
     let l = hello.arena;
     let arena = match Arena::attach(fd, l.config(), l.len, l.hugepages) {
         Ok(a) => a,
@@ -166,7 +178,7 @@ fn template_main(registry: &'static [NfType]) -> i32 {
         dropped_lines: 0,
         limits: None,
         run_filter: None,
-        shells: Shells::default(),
+        shells: Shells::raised(),
     };
     let _ = t.chan.send(&FromTemplate::Ready {
         pid: sluice_sys::getpid().as_raw_nonzero().get(),
