@@ -164,13 +164,12 @@ fn kill_router_twice(shells: bool) -> serde_json::Value {
 
 #[test]
 fn restarts_are_forks_of_the_built_nf_unless_shells_are_off() {
-    // With shells (the default) an NF's first start builds in its own
-    // process; at the second the template builds it once, and that start
-    // and every later one is a fork of it.
+    // With shells (the default) the template builds each NF once and
+    // every start, first or restart, is a fork of it.
     let on = kill_router_twice(true);
     assert_eq!(nf(&on, "r")["restarts"], 2, "{on:#}");
-    assert_eq!(nf(&on, "r")["shell_starts"], 2, "{on:#}");
-    assert_eq!(nf(&on, "f")["shell_starts"], 0, "{on:#}");
+    assert_eq!(nf(&on, "r")["shell_starts"], 3, "{on:#}");
+    assert_eq!(nf(&on, "f")["shell_starts"], 1, "{on:#}");
     assert_eq!(nf(&on, "r")["restart_times"]["count"], 2, "{on:#}");
     // Off: every instance builds its own NF, and the platform says so.
     let r = kill_router_twice(false);

@@ -7,12 +7,9 @@
 //! a start for the heavier types (a router's longest-prefix tables took
 //! 19 ms per restart in the soak, a forwarder's nothing), and it is paid
 //! again at every restart and by every instance of the same recipe. With
-//! shells the template builds a recipe once, at its second start (a
-//! restart, or a second instance; the first start builds in its own
-//! process as before, so a template does not hold the state of every NF
-//! ever started), keeps the built NF, and every later fork inherits it
-//! copy-on-write: the child takes its own copy out of its own address
-//! space and goes straight to confinement and its loop.
+//! shells the template builds each recipe once, keeps the built NF, and
+//! every fork inherits it copy-on-write: the child takes its own copy out
+//! of its own address space and goes straight to confinement and its loop.
 //!
 //! The contract that makes this sound, checked here:
 //!
@@ -29,25 +26,26 @@
 //!   whether the instance is a restart when its build asked that
 //!   (`Resolver::restarts`: a restarted pcap mirror appends to its file),
 //!   the one thing besides the recipe a build may read. Most builds do not
-//!   ask, so one shell serves all of an NF's restarts.
+//!   ask, so one shell serves an NF's first start and all its restarts.
 //!
 //! The template is the only user and runs one thread, so this is plain
-//! owned state. Shells in use by a live instance are kept; at most
-//! `IDLE_MAX` idle ones stay (least recently used go first), so a restart
-//! (exit, then a spawn of the same recipe) finds its shell while memory
-//! stays bounded by the live recipes.
+//! owned state. At most `SHELLS_MAX` shells stay, least recently used
+//! first out: a restart (exit, then a spawn of the same recipe) finds its
+//! shell, and the template's memory, which every fork copies the page
+//! tables of, stays bounded.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use sluice_nf::{NetworkFunction, NfType};
 
 use super::proto::SpawnRequest;
 
-/// Idle shells kept per template (no live instance uses them).
-pub const IDLE_MAX: usize = 64;
-
-/// Recipes remembered as started once (8 bytes each).
-const SEEN_MAX: usize = 1 << 16;
+/// Shells kept per template, in use or idle (least recently used go
+/// first). Each fork copies the template's page tables, so the shells it
+/// holds make every start dearer: unbounded, 200 distinct forwarders'
+/// shells took private memory per NF from 84 to 104 KiB and starts from
+/// 0.6 to 1.1 ms over the run (`bench instantiate`).
+pub const SHELLS_MAX: usize = 64;
 
 /// Which shell a child was forked from.
 pub type ShellId = u64;
@@ -78,9 +76,6 @@ pub struct Shells {
     descriptors: fn() -> Option<usize>,
     /// Data pages of the process at its last collapse onto huge pages.
     collapsed_at: u64,
-    /// Hashes of the recipes started once (they get a shell at their next
-    /// start).
-    seen: HashSet<u64>,
     /// The process runs at the template's raised priority
     /// (`template::TEMPLATE_NICE`), which builds leave for the NFs'.
     raised: bool,
@@ -96,7 +91,6 @@ impl Default for Shells {
             unshellable: Vec::new(),
             descriptors: open_descriptors,
             collapsed_at: 0,
-            seen: HashSet::new(),
             raised: false,
         }
     }
@@ -129,25 +123,6 @@ impl Shells {
             s.users += 1;
             s.last_used = self.clock;
             return Some(id);
-        }
-        // A recipe's first start builds in its own process, as without
-        // shells: a shell per recipe ever started made the template hold
-        // every NF's state, and each fork copies the template's page
-        // tables (200 distinct forwarders: starts 0.6 → 1.1 ms from the
-        // first tenth to the last, `bench instantiate`). The second start
-        // (a restart, another instance) builds the shell.
-        let seen = {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            recipe.hash(&mut h);
-            h.finish()
-        };
-        if self.seen.insert(seen) {
-            if self.seen.len() > SEEN_MAX {
-                // Forgetting costs a recipe one more start without a shell.
-                self.seen.clear();
-            }
-            return None;
         }
         let before = (self.descriptors)();
         // A build can take tens of milliseconds (a router's tables) on a
@@ -226,19 +201,20 @@ impl Shells {
         self.shells.len()
     }
 
-    /// Drops the least recently used idle shells beyond [`IDLE_MAX`].
+    /// Drops the least recently used shells beyond [`SHELLS_MAX`].
     fn evict(&mut self) {
-        let mut idle: Vec<(u64, ShellId)> = self
-            .shells
-            .iter()
-            .filter(|(_, s)| s.users == 0)
-            .map(|(&id, s)| (s.last_used, id))
-            .collect();
-        if idle.len() <= IDLE_MAX {
+        if self.shells.len() <= SHELLS_MAX {
             return;
         }
-        idle.sort_unstable();
-        for &(_, id) in &idle[..idle.len() - IDLE_MAX] {
+        // Evicting a shell in use is safe: its instances have their own
+        // copies; its NF's next start builds a new one.
+        let mut old: Vec<(u64, ShellId)> = self
+            .shells
+            .iter()
+            .map(|(&id, s)| (s.last_used, id))
+            .collect();
+        old.sort_unstable();
+        for &(_, id) in &old[..old.len() - SHELLS_MAX] {
             if let Some(s) = self.shells.remove(&id) {
                 self.by_key.remove(&s.key);
             }
@@ -260,8 +236,12 @@ fn data_pages() -> u64 {
 
 /// Descriptors this process holds (`None` if `/proc` cannot say).
 fn open_descriptors() -> Option<usize> {
-    // The directory's own descriptor is counted both times alike.
-    std::fs::read_dir("/proc/self/fd").ok().map(|d| d.count())
+    // The lowest free number: a descriptor the build kept takes it, so it
+    // moves. Two system calls, where reading /proc/self/fd cost a walk
+    // over every NF's output pipe per build.
+    let probe = rustix::io::fcntl_dupfd_cloexec(rustix::stdio::stdin(), 0).ok()?;
+    use std::os::fd::AsRawFd;
+    Some(probe.as_raw_fd() as usize)
 }
 
 #[cfg(test)]
@@ -338,13 +318,6 @@ mod tests {
         ty("panicking", panicking),
     ];
 
-    /// `acquire` after the recipe's first start (which builds in its
-    /// child: `None`).
-    fn second(s: &mut Shells, r: &SpawnRequest) -> Option<ShellId> {
-        assert_eq!(s.acquire(r, &REGISTRY), None, "a first start has no shell");
-        s.acquire(r, &REGISTRY)
-    }
-
     fn req(type_name: &str, name: &str, restarts: u32, shell: bool) -> SpawnRequest {
         SpawnRequest {
             slot: 0,
@@ -366,25 +339,15 @@ mod tests {
     }
 
     #[test]
-    fn a_recipes_first_start_builds_in_its_child_and_the_second_makes_the_shell() {
-        let mut s = shells();
-        assert_eq!(s.acquire(&req("quiet", "a", 0, true), &REGISTRY), None);
-        assert_eq!(s.len(), 0);
-        let id = s.acquire(&req("quiet", "a", 1, true), &REGISTRY).unwrap();
-        assert_eq!(s.len(), 1);
-        assert_eq!(s.acquire(&req("quiet", "a", 2, true), &REGISTRY), Some(id));
-    }
-
-    #[test]
     fn one_build_serves_every_instance_of_a_recipe() {
         let mut s = shells();
-        let a = second(&mut s, &req("quiet", "a", 0, true)).unwrap();
+        let a = s.acquire(&req("quiet", "a", 0, true), &REGISTRY).unwrap();
         let a2 = s.acquire(&req("quiet", "a", 0, true), &REGISTRY).unwrap();
         assert_eq!(a, a2);
         // Its restarts too: its build never asked about restarts.
         assert_eq!(s.acquire(&req("quiet", "a", 3, true), &REGISTRY), Some(a));
         // Another name is another recipe.
-        let b = second(&mut s, &req("quiet", "b", 0, true)).unwrap();
+        let b = s.acquire(&req("quiet", "b", 0, true), &REGISTRY).unwrap();
         assert_ne!(a, b);
         assert_eq!(s.len(), 2);
     }
@@ -392,7 +355,7 @@ mod tests {
     #[test]
     fn a_build_that_asks_about_restarts_gets_a_shell_per_answer() {
         let mut s = shells();
-        let first = second(&mut s, &req("asking", "m", 0, true)).unwrap();
+        let first = s.acquire(&req("asking", "m", 0, true), &REGISTRY).unwrap();
         let restarted = s.acquire(&req("asking", "m", 1, true), &REGISTRY).unwrap();
         assert_ne!(first, restarted);
         // Every later restart shares the restarted one.
@@ -410,60 +373,71 @@ mod tests {
     #[test]
     fn a_shell_survives_its_last_instance_so_a_restart_finds_it() {
         let mut s = shells();
-        let id = second(&mut s, &req("quiet", "a", 1, true)).unwrap();
+        let id = s.acquire(&req("quiet", "a", 1, true), &REGISTRY).unwrap();
         s.release(id);
         assert_eq!(s.acquire(&req("quiet", "a", 2, true), &REGISTRY), Some(id));
     }
 
     #[test]
-    fn idle_shells_are_bounded_least_recently_used_first() {
+    fn shells_are_bounded_least_recently_used_first() {
         let mut s = shells();
-        let ids: Vec<ShellId> = (0..IDLE_MAX + 10)
+        let ids: Vec<ShellId> = (0..SHELLS_MAX + 10)
             .map(|i| {
-                let id = second(&mut s, &req("quiet", &format!("n{i}"), 0, true)).unwrap();
+                let id = s
+                    .acquire(&req("quiet", &format!("n{i}"), 0, true), &REGISTRY)
+                    .unwrap();
                 s.release(id);
                 id
             })
             .collect();
-        assert_eq!(s.len(), IDLE_MAX);
+        assert_eq!(s.len(), SHELLS_MAX);
         // The oldest went, the newest stayed.
         assert!(s.take_in_child(ids[0]).is_none());
-        assert!(s.take_in_child(ids[IDLE_MAX + 9]).is_some());
+        assert!(s.take_in_child(ids[SHELLS_MAX + 9]).is_some());
     }
 
     #[test]
-    fn shells_in_use_are_never_evicted() {
+    fn shells_in_use_count_toward_the_bound_and_a_used_one_stays() {
         let mut s = shells();
-        let held: Vec<ShellId> = (0..IDLE_MAX + 5)
-            .map(|i| second(&mut s, &req("quiet", &format!("n{i}"), 0, true)).unwrap())
-            .collect();
-        assert_eq!(s.len(), IDLE_MAX + 5);
-        assert!(held.iter().all(|&id| s.shells.contains_key(&id)));
+        let first = s.acquire(&req("quiet", "n0", 0, true), &REGISTRY).unwrap();
+        for i in 1..SHELLS_MAX + 5 {
+            s.acquire(&req("quiet", &format!("n{i}"), 0, true), &REGISTRY)
+                .unwrap();
+            // n0 restarts now and then: it stays among the recent.
+            if i % 8 == 0 {
+                assert_eq!(
+                    s.acquire(&req("quiet", "n0", 1, true), &REGISTRY),
+                    Some(first)
+                );
+            }
+        }
+        assert_eq!(s.len(), SHELLS_MAX);
+        assert!(s.shells.contains_key(&first));
     }
 
     #[test]
     fn builds_that_fail_panic_or_open_descriptors_get_no_shell() {
         let mut s = shells();
-        assert_eq!(second(&mut s, &req("failing", "f", 0, true)), None);
-        assert_eq!(second(&mut s, &req("panicking", "p", 0, true)), None);
-        assert_eq!(second(&mut s, &req("holder", "h", 0, true)), None);
+        assert_eq!(s.acquire(&req("failing", "f", 0, true), &REGISTRY), None);
+        assert_eq!(s.acquire(&req("panicking", "p", 0, true), &REGISTRY), None);
+        assert_eq!(s.acquire(&req("holder", "h", 0, true), &REGISTRY), None);
         // The type is remembered: no second build to find out again.
         assert_eq!(s.unshellable, vec!["holder".to_string()]);
-        assert_eq!(second(&mut s, &req("holder", "h2", 0, true)), None);
+        assert_eq!(s.acquire(&req("holder", "h2", 0, true), &REGISTRY), None);
         assert_eq!(s.len(), 0);
     }
 
     #[test]
     fn a_request_without_shell_builds_in_its_child() {
         let mut s = shells();
-        assert_eq!(second(&mut s, &req("quiet", "a", 0, false)), None);
+        assert_eq!(s.acquire(&req("quiet", "a", 0, false), &REGISTRY), None);
         assert_eq!(s.len(), 0);
     }
 
     #[test]
     fn the_child_takes_the_built_nf() {
         let mut s = shells();
-        let id = second(&mut s, &req("quiet", "a", 0, true)).unwrap();
+        let id = s.acquire(&req("quiet", "a", 0, true), &REGISTRY).unwrap();
         assert!(s.take_in_child(id).is_some());
         assert!(s.take_in_child(id).is_none());
     }
