@@ -16,9 +16,10 @@
 //! - **A build opens no descriptors.** Files and sockets come from
 //!   `NetworkFunction::open_handles`, which every instance runs after the
 //!   fork. A child closes every inherited descriptor first thing, so an NF
-//!   whose build opened one would hold a dead number. The template counts
-//!   its descriptors around each build; an NF type that opened any gets no
-//!   shell (its instances build themselves, as before).
+//!   whose build opened one would hold a dead number. The template checks
+//!   its lowest free descriptor number before and after each build; an NF
+//!   type that kept one gets no shell (its instances build themselves, as
+//!   before).
 //! - **A build that fails or panics is not cached**: the child builds
 //!   itself and reports the error in its own log, exactly as without
 //!   shells.
@@ -71,8 +72,9 @@ pub struct Shells {
     clock: u64,
     /// Recipe types that opened descriptors in their build: never shelled.
     unshellable: Vec<String>,
-    /// Counts this process's descriptors (tests, which share the process
-    /// with other threads opening files, count their own).
+    /// Says whether a build kept a descriptor: compared before and after
+    /// it (the lowest free number; tests, which share the process with
+    /// other threads opening files, count their own).
     descriptors: fn() -> Option<usize>,
     /// Data pages of the process at its last collapse onto huge pages.
     collapsed_at: u64,
@@ -89,7 +91,7 @@ impl Default for Shells {
             next_id: 0,
             clock: 0,
             unshellable: Vec::new(),
-            descriptors: open_descriptors,
+            descriptors: lowest_free_descriptor,
             collapsed_at: 0,
             raised: false,
         }
@@ -234,8 +236,9 @@ fn data_pages() -> u64 {
         .unwrap_or(0)
 }
 
-/// Descriptors this process holds (`None` if `/proc` cannot say).
-fn open_descriptors() -> Option<usize> {
+/// The lowest free descriptor number of this process (`None` if none is
+/// free).
+fn lowest_free_descriptor() -> Option<usize> {
     // The lowest free number: a descriptor the build kept takes it, so it
     // moves. Two system calls, where reading /proc/self/fd cost a walk
     // over every NF's output pipe per build.
@@ -416,7 +419,7 @@ mod tests {
     }
 
     #[test]
-    fn builds_that_fail_panic_or_open_descriptors_get_no_shell() {
+    fn builds_that_fail_panic_or_lowest_free_descriptor_get_no_shell() {
         let mut s = shells();
         assert_eq!(s.acquire(&req("failing", "f", 0, true), &REGISTRY), None);
         assert_eq!(s.acquire(&req("panicking", "p", 0, true), &REGISTRY), None);
