@@ -56,6 +56,29 @@ fn atomic_datagram(f: &[u8]) -> Option<Vec<u8>> {
     Some(g)
 }
 
+/// The full path's decisions, counted as the NF's counters count them.
+#[derive(Default)]
+struct Tally {
+    established: u64,
+    new: u64,
+    invalid: u64,
+    passed: u64,
+}
+
+impl Tally {
+    fn add(&mut self, d: Result<Decision, ParseError>) {
+        match d {
+            Ok(Decision::Established) => self.established += 1,
+            Ok(Decision::New { .. }) => self.new += 1,
+            Ok(Decision::Drop { reason, .. }) if reason == sluice_nfs::firewall::INVALID => {
+                self.invalid += 1
+            }
+            _ => {}
+        }
+        self.passed += u64::from(verdict_of(d) == Verdict::Next);
+    }
+}
+
 fn table(fw: &Firewall) -> Vec<(u32, Entry)> {
     fw.conntrack()
         .table()
@@ -479,8 +502,12 @@ proptest! {
         // `process` ends with a sweep of 64 slab positions; so does the twin.
         twin.conntrack_mut().sweep(S, 64);
         let mut now = S;
-        let (mut established, mut new, mut invalid) = (0, conns.len() as u64, 0);
-        let mut passed = conns.len() as u64;
+        // The openings were new and passed.
+        let mut tally = Tally {
+            new: conns.len() as u64,
+            passed: conns.len() as u64,
+            ..Tally::default()
+        };
         for batch in batches {
             now += 3 * S;
             h.set_now_ns(now);
@@ -501,35 +528,18 @@ proptest! {
                 .collect();
             prop_assert_eq!(got.len(), kept.len());
             for (o, (f, d)) in got.iter().zip(kept) {
-                match d {
-                    Ok(Decision::Established) => established += 1,
-                    Ok(Decision::New { .. }) => new += 1,
-                    Ok(Decision::Drop { reason, .. }) if reason == sluice_nfs::firewall::INVALID => {
-                        invalid += 1
-                    }
-                    _ => {}
-                }
-                passed += u64::from(verdict_of(d) == Verdict::Next);
+                tally.add(d);
                 prop_assert_eq!(o.verdict, verdict_of(d), "{:02x?}", f);
             }
             for g in &atomic {
-                let d = full(&mut twin, g, now);
-                match d {
-                    Ok(Decision::Established) => established += 1,
-                    Ok(Decision::New { .. }) => new += 1,
-                    Ok(Decision::Drop { reason, .. }) if reason == sluice_nfs::firewall::INVALID => {
-                        invalid += 1
-                    }
-                    _ => {}
-                }
-                passed += u64::from(verdict_of(d) == Verdict::Next);
+                tally.add(full(&mut twin, g, now));
             }
             twin.conntrack_mut().sweep(now, 64);
             prop_assert_eq!(table(&fw), table(&twin));
         }
-        prop_assert_eq!(h.counter(counters::ESTABLISHED), established);
-        prop_assert_eq!(h.counter(counters::NEW), new);
-        prop_assert_eq!(h.counter(counters::INVALID), invalid);
-        prop_assert_eq!(h.counter(counters::ACCEPTED), passed);
+        prop_assert_eq!(h.counter(counters::ESTABLISHED), tally.established);
+        prop_assert_eq!(h.counter(counters::NEW), tally.new);
+        prop_assert_eq!(h.counter(counters::INVALID), tally.invalid);
+        prop_assert_eq!(h.counter(counters::ACCEPTED), tally.passed);
     }
 }

@@ -58,8 +58,6 @@ type Key = (Vec<u8>, Option<bool>);
 struct Shell {
     nf: Box<dyn NetworkFunction>,
     key: Key,
-    /// Live instances forked from it.
-    users: u32,
     /// `Shells::clock` when it was last used (for eviction).
     last_used: u64,
 }
@@ -122,7 +120,6 @@ impl Shells {
             .find_map(|r| self.by_key.get(&(recipe.clone(), r)).copied());
         if let Some(id) = found {
             let s = self.shells.get_mut(&id).expect("index and shells agree");
-            s.users += 1;
             s.last_used = self.clock;
             return Some(id);
         }
@@ -161,7 +158,6 @@ impl Shells {
             Shell {
                 nf,
                 key,
-                users: 1,
                 last_used: self.clock,
             },
         );
@@ -180,14 +176,13 @@ impl Shells {
         Some(id)
     }
 
-    /// One instance of `id` is gone (exited, or its fork failed).
+    /// One instance of `id` is gone (exited, or its fork failed): the
+    /// shell counts as just used, since a restart usually follows.
     pub fn release(&mut self, id: ShellId) {
         if let Some(s) = self.shells.get_mut(&id) {
-            s.users = s.users.saturating_sub(1);
             self.clock += 1;
             s.last_used = self.clock;
         }
-        self.evict();
     }
 
     /// In a freshly forked child: its own copy of shell `id`'s NF. The
