@@ -82,6 +82,7 @@ fn settings(node: &ConfigNode) -> Res<Settings> {
             "scheduler",
             "backpressure",
             "shells",
+            "domains",
         ],
     )?;
     let d = Settings::default();
@@ -120,6 +121,10 @@ fn settings(node: &ConfigNode) -> Res<Settings> {
             .map(fields::boolean)
             .transpose()?
             .unwrap_or(d.shells),
+        domains: match f.opt("domains") {
+            Some(n) => crate::domains::decode(n)?,
+            None => d.domains,
+        },
     };
     if u32::from(s.batch) > s.ring_size {
         if let Some(n) = f.opt("batch") {
@@ -242,6 +247,7 @@ fn nf(node: &ConfigNode) -> Res<NfSpec> {
             "wakeup",
             "sandbox",
             "tenant",
+            "domain",
         ],
     )?;
     let name = fields::string(f.req("name", "every NF needs a unique name")?)?;
@@ -272,6 +278,10 @@ fn nf(node: &ConfigNode) -> Res<NfSpec> {
         sandbox: f.opt("sandbox").map(crate::sandbox::decode).transpose()?,
         tenant: f
             .opt("tenant")
+            .map(|n| fields::string(n).map(str::to_string))
+            .transpose()?,
+        domain: f
+            .opt("domain")
             .map(|n| fields::string(n).map(str::to_string))
             .transpose()?,
         location: node.location(),

@@ -41,7 +41,7 @@ fn settings(s: &Settings) -> Value {
     if let Some(b) = s.wakeup.busy_poll_us {
         wakeup["busy_poll_us"] = json!(b);
     }
-    json!({
+    let mut v = json!({
         "buffers": s.buffers,
         "ring_size": s.ring_size,
         "batch": s.batch,
@@ -65,7 +65,11 @@ fn settings(s: &Settings) -> Value {
             "watermark_pct": s.backpressure.watermark_pct,
             "red_min_pct": s.backpressure.red_min_pct,
         },
-    })
+    });
+    if !s.domains.is_empty() {
+        v["domains"] = crate::domains::emit(&s.domains);
+    }
+    v
 }
 
 fn port(p: &PortSpec) -> Value {
@@ -157,6 +161,9 @@ fn nf(n: &NfSpec) -> Value {
     }
     if let Some(t) = &n.tenant {
         v["tenant"] = json!(t);
+    }
+    if let Some(d) = &n.domain {
+        v["domain"] = json!(d);
     }
     v
 }

@@ -45,6 +45,7 @@ mod config_node;
 mod decode;
 mod decode_chains;
 mod decode_ports;
+mod domains;
 mod emit;
 mod error;
 mod fields;
@@ -69,6 +70,7 @@ mod wakeup_resolve;
 mod yaml;
 
 pub use config_node::{ConfigEntry, ConfigNode, ConfigValue};
+pub use domains::{DomainSpec, MAX_DOMAINS, PLATFORM_DOMAIN};
 pub use error::SpecError;
 pub use file::{read_regular_file, read_text_file, MAX_DATA_FILE_BYTES, MAX_SPEC_BYTES};
 pub use ipnet::IpNet;

@@ -23,6 +23,8 @@ const fn pow2(lo: u64, hi: u64) -> Limit {
 
 /// `settings.buffers`.
 pub(crate) const BUFFERS: Limit = range(1024, 4_194_304);
+/// `settings.domains[].buffers`.
+pub(crate) const DOMAIN_BUFFERS: Limit = range(256, 1 << 24);
 /// `settings.ring_size`.
 pub(crate) const RING_SIZE: Limit = pow2(64, 65_536);
 /// `settings.batch`.

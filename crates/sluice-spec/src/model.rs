@@ -58,6 +58,10 @@ pub struct NfSpec {
     /// The tenant that owns it (`tenant`, a name); `None`: the operator's.
     /// A daemon lets a tenant's token change only its own NFs and chains.
     pub tenant: Option<String>,
+    /// Its trust domain (`domain`, a domain of `settings.domains` or
+    /// `platform`); `None`: the platform's own ([`crate::PLATFORM_DOMAIN`]).
+    /// A named domain needs `isolation: process` and seccomp on.
+    pub domain: Option<String>,
     /// Where the NF was declared ([`Location::GENERATED`] if built by code).
     pub location: Location,
 }
@@ -79,6 +83,7 @@ impl NfSpec {
             wakeup: None,
             sandbox: None,
             tenant: None,
+            domain: None,
             location: Location::GENERATED,
         }
     }

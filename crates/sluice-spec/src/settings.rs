@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use crate::domains::DomainSpec;
 use crate::wakeup::WakeRule;
 
 /// Platform-wide settings (`settings:`). Every field is optional in the
@@ -36,6 +37,10 @@ pub struct Settings {
     /// template builds an NF once per recipe and forks every instance and
     /// restart from the built one.
     pub shells: bool,
+    /// Trust domains (`domains`, at most 15, default none): packet memory
+    /// of their own for the NFs that name them in `nfs[].domain`. Fixed
+    /// when the platform starts.
+    pub domains: Vec<DomainSpec>,
 }
 
 impl Default for Settings {
@@ -52,6 +57,7 @@ impl Default for Settings {
             scheduler: SchedulerSettings::default(),
             backpressure: BackpressureSettings::default(),
             shells: true,
+            domains: Vec::new(),
         }
     }
 }

@@ -81,7 +81,7 @@ impl Ctx<'_> {
         }
     }
 
-    fn limit(&self, path: impl Into<String>, limit: Limit, v: u64) -> Res<()> {
+    pub(crate) fn limit(&self, path: impl Into<String>, limit: Limit, v: u64) -> Res<()> {
         limit.check(v).map_err(|m| self.err(path, m))
     }
 }
@@ -103,6 +103,7 @@ impl Spec {
 pub(crate) fn validate(spec: &Spec, known_nf_types: &[&str], locator: &dyn Locate) -> Res<()> {
     let cx = Ctx { spec, locator };
     settings(&cx)?;
+    crate::domains::settings(&cx)?;
     if spec.ports.is_empty() {
         return Err(cx.err("ports", "no ports defined: a spec needs at least one port"));
     }
@@ -148,6 +149,7 @@ pub(crate) fn validate(spec: &Spec, known_nf_types: &[&str], locator: &dyn Locat
             ));
         }
     }
+    crate::domains::nfs(&cx)?;
     crate::wakeup_resolve::validate(&cx)?;
     if spec.chains.is_empty() {
         return Err(cx.err(

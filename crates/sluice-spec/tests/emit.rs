@@ -118,3 +118,42 @@ chains:
     );
     round_trip(&s);
 }
+
+#[test]
+fn trust_domains_survive_a_round_trip_and_are_written_only_when_set() {
+    let text = "settings: { buffers: 2048, domains: [ { name: tenant-a, buffers: 4096 }, { name: tenant-b, buffers: 256 } ] }
+ports:
+  - { name: g, kind: generator }
+  - { name: s, kind: sink }
+nfs:
+  - { name: a, type: monitor, domain: tenant-a }
+  - { name: b, type: monitor, domain: platform, isolation: inline }
+  - { name: c, type: monitor }
+chains:
+  - { name: c1, from: g, nfs: [a, b, c], to: s }
+";
+    let s = sluice_spec::parse_str(text, "<generated>", TYPES).unwrap();
+    let v = s.to_json();
+    assert_eq!(
+        v["settings"]["domains"],
+        serde_json::json!([
+            { "name": "tenant-a", "buffers": 4096 },
+            { "name": "tenant-b", "buffers": 256 }
+        ])
+    );
+    assert_eq!(v["nfs"][0]["domain"], "tenant-a");
+    assert_eq!(v["nfs"][1]["domain"], "platform");
+    assert!(v["nfs"][2].get("domain").is_none());
+    round_trip(&s);
+    let mut plain = s.clone();
+    plain.settings.domains.clear();
+    plain.nfs.iter_mut().for_each(|n| n.domain = None);
+    let v = plain.to_json();
+    assert!(v["settings"].get("domains").is_none());
+    assert!(v["nfs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|n| n.get("domain").is_none()));
+    round_trip(&plain);
+}

@@ -127,7 +127,7 @@ ports:
 settings:
   ringsize: 64
 ",
-        "bad.yaml:2:3: settings.ringsize: unknown key \"ringsize\" in settings (valid keys: buffers, ring_size, batch, hugepages, workers, restart, flow_table, wakeup, scheduler, backpressure, shells); did you mean \"ring_size\"?",
+        "bad.yaml:2:3: settings.ringsize: unknown key \"ringsize\" in settings (valid keys: buffers, ring_size, batch, hugepages, workers, restart, flow_table, wakeup, scheduler, backpressure, shells, domains); did you mean \"ring_size\"?",
     );
     check(
         "
@@ -973,4 +973,166 @@ chains:
     assert!(parse_str(ok, "ok.yaml", TYPES).is_ok());
     let e = err(&ok.replace("tenant: red", "tenant: Red"));
     assert_eq!(e.field, "nfs[1].tenant", "{e}");
+}
+
+/// Two trust domains (lines 3 and 4), ports (6, 7), NFs acl in tenant-a
+/// (line 9) and mon (line 10), one chain (line 12).
+const DOMAINS: &str = "
+settings:
+  domains:
+    - { name: tenant-a, buffers: 4096 }
+    - { name: tenant-b, buffers: 4096 }
+ports:
+  - { name: gen, kind: generator }
+  - { name: out, kind: sink }
+nfs:
+  - { name: acl, type: acl, domain: tenant-a }
+  - { name: mon, type: mon }
+chains:
+  - { name: a, from: gen, nfs: [acl, mon], to: out }
+";
+
+#[test]
+fn trust_domains_are_declared_and_indexed() {
+    let spec = parse_str(DOMAINS, "ok.yaml", TYPES).unwrap();
+    assert_eq!(
+        spec.settings.domains,
+        vec![
+            sluice_spec::DomainSpec::new("tenant-a", 4096),
+            sluice_spec::DomainSpec::new("tenant-b", 4096)
+        ]
+    );
+    assert_eq!(spec.nfs[0].domain.as_deref(), Some("tenant-a"));
+    assert_eq!(spec.nfs[1].domain, None);
+    assert_eq!(spec.nfs[1].domain_name(), sluice_spec::PLATFORM_DOMAIN);
+    assert_eq!(
+        (spec.domain_of("acl"), spec.domain_of("mon")),
+        (Some(1), Some(0))
+    );
+    assert_eq!(spec.domain_of("nope"), None);
+    let b = DOMAINS.replace("domain: tenant-a", "domain: tenant-b");
+    let spec = parse_str(&b, "ok.yaml", TYPES).unwrap();
+    assert_eq!(spec.domain_index(&spec.nfs[0]), Some(2));
+    // `platform` may be named, also on an inline NF; a sandbox that keeps
+    // seccomp on may relax the rest.
+    let p = DOMAINS.replace("domain: tenant-a", "domain: platform, isolation: inline");
+    let spec = parse_str(&p, "ok.yaml", TYPES).unwrap();
+    assert_eq!(spec.domain_of("acl"), Some(0));
+    let relaxed = DOMAINS.replace(
+        "domain: tenant-a",
+        "domain: tenant-a, sandbox: { user: platform, namespaces: [] }",
+    );
+    assert!(parse_str(&relaxed, "ok.yaml", TYPES).is_ok());
+}
+
+#[test]
+fn a_domain_has_a_valid_unique_name_other_than_platform() {
+    check(
+        &DOMAINS.replace("name: tenant-a, buffers", "name: Tenant-A, buffers"),
+        "bad.yaml:3:15: settings.domains[0].name: invalid name \"Tenant-A\": names are 1 to 32 characters of a-z, 0-9, _ and -",
+    );
+    check(
+        &DOMAINS.replace("name: tenant-b, buffers", "name: platform, buffers"),
+        "bad.yaml:4:15: settings.domains[1].name: domain name \"platform\" is reserved: it is the platform's own domain (settings.buffers, where ports receive), which needs no declaration",
+    );
+    check(
+        &DOMAINS.replace("name: tenant-b, buffers", "name: tenant-a, buffers"),
+        "bad.yaml:4:15: settings.domains[1].name: duplicate domain \"tenant-a\": already declared by settings.domains[0] (line 3)",
+    );
+    check(
+        &DOMAINS.replace("{ name: tenant-b, buffers: 4096 }", "{ name: tenant-b, buffer: 4096 }"),
+        "bad.yaml:4:25: settings.domains[1].buffer: unknown key \"buffer\" in a domain (valid keys: name, buffers); did you mean \"buffers\"?",
+    );
+    check(
+        &DOMAINS.replace("{ name: tenant-b, buffers: 4096 }", "{ name: tenant-b }"),
+        "bad.yaml:4:7: settings.domains[1]: missing required key \"buffers\" (the domain's packet buffers, e.g. 4096)",
+    );
+    check(
+        "settings: { domains: tenant-a }\n",
+        "bad.yaml:1:22: settings.domains: expected a list of domains ({ name, buffers }), found string \"tenant-a\"",
+    );
+}
+
+#[test]
+fn a_domain_has_256_to_16777216_buffers() {
+    check(
+        &DOMAINS.replace("tenant-b, buffers: 4096", "tenant-b, buffers: 255"),
+        "bad.yaml:4:34: settings.domains[1].buffers: must be an integer between 256 and 16777216, got 255",
+    );
+    check(
+        &DOMAINS.replace("tenant-b, buffers: 4096", "tenant-b, buffers: 16777217"),
+        "bad.yaml:4:34: settings.domains[1].buffers: must be an integer between 256 and 16777216, got 16777217",
+    );
+    // Built by code: the same rule, at no position.
+    let mut spec = parse_str(DOMAINS, "ok.yaml", TYPES).unwrap();
+    spec.settings.domains[1].buffers = 100;
+    let e = spec.validate(TYPES).unwrap_err();
+    assert_eq!(e.field, "settings.domains[1].buffers", "{e}");
+    assert_eq!(
+        e.message,
+        "must be an integer between 256 and 16777216, got 100"
+    );
+}
+
+#[test]
+fn at_most_15_domains() {
+    let list: String = (0..16)
+        .map(|i| format!("    - {{ name: d{i}, buffers: 256 }}\n"))
+        .collect();
+    let yaml = format!("settings:\n  domains:\n{list}{}", &BASE_CHAIN[1..]);
+    check(
+        &yaml,
+        "bad.yaml:18:7: settings.domains[15]: 16 domains declared: at most 15 besides the platform's own",
+    );
+    let fifteen = yaml.replace("    - { name: d15, buffers: 256 }\n", "");
+    assert!(parse_str(&fifteen, "ok.yaml", TYPES).is_ok());
+}
+
+/// Ports and a chain, for specs that bring their own settings.
+const BASE_CHAIN: &str = "
+ports:
+  - { name: gen, kind: generator }
+  - { name: out, kind: sink }
+chains:
+  - { name: a, from: gen, to: out }
+";
+
+#[test]
+fn an_nf_names_a_declared_domain() {
+    check(
+        &DOMAINS.replace("domain: tenant-a", "domain: tenant-c"),
+        "bad.yaml:9:37: nfs[0].domain: no domain named \"tenant-c\" (declared domains: tenant-a, tenant-b; \"platform\" is the platform's own); did you mean \"tenant-a\"?",
+    );
+    let none = DOMAINS
+        .replace("    - { name: tenant-a, buffers: 4096 }\n", "")
+        .replace("    - { name: tenant-b, buffers: 4096 }\n", "")
+        .replace("  domains:\n", "  buffers: 4096\n");
+    check(
+        &none,
+        "bad.yaml:7:37: nfs[0].domain: no domain named \"tenant-a\" (settings.domains declares none; \"platform\" is the platform's own)",
+    );
+}
+
+#[test]
+fn an_inline_nf_stays_in_the_platform_domain() {
+    check(
+        &DOMAINS.replace("domain: tenant-a", "isolation: inline, domain: tenant-a"),
+        "bad.yaml:9:56: nfs[0].domain: domain \"tenant-a\" needs isolation: process: an inline NF runs inside the platform's worker, which maps every domain, so it is always in the \"platform\" domain",
+    );
+}
+
+#[test]
+fn a_domain_needs_the_system_call_filter() {
+    let msg = "nfs[0].domain: domain \"tenant-a\" needs the system-call filter, but the NF's sandbox has seccomp off: without the filter the NF could map the packet memory of other domains again (keep seccomp on, or leave the NF in the \"platform\" domain)";
+    check(
+        &DOMAINS.replace("domain: tenant-a", "domain: tenant-a, sandbox: off"),
+        &format!("bad.yaml:9:37: {msg}"),
+    );
+    check(
+        &DOMAINS.replace(
+            "domain: tenant-a",
+            "sandbox: { seccomp: false }, domain: tenant-a",
+        ),
+        &format!("bad.yaml:9:66: {msg}"),
+    );
 }

@@ -49,6 +49,7 @@ fn full_spec_loads_into_expected_structs() {
             scheduler: SchedulerSettings::default(),
             backpressure: BackpressureSettings::default(),
             shells: true,
+            domains: Vec::new(),
         }
     );
 
