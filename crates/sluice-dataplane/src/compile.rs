@@ -206,6 +206,12 @@ pub fn compile(
         ingress: vec![Vec::new(); ports.table_len()],
         flow_capacity: target.flow_capacity,
         generation: prev.generation + 1,
+        domains: spec
+            .settings
+            .domains
+            .iter()
+            .map(|d| d.name.clone())
+            .collect(),
         ..Plan::default()
     };
     for p in &spec.ports {
@@ -232,6 +238,7 @@ pub fn compile(
                 && p.recipe.flow_capacity == target.flow_capacity
                 && p.recipe.answers_hold(&names)
                 && p.sandbox == crate::host::SandboxPlan::of(&n.sandbox_or_default())
+                && p.domain == domain_of(spec, n)
         });
         let mut nf = match kept {
             Some(p) => p.clone(),
@@ -377,7 +384,13 @@ fn build_nf(
         // Set by the caller, which sees the chains.
         wakeup: WakePolicy::IMMEDIATE,
         sandbox: crate::host::SandboxPlan::of(&n.sandbox_or_default()),
+        domain: domain_of(names.spec, n),
     })
+}
+
+/// NF `n`'s trust domain (validation checked it names one).
+fn domain_of(spec: &Spec, n: &sluice_spec::NfSpec) -> u8 {
+    spec.domain_index(n).unwrap_or(0) as u8
 }
 
 /// The NFs that are the first process NF of one of the spec's chains

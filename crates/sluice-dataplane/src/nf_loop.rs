@@ -58,13 +58,14 @@ pub fn run_nf_loop(
     arena: &Arena,
     slot: u32,
     worker: u32,
+    domain: usize,
     started: LoopConfig,
     nf: &mut dyn NetworkFunction,
     rebuild: Rebuild<'_>,
 ) -> i32 {
     let batch_size = started.batch;
     let ctl = arena.nf_control(slot);
-    let mut ep = NfEndpoint::new(arena, slot, worker);
+    let mut ep = NfEndpoint::new(arena, slot, worker).in_domain(domain);
     let batch_size = batch_size.clamp(1, MAX_BATCH);
     let mut raw = [0u32; MAX_BATCH];
     let mut pkts = HandleBatch::new();

@@ -150,6 +150,9 @@ pub struct NfRt<'a> {
     pub restart_times: RestartTimes,
     /// Futex wake-ups issued to this NF.
     pub wakeups: u64,
+    /// Packets copied into its trust domain on their way to it (they
+    /// came from a port or an NF of another domain).
+    pub domain_copies: u64,
     /// Of those, wake-ups by the adaptive batching timeout.
     pub wakeups_by_timeout: u64,
     /// Turns of its core the scheduler took back from it (it kept one too

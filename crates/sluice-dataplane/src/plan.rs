@@ -85,6 +85,9 @@ pub struct NfPlan {
     /// What its process may do (`sandbox`). Part of how it is built: a
     /// new sandbox needs a new process.
     pub sandbox: crate::host::SandboxPlan,
+    /// Its trust domain (0: the platform's; see [`Plan::domains`]). Part
+    /// of how it is built too: the process maps only that domain.
+    pub domain: u8,
 }
 
 impl NfPlan {
@@ -97,6 +100,7 @@ impl NfPlan {
             && self.live_reconfigure
             && next.live_reconfigure
             && self.sandbox == next.sandbox
+            && self.domain == next.domain
             && self.recipe.replicas == next.recipe.replicas
             && self.recipe.flow_capacity == next.recipe.flow_capacity
             && (self.isolation == Isolation::Inline
@@ -111,6 +115,7 @@ impl NfPlan {
             && self.isolation == other.isolation
             && self.recipe == other.recipe
             && self.sandbox == other.sandbox
+            && self.domain == other.domain
     }
 }
 
@@ -178,9 +183,23 @@ pub struct Plan {
     pub flow_capacity: u32,
     /// How many compilations led to this plan (retirement clock).
     pub generation: u64,
+    /// Names of the named trust domains, 1 on (`settings.domains`;
+    /// domain 0 is the platform's).
+    pub domains: Vec<String>,
 }
 
 impl Plan {
+    /// The name of trust domain `d`.
+    pub fn domain_name(&self, d: u8) -> &str {
+        match d {
+            0 => sluice_spec::PLATFORM_DOMAIN,
+            d => self
+                .domains
+                .get(usize::from(d) - 1)
+                .map_or("?", String::as_str),
+        }
+    }
+
     /// NF `id`, if it exists.
     #[inline]
     pub fn nf(&self, id: u16) -> Option<&NfPlan> {

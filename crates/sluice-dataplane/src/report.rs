@@ -68,6 +68,13 @@ pub struct NfReport {
     /// and the start was a fork (process NFs; `settings.shells`).
     #[serde(default)]
     pub shell_starts: u32,
+    /// Its trust domain (`nfs[].domain`; `platform` unless named).
+    #[serde(default)]
+    pub domain: String,
+    /// Packets copied into its trust domain on their way to it, from a
+    /// port or an NF of another domain (process NFs).
+    #[serde(default)]
+    pub domain_copies: u64,
     /// Restarts after crashes that came back, and how long they took
     /// from the exit seen to the new instance running (process NFs).
     #[serde(default)]
@@ -360,6 +367,8 @@ pub(crate) fn nf_report(nf: &NfRt<'_>, counter_names: &[(usize, String)]) -> NfR
         sandbox: nf.process_ref().map(|p| p.spawn.sandbox.report(nf.slot)),
         startup_us: nf.startup_us.clone(),
         shell_starts: nf.shell_starts,
+        domain: String::new(),
+        domain_copies: nf.domain_copies,
         restart_times: nf.restart_times,
         drops: nf
             .drop_names
@@ -469,7 +478,7 @@ impl RunReport {
                 table_full: 0,
             },
             buffers: BufferReport {
-                capacity: arena.buffers(),
+                capacity: arena.capacity(),
                 free: 0,
                 held_by_platform: 0,
                 held_by_nfs: 0,

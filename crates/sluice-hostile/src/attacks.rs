@@ -14,6 +14,14 @@
 //! | `setuid` | becomes root again with `setuid(0)` |
 //! | `syscall` | calls system call number `target` with zero arguments |
 //! | `alloc` | allocates and touches memory, 1 MiB at a time, up to 1 GiB |
+//! | `peek` | reads the packet arena around its own packet, from the arena's first byte to its last, for the IPv4 address `target` (another chain's traffic) |
+//!
+//! `peek` learns where the arena lies from `/proc/self/maps` while it may
+//! still open files (`open_handles`), then reads every byte from its own
+//! packet down to the arena's start and up to its end, as an NF with a
+//! pointer into shared memory can. In one trust domain it finds the other
+//! chain's packets; in another, the first byte of memory it does not map
+//! kills it (SIGSEGV).
 //!
 //! Attacks run inside `process`, so an NF that survives one forwards
 //! packets as `forwarder` does, and tries again at its next instance.
@@ -36,6 +44,7 @@ enum Attack {
     Setuid,
     Syscall,
     Alloc,
+    Peek,
 }
 
 #[derive(Debug, Deserialize)]
@@ -50,6 +59,8 @@ struct Hostile {
     attack: Attack,
     target: String,
     tried: bool,
+    /// `peek`: the arena's first and last address, from `/proc/self/maps`.
+    arena: Option<(usize, usize)>,
 }
 
 /// Counter 0: attacks that succeeded.
@@ -57,9 +68,34 @@ const ESCAPED: usize = 0;
 
 impl Hostile {
     /// Whether the attack worked (it returns only if the kernel let it
-    /// through or refused it with an error).
-    fn attempt(&self) -> bool {
+    /// through or refused it with an error); `own` is the address of the
+    /// first packet it was given.
+    fn attempt(&self, own: usize) -> bool {
         match self.attack {
+            Attack::Peek => {
+                let (Some((lo, hi)), Ok(ip)) =
+                    (self.arena, self.target.parse::<std::net::Ipv4Addr>())
+                else {
+                    return false;
+                };
+                let ip = ip.octets();
+                let found = |from: usize, to: usize| {
+                    (from..to.saturating_sub(4)).any(|a| {
+                        // SAFETY: deliberately none: this reads memory the
+                        // NF was never handed, to show whether it is there.
+                        (0..4).all(
+                            |k| unsafe { std::ptr::read_volatile((a + k) as *const u8) } == ip[k],
+                        )
+                    })
+                };
+                // Downwards first: the platform's own buffers lie below
+                // any named domain's.
+                (lo..own)
+                    .rev()
+                    .step_by(4096)
+                    .any(|page| found(page, page + 4096 + 3))
+                    || found(own, hi)
+            }
             Attack::OpenFile => std::fs::write(&self.target, b"pwned\n").is_ok(),
             Attack::Socket => std::net::UdpSocket::bind("127.0.0.1:0")
                 .and_then(|s| s.send_to(b"pwned", format!("127.0.0.1:{}", self.target)))
@@ -133,11 +169,35 @@ impl Hostile {
     }
 }
 
+/// The lowest start and highest end of the arena's mappings.
+fn arena_extent() -> Option<(usize, usize)> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines()
+        .filter(|l| l.contains("sluice-arena"))
+        .filter_map(|l| {
+            let (a, b) = l.split(' ').next()?.split_once('-')?;
+            Some((
+                usize::from_str_radix(a, 16).ok()?,
+                usize::from_str_radix(b, 16).ok()?,
+            ))
+        })
+        .reduce(|(a, b), (c, d)| (a.min(c), b.max(d)))
+}
+
 impl NetworkFunction for Hostile {
-    fn process(&mut self, _batch: &mut Batch<'_>, ctx: &mut Context<'_>) {
+    fn open_handles(&mut self) {
+        if self.attack == Attack::Peek {
+            self.arena = arena_extent();
+        }
+    }
+
+    fn process(&mut self, batch: &mut Batch<'_>, ctx: &mut Context<'_>) {
+        let Some(own) = batch.get(0).map(|p| p.data().as_ptr() as usize) else {
+            return;
+        };
         if !self.tried {
             self.tried = true;
-            if self.attempt() {
+            if self.attempt(own) {
                 ctx.count(ESCAPED, 1);
                 eprintln!("hostile: {:?} succeeded", self.attack);
             }
@@ -151,6 +211,7 @@ fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> 
         attack: cfg.attack,
         target: cfg.target,
         tried: false,
+        arena: None,
     }))
 }
 

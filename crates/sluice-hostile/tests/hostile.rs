@@ -10,12 +10,20 @@ use std::process::Command;
 
 use serde_json::Value;
 
+/// The good chain's traffic goes to this address (what `peek` looks for).
+const GOOD_DST: &str = "203.0.113.77";
+
 fn run(bad_nf: &str) -> Value {
+    run_with("", bad_nf)
+}
+
+/// `run` with more `settings` lines (each indented two spaces).
+fn run_with(settings: &str, bad_nf: &str) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let spec = format!(
-        "settings:\n  restart: {{ policy: always, max_restarts: 2, backoff_ms: 20 }}\n\
+        "settings:\n  restart: {{ policy: always, max_restarts: 2, backoff_ms: 20 }}\n{settings}\
          ports:\n\
-         \x20 - {{ name: gen_good, kind: generator, flows: 8, protocol: udp, size: 64, rate_pps: 20000 }}\n\
+         \x20 - {{ name: gen_good, kind: generator, flows: 8, protocol: udp, size: 64, rate_pps: 20000, dst_prefix: {GOOD_DST}/32 }}\n\
          \x20 - {{ name: gen_bad, kind: generator, flows: 8, protocol: udp, size: 64, rate_pps: 20000 }}\n\
          \x20 - {{ name: out_good, kind: sink }}\n\
          \x20 - {{ name: out_bad, kind: sink }}\n\
@@ -184,4 +192,41 @@ fn its_own_uid_keeps_it_from_other_processes_without_the_filters() {
     let r = run(&hostile("signal", "", "{ seccomp: false }"));
     assert_eq!(escaped(&r), 0, "{r:#}");
     assert!(nf(&r, "bad")["last_exit"].is_null(), "{r:#}");
+}
+
+#[test]
+fn in_one_trust_domain_an_nf_reads_another_chain_s_packets() {
+    // The control: both NFs in the platform's domain, so the other
+    // chain's packets are in the offender's memory, and it finds them.
+    let r = run(&hostile("peek", GOOD_DST, "strict"));
+    assert_eq!(escaped(&r), 1, "{r:#}");
+    assert!(nf(&r, "bad")["last_exit"].is_null(), "{r:#}");
+}
+
+#[test]
+fn across_trust_domains_the_other_chain_s_packets_are_not_there() {
+    let bad = format!(
+        "{{ name: bad, type: hostile, isolation: process, domain: tenant, \
+         config: {{ attack: peek, target: '{GOOD_DST}' }} }}"
+    );
+    let r = run_with("  domains: [ { name: tenant, buffers: 1024 } ]\n", &bad);
+    let b = nf(&r, "bad");
+    assert_eq!(escaped(&r), 0, "{r:#}");
+    assert_eq!(b["domain"], "tenant");
+    assert!(
+        b["last_exit"].as_str().unwrap_or("").contains("SIGSEGV"),
+        "the first byte it does not map stops it: {b:#}"
+    );
+    assert!(b["restarts"].as_u64().unwrap() >= 1, "{b:#}");
+    // Its packets were copied into its domain: the handles never crossed.
+    assert!(b["domain_copies"].as_u64().unwrap() >= 1, "{b:#}");
+    assert_eq!(nf(&r, "good")["domain"], "platform");
+    assert_eq!(nf(&r, "good")["domain_copies"], 0);
+    let sent = port(&r, "gen_good");
+    assert!(sent > 10_000, "{r:#}");
+    assert_eq!(
+        port(&r, "out_good"),
+        sent,
+        "the other chain keeps every packet"
+    );
 }

@@ -71,6 +71,7 @@ fn hop(rounds: u64, wakes: bool) {
         workers: 1,
         hugepages: false,
         large_buffers: 0,
+        ..Default::default()
     })
     .expect("arena");
     let pool = BufferPool::new(arena.buffers());

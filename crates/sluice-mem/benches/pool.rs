@@ -16,6 +16,13 @@
 //! * `hop/round_trip32_with_wakes`: the same plus the two `wake` calls the
 //!   platform and the NF make per batch (a SeqCst fence and a load each when
 //!   the peer is awake, which is the busy case).
+//! * `crossing/copy_64`, `crossing/copy_1500`: a packet crossing a trust
+//!   boundary (`sluice_mem::cross_into`): a batch of 32 packets of that
+//!   size is moved into another domain and back, per packet: a buffer of
+//!   the other domain, the metadata and the bytes copied, the old buffer
+//!   freed.
+//! * `crossing/same_domain`: the check the worker makes per batch when
+//!   trust domains exist and the packets are already the NF's (per packet).
 //!
 //! Throughput is reported in elements (buffers or packets), so per-item ns is
 //! `1e9 / throughput`. Run briefly with
@@ -90,6 +97,7 @@ fn hop(c: &mut Criterion) {
         workers: 1,
         hugepages: false,
         large_buffers: 0,
+        ..Default::default()
     })
     .expect("arena");
     let pool = BufferPool::new(arena.buffers());
@@ -138,5 +146,49 @@ fn hop(c: &mut Criterion) {
     assert_eq!(pool.audit().free, BUFFERS, "no buffer leaked");
 }
 
-criterion_group!(benches, alloc_free, hop);
+fn crossing(c: &mut Criterion) {
+    let mut config = ArenaConfig {
+        buffers: BUFFERS,
+        ring_size: 64,
+        nf_slots: 1,
+        workers: 1,
+        ..Default::default()
+    };
+    config.domain_buffers[0] = BUFFERS;
+    let arena = Arena::create(config).expect("arena");
+    let pool = BufferPool::for_arena(&arena);
+    let mut cache = PoolCache::new(&pool, BATCH);
+    let mut g = c.benchmark_group("crossing");
+    for size in [64usize, 1500] {
+        let mut batch = HandleBatch::new();
+        for _ in 0..BATCH {
+            let mut h = cache.alloc().expect("pool has buffers");
+            arena.pkt(&mut h).reset(size);
+            if batch.push(h).is_err() {
+                unreachable!("batch of {BATCH} fits");
+            }
+        }
+        g.throughput(Throughput::Elements(2 * BATCH as u64));
+        g.bench_function(format!("copy_{size}"), |b| {
+            b.iter(|| {
+                let there = sluice_mem::cross_into(&arena, &mut cache, &mut batch, 1);
+                let back = sluice_mem::cross_into(&arena, &mut cache, &mut batch, 0);
+                debug_assert_eq!(there.copied + back.copied, 2 * BATCH as u32);
+                black_box((there, back));
+            })
+        });
+        if size == 64 {
+            g.throughput(Throughput::Elements(BATCH as u64));
+            g.bench_function("same_domain", |b| {
+                b.iter(|| black_box(sluice_mem::cross_into(&arena, &mut cache, &mut batch, 0)))
+            });
+        }
+        batch.drain(|h| cache.free(h));
+    }
+    g.finish();
+    drop(cache);
+    assert_eq!(pool.audit().free, pool.capacity(), "no buffer leaked");
+}
+
+criterion_group!(benches, alloc_free, hop, crossing);
 criterion_main!(benches);

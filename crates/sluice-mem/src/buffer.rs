@@ -312,6 +312,27 @@ impl<'a> Pkt<'a> {
         start..end
     }
 
+    /// Copies this packet into `dst` (another buffer): the metadata as it
+    /// is, and the packet bytes at the same offset, nothing of the rest of
+    /// the room. False (and `dst` untouched) when the packet does not fit
+    /// there (a super-packet into an ordinary buffer).
+    ///
+    /// This is how a packet crosses into another trust domain: its bytes
+    /// move, its handle does not.
+    pub fn copy_to(&self, dst: &mut Pkt<'_>) -> bool {
+        let r = self.range();
+        if r.end > dst.capacity() {
+            return false;
+        }
+        dst.meta.copy_from_slice(self.meta);
+        // Clamped metadata (garbage an NF wrote) is copied clamped.
+        dst.set_data_off(r.start as u16);
+        dst.set_len_raw(r.len() as u16);
+        let at = r.start - META_SIZE..r.end - META_SIZE;
+        dst.room[at.clone()].copy_from_slice(&self.room[at]);
+        true
+    }
+
     /// Whether the metadata describes a range inside the buffer (false only
     /// if an NF wrote garbage).
     pub fn meta_is_sane(&self) -> bool {

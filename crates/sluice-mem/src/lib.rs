@@ -15,6 +15,8 @@ pub mod batch;
 pub mod buffer;
 #[cfg(not(loom))]
 pub mod control;
+#[cfg(not(loom))]
+pub mod crossing;
 pub mod doorbell;
 #[cfg(not(loom))]
 pub mod link;
@@ -35,6 +37,8 @@ pub use buffer::{
 };
 #[cfg(not(loom))]
 pub use control::{ExtCounters, NfControl, NfStats, EXT_COUNTERS, NF_COUNTERS};
+#[cfg(not(loom))]
+pub use crossing::{cross_into, Crossed};
 pub use doorbell::{BellWord, BELLS_PER_WORD};
 #[cfg(not(loom))]
 pub use link::{

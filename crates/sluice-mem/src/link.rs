@@ -92,6 +92,9 @@ pub struct NfLink<'a> {
     large_quota: u32,
     scratch: [u32; MAX_BATCH],
     events: Vec<u32>,
+    /// The NF's trust domain: every buffer it gets (packets, spares,
+    /// messages) is one of this domain's (see [`crate::crossing`]).
+    domain: usize,
 }
 
 impl<'a> NfLink<'a> {
@@ -122,7 +125,21 @@ impl<'a> NfLink<'a> {
             large_quota: (arena.large_buffers() / 4).max(1),
             scratch: [0; MAX_BATCH],
             events: Vec::with_capacity(MAX_BATCH),
+            domain: 0,
         }
+    }
+
+    /// The same link for an NF of trust domain `domain` (0, the
+    /// platform's, by default).
+    pub fn in_domain(mut self, domain: usize) -> Self {
+        self.domain = domain;
+        self
+    }
+
+    /// The NF's trust domain: packets sent to it must be this domain's
+    /// buffers ([`crate::cross_into`] makes them so).
+    pub fn domain(&self) -> usize {
+        self.domain
     }
 
     /// The slot this link serves.
@@ -183,6 +200,12 @@ impl<'a> NfLink<'a> {
         if n == 0 {
             return Ok(0);
         }
+        debug_assert!(
+            batch.raw()[..n]
+                .iter()
+                .all(|&raw| pool.domain_of(raw) == self.domain),
+            "a packet of another trust domain sent without crossing"
+        );
         for &raw in &batch.raw()[..n] {
             pool.set_owner(raw, self.tag);
         }
@@ -257,7 +280,9 @@ impl<'a> NfLink<'a> {
         let n = want.min(self.room()?.saturating_sub(packets));
         let mut sent = 0;
         for _ in 0..n {
-            let Some(h) = cache.alloc() else { break };
+            let Some(h) = cache.alloc_in(self.domain) else {
+                break;
+            };
             let raw = h.into_raw();
             cache.pool().set_owner(raw, self.spare_tag);
             if self.rx.enqueue(&[EVENT_BIT | SPARE_BIT | raw])? != 1 {
@@ -492,10 +517,11 @@ pub enum RxEntry {
 /// The NF's end of its ring pair.
 pub struct NfEndpoint<'a> {
     arena: &'a Arena,
-    /// Buffer indices below this are valid (ordinary and large).
-    buffers: u32,
-    /// Spares are ordinary buffers: indices below this.
-    spares: u32,
+    /// Ordinary buffers of this NF's trust domain: its packets, spares
+    /// and messages (another domain's are not even mapped here).
+    own: std::ops::Range<u32>,
+    /// Large buffers, which may carry its packets too (domain 0 only).
+    large: std::ops::Range<u32>,
     rx: Consumer<'a>,
     tx: Producer<'a>,
     control: &'a NfControl,
@@ -510,8 +536,8 @@ impl<'a> NfEndpoint<'a> {
     pub fn new(arena: &'a Arena, slot: u32, worker: u32) -> Self {
         NfEndpoint {
             arena,
-            buffers: arena.total_buffers(),
-            spares: arena.buffers(),
+            own: arena.domains()[0].indices.clone(),
+            large: arena.buffers()..arena.total_buffers(),
             rx: arena.nf_rx_ring(slot).consumer(),
             tx: arena.nf_tx_ring(slot).producer(),
             control: arena.nf_control(slot),
@@ -519,6 +545,17 @@ impl<'a> NfEndpoint<'a> {
             bell: arena.bell_word(BellWord::locate(slot).0),
             bell_bit: BellWord::locate(slot).1,
         }
+    }
+
+    /// The same endpoint for an NF of trust domain `domain`: entries
+    /// naming another domain's buffers are refused like garbage (they
+    /// can only be forged: the platform copies packets across domains).
+    pub fn in_domain(mut self, domain: usize) -> Self {
+        if let Some(d) = self.arena.domains().get(domain).filter(|_| domain > 0) {
+            self.own = d.indices.clone();
+            self.large = 0..0;
+        }
+        self
     }
 
     /// The arena.
@@ -553,13 +590,17 @@ impl<'a> NfEndpoint<'a> {
             let index = raw & !(EVENT_BIT | SPARE_BIT);
             // Same reasoning as for packets below: the platform handed this
             // spare to us alone.
-            (index < self.spares).then(|| RxEntry::Spare(PktHandle::from_raw_owned(index)))
+            self.own
+                .contains(&index)
+                .then(|| RxEntry::Spare(PktHandle::from_raw_owned(index)))
         } else if raw & (EVENT_BIT | BLOB_BIT) == EVENT_BIT | BLOB_BIT {
             let index = raw & !(EVENT_BIT | BLOB_BIT);
-            (index < self.spares).then(|| RxEntry::Blob(PktHandle::from_raw_owned(index)))
+            self.own
+                .contains(&index)
+                .then(|| RxEntry::Blob(PktHandle::from_raw_owned(index)))
         } else if raw & EVENT_BIT != 0 {
             Some(RxEntry::Event(raw & !EVENT_BIT))
-        } else if raw < self.buffers {
+        } else if self.own.contains(&raw) || self.large.contains(&raw) {
             // The platform is the only producer on this ring and hands each
             // buffer to exactly one consumer, so this handle is ours alone.
             Some(RxEntry::Packet(PktHandle::from_raw_owned(raw)))
@@ -622,6 +663,7 @@ mod tests {
             workers: 1,
             hugepages: false,
             large_buffers: 0,
+            ..Default::default()
         })
         .unwrap()
     }

@@ -79,7 +79,7 @@ impl NfLink<'_> {
         }
         let mut handles = Vec::with_capacity(parts);
         for _ in 0..parts {
-            match cache.alloc() {
+            match cache.alloc_in(self.domain()) {
                 Some(h) => handles.push(h),
                 None => {
                     for h in handles {
@@ -235,6 +235,7 @@ mod tests {
             workers: 1,
             hugepages: false,
             large_buffers: 0,
+            ..Default::default()
         })
         .unwrap();
         let pool = BufferPool::new(a.buffers());
@@ -295,6 +296,7 @@ mod tests {
             workers: 1,
             hugepages: false,
             large_buffers: 0,
+            ..Default::default()
         })
         .unwrap();
         let pool = BufferPool::new(a.buffers());

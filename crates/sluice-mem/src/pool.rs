@@ -18,6 +18,14 @@
 //! small per-cache stack; they share the ownership table, so every rule
 //! above (one owner, exact audits, reclaim by tag, NF quotas) covers them.
 //! `free` tells the classes apart by one compare of the index.
+//!
+//! Trust domains (see `arena::layout`) split the ordinary buffers into
+//! ranges of indices, each with its own global stack and per-cache stack:
+//! [`PoolCache::alloc`] takes the platform's (domain 0), [`PoolCache::alloc_in`]
+//! a named domain's, and `free` finds a buffer's domain from its index
+//! (one compare for domain 0's). Indices between two domains' ranges are
+//! holes: owned for ever by [`OWNER_RESERVED`], never handed out, not
+//! counted in the capacity.
 
 use crate::buffer::PktHandle;
 use crate::sync::{AtomicU32, Mutex, Ordering};
@@ -27,6 +35,9 @@ pub const OWNER_FREE: u32 = 0;
 /// Owner tag: held by platform code (a worker or a port).
 pub const OWNER_PLATFORM: u32 = 1;
 const OWNER_NF_BASE: u32 = 2;
+/// Owner tag of a hole between two trust domains' buffers (never handed
+/// out; no NF tag can equal it: spare and message bits never go together).
+pub const OWNER_RESERVED: u32 = u32::MAX;
 
 /// Owner tag of NF slot `slot`.
 pub fn owner_nf(slot: u32) -> u32 {
@@ -66,12 +77,21 @@ pub enum Claim {
 
 /// The platform's pool of buffer indices plus the ownership table.
 pub struct BufferPool {
+    /// Buffers it hands out (both classes, holes excluded).
     capacity: u32,
     /// Ordinary buffers: indices below this; large buffers from here on.
     small: u32,
-    free: Mutex<Vec<u32>>,
+    /// Domain 0's indices end here (the common case's one compare).
+    first_end: u32,
+    /// Each trust domain's indices and free stack, the platform's first.
+    domains: Box<[Domain]>,
     free_large: Mutex<Vec<u32>>,
     owners: Box<[AtomicU32]>,
+}
+
+struct Domain {
+    indices: std::ops::Range<u32>,
+    free: Mutex<Vec<u32>>,
 }
 
 /// Large buffers a cache takes from or gives back to the global stack at
@@ -101,20 +121,60 @@ impl BufferPool {
     /// A pool owning ordinary buffers `0..small` and large buffers
     /// `small..small + large`, all free.
     pub fn with_large(small: u32, large: u32) -> Self {
-        let capacity = small + large;
+        Self::with_domains(std::slice::from_ref(&(0..small)), large)
+    }
+
+    /// A pool owning one range of ordinary indices per trust domain (in
+    /// increasing order; gaps between them are holes) and `large` large
+    /// buffers after the last, all free.
+    pub fn with_domains(domains: &[std::ops::Range<u32>], large: u32) -> Self {
+        let small = domains.last().map_or(0, |d| d.end);
+        let end = small + large;
+        let owners: Box<[AtomicU32]> = (0..end).map(|_| AtomicU32::new(OWNER_RESERVED)).collect();
+        for i in domains.iter().cloned().flatten().chain(small..end) {
+            owners[i as usize].store(OWNER_FREE, Ordering::Relaxed);
+        }
+        let counted: u32 = domains.iter().map(|d| d.len() as u32).sum();
         BufferPool {
-            capacity,
+            capacity: counted + large,
             small,
-            free: Mutex::new((0..small).rev().collect()),
-            free_large: Mutex::new((small..capacity).rev().collect()),
-            owners: (0..capacity).map(|_| AtomicU32::new(OWNER_FREE)).collect(),
+            first_end: domains.first().map_or(0, |d| d.end),
+            domains: domains
+                .iter()
+                .map(|d| Domain {
+                    indices: d.clone(),
+                    free: Mutex::new(d.clone().rev().collect()),
+                })
+                .collect(),
+            free_large: Mutex::new((small..end).rev().collect()),
+            owners,
         }
     }
 
-    /// The pool for every buffer of `arena`, ordinary and large.
+    /// The pool for every buffer of `arena`, ordinary and large, by trust
+    /// domain.
     #[cfg(not(loom))]
     pub fn for_arena(arena: &crate::arena::Arena) -> Self {
-        Self::with_large(arena.buffers(), arena.large_buffers())
+        let domains: Vec<_> = arena.domains().iter().map(|d| d.indices.clone()).collect();
+        Self::with_domains(&domains, arena.large_buffers())
+    }
+
+    /// Trust domains (at least the platform's).
+    pub fn domains(&self) -> usize {
+        self.domains.len()
+    }
+
+    /// The trust domain of a buffer the pool handed out (large buffers
+    /// are domain 0's).
+    #[inline]
+    pub fn domain_of(&self, index: u32) -> usize {
+        if index < self.first_end || index >= self.small {
+            return 0;
+        }
+        self.domains
+            .iter()
+            .position(|d| index < d.indices.end)
+            .unwrap_or(0)
     }
 
     /// Number of buffers (both classes).
@@ -197,15 +257,20 @@ impl BufferPool {
             match o.load(Ordering::Relaxed) {
                 OWNER_FREE => a.free += 1,
                 OWNER_PLATFORM => a.platform += 1,
+                OWNER_RESERVED => {}
                 _ => a.at_nfs += 1,
             }
         }
         a
     }
 
-    /// Ordinary buffers in the global stack (excludes worker caches).
+    /// Ordinary buffers in the global stacks of every domain (excludes
+    /// worker caches).
     pub fn global_free(&self) -> usize {
-        self.free.lock().map(|f| f.len()).unwrap_or(0)
+        self.domains
+            .iter()
+            .map(|d| d.free.lock().map(|f| f.len()).unwrap_or(0))
+            .sum()
     }
 
     /// Large buffers in the global stack (excludes worker caches).
@@ -234,9 +299,12 @@ impl BufferPool {
 /// A worker's private cache in front of the global pool.
 pub struct PoolCache<'p> {
     pool: &'p BufferPool,
+    /// Domain 0's buffers.
     local: Vec<u32>,
     refill: usize,
     local_large: Vec<u32>,
+    /// Named domains' buffers (entry `k`: domain `k + 1`).
+    local_named: Vec<Vec<u32>>,
 }
 
 impl<'p> PoolCache<'p> {
@@ -248,6 +316,9 @@ impl<'p> PoolCache<'p> {
             local: Vec::with_capacity(refill * 3),
             refill,
             local_large: Vec::with_capacity(LARGE_REFILL * 3),
+            local_named: (1..pool.domains.len())
+                .map(|_| Vec::with_capacity(refill * 3))
+                .collect(),
         }
     }
 
@@ -256,13 +327,31 @@ impl<'p> PoolCache<'p> {
         self.pool
     }
 
-    /// Takes a free buffer, or `None` if the pool is exhausted.
+    /// Takes a free buffer of the platform's domain, or `None` if it has
+    /// none left.
     #[inline]
     pub fn alloc(&mut self) -> Option<PktHandle> {
         if self.local.is_empty() {
-            BufferPool::take(&self.pool.free, &mut self.local, self.refill);
+            BufferPool::take(&self.pool.domains[0].free, &mut self.local, self.refill);
         }
         let raw = self.local.pop()?;
+        debug_assert_eq!(self.pool.owner(raw), Some(OWNER_FREE));
+        self.pool.set_owner(raw, OWNER_PLATFORM);
+        Some(PktHandle::from_raw_owned(raw))
+    }
+
+    /// Takes a free buffer of trust domain `domain`, or `None` if it has
+    /// none left (or there is no such domain).
+    #[inline]
+    pub fn alloc_in(&mut self, domain: usize) -> Option<PktHandle> {
+        if domain == 0 {
+            return self.alloc();
+        }
+        let local = self.local_named.get_mut(domain - 1)?;
+        if local.is_empty() {
+            BufferPool::take(&self.pool.domains[domain].free, local, self.refill);
+        }
+        let raw = local.pop()?;
         debug_assert_eq!(self.pool.owner(raw), Some(OWNER_FREE));
         self.pool.set_owner(raw, OWNER_PLATFORM);
         Some(PktHandle::from_raw_owned(raw))
@@ -286,33 +375,48 @@ impl<'p> PoolCache<'p> {
     pub fn free(&mut self, h: PktHandle) {
         let raw = h.into_raw();
         self.pool.set_owner(raw, OWNER_FREE);
-        if raw >= self.pool.small {
-            return self.free_large(raw);
+        if raw >= self.pool.first_end {
+            return self.free_other(raw);
         }
         self.local.push(raw);
         if self.local.len() >= self.refill * 2 {
-            BufferPool::give(&self.pool.free, &mut self.local, self.refill);
+            BufferPool::give(&self.pool.domains[0].free, &mut self.local, self.refill);
         }
     }
 
+    /// Frees a large buffer or a named domain's.
     #[inline(never)]
-    fn free_large(&mut self, raw: u32) {
-        self.local_large.push(raw);
-        if self.local_large.len() >= LARGE_REFILL * 2 {
-            BufferPool::give(&self.pool.free_large, &mut self.local_large, LARGE_REFILL);
+    fn free_other(&mut self, raw: u32) {
+        if raw >= self.pool.small {
+            self.local_large.push(raw);
+            if self.local_large.len() >= LARGE_REFILL * 2 {
+                BufferPool::give(&self.pool.free_large, &mut self.local_large, LARGE_REFILL);
+            }
+            return;
+        }
+        let d = self.pool.domain_of(raw);
+        let local = &mut self.local_named[d - 1];
+        local.push(raw);
+        if local.len() >= self.refill * 2 {
+            BufferPool::give(&self.pool.domains[d].free, local, self.refill);
         }
     }
 
     /// Buffers sitting in this cache (both classes).
     pub fn cached(&self) -> usize {
-        self.local.len() + self.local_large.len()
+        let named: usize = self.local_named.iter().map(Vec::len).sum();
+        self.local.len() + self.local_large.len() + named
     }
 }
 
 impl Drop for PoolCache<'_> {
     fn drop(&mut self) {
         let n = self.local.len();
-        BufferPool::give(&self.pool.free, &mut self.local, n);
+        BufferPool::give(&self.pool.domains[0].free, &mut self.local, n);
+        for (k, local) in self.local_named.iter_mut().enumerate() {
+            let n = local.len();
+            BufferPool::give(&self.pool.domains[k + 1].free, local, n);
+        }
         let n = self.local_large.len();
         BufferPool::give(&self.pool.free_large, &mut self.local_large, n);
     }
@@ -380,6 +484,41 @@ mod tests {
         drop(cache);
         assert_eq!(pool.audit().free, 13);
         assert_eq!((pool.global_free(), pool.global_free_large()), (10, 3));
+    }
+
+    #[test]
+    fn each_domain_hands_out_only_its_own_buffers_and_holes_never() {
+        // Domain 0: 0..10, a hole at 10, domain 1: 11..15, domain 2: 15..20.
+        let pool = BufferPool::with_domains(&[0..10, 11..15, 15..20], 2);
+        assert_eq!(pool.capacity(), 21);
+        assert_eq!(pool.owner(10), Some(OWNER_RESERVED));
+        let mut cache = PoolCache::new(&pool, 2);
+        let mut by_domain: Vec<Vec<PktHandle>> = Vec::new();
+        for (d, want) in [(0, 0..10), (1, 11..15), (2, 15..20)] {
+            let mut got: Vec<PktHandle> = std::iter::from_fn(|| cache.alloc_in(d)).collect();
+            let mut idx: Vec<u32> = got.iter().map(|h| h.index()).collect();
+            idx.sort();
+            assert_eq!(idx, want.collect::<Vec<_>>(), "domain {d}");
+            assert!(got.iter().all(|h| pool.domain_of(h.index()) == d));
+            by_domain.push(std::mem::take(&mut got));
+        }
+        assert!(cache.alloc_in(3).is_none(), "no such domain");
+        let big = cache.alloc_large().unwrap();
+        assert_eq!(pool.domain_of(big.index()), 0);
+        assert_eq!(pool.audit().platform, 20, "all but one large buffer");
+        cache.free(big);
+        // Freed buffers go back to their own domain.
+        for h in by_domain.pop().unwrap() {
+            cache.free(h);
+        }
+        assert!(cache.alloc_in(1).is_none() && cache.alloc().is_none());
+        assert_eq!(pool.domain_of(cache.alloc_in(2).unwrap().index()), 2);
+        for h in by_domain.into_iter().flatten() {
+            cache.free(h);
+        }
+        drop(cache);
+        let a = pool.audit();
+        assert_eq!((a.free, a.platform, a.capacity), (20, 1, 21));
     }
 
     #[test]

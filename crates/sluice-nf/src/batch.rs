@@ -141,6 +141,7 @@ mod tests {
             workers: 1,
             hugepages: false,
             large_buffers: 0,
+            ..Default::default()
         })
         .unwrap();
         let pool = BufferPool::new(arena.buffers());

@@ -57,6 +57,12 @@ platform_reasons! {
     /// Dropped at its chain's entry, before any NF worked on it, because
     /// an NF of the chain could not keep up (`settings.backpressure`).
     BACKPRESSURE = 15, "backpressure";
+    /// The packet was bound for an NF of another trust domain, which had
+    /// no free buffer to copy it into (`settings.domains`).
+    DOMAIN_POOL_EXHAUSTED = 16, "domain_pool_exhausted";
+    /// The packet was bound for an NF of a named trust domain but is a
+    /// super-packet, larger than that domain's ordinary buffers.
+    TOO_LARGE_FOR_DOMAIN = 17, "too_large_for_domain";
 }
 
 impl DropReason {

@@ -88,6 +88,7 @@ impl Harness {
             workers: 1,
             hugepages: false,
             large_buffers: 0,
+            ..Default::default()
         })
         .expect("a 2 MiB arena can be created");
         let pool = BufferPool::new(arena.buffers());

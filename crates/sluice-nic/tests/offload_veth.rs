@@ -56,6 +56,7 @@ fn arena() -> Arena {
         workers: 1,
         hugepages: false,
         large_buffers: 16,
+        ..Default::default()
     })
     .expect("arena")
 }

@@ -55,6 +55,7 @@ fn arena() -> Arena {
         workers: 1,
         hugepages: false,
         large_buffers: 0,
+        ..Default::default()
     })
     .expect("arena")
 }

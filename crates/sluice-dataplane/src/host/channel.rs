@@ -27,6 +27,10 @@ use serde::Serialize;
 /// smaller; a routes table travels as a file path, not inline).
 pub const MAX_FRAME: usize = 64 << 20;
 
+/// Most descriptors one [`Channel::send_fds`] carries: the arena's
+/// regions (platform words, each trust domain's buffers, large buffers).
+pub const MAX_FDS: usize = sluice_mem::arena::MAX_DOMAINS + 2;
+
 /// One end of a channel that sends `Out` and receives `In`.
 pub struct Channel<Out, In> {
     sock: UnixStream,
@@ -144,16 +148,21 @@ impl<Out: Serialize, In: DeserializeOwned> Channel<Out, In> {
         self.closed
     }
 
-    /// Sends a descriptor (`SCM_RIGHTS`) with a one-byte payload, before
-    /// any framed message is queued (the receiver takes it first).
-    pub fn send_fd(&mut self, fd: BorrowedFd<'_>) -> io::Result<()> {
+    /// Sends up to [`MAX_FDS`] descriptors (`SCM_RIGHTS`) with a one-byte
+    /// payload, before any framed message is queued (the receiver takes
+    /// them first).
+    pub fn send_fds(&mut self, fds: &[BorrowedFd<'_>]) -> io::Result<()> {
         use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
         use std::mem::MaybeUninit;
-        debug_assert!(self.outbuf.is_empty(), "the descriptor goes first");
-        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        debug_assert!(self.outbuf.is_empty(), "the descriptors go first");
+        if fds.len() > MAX_FDS {
+            return Err(io::Error::other("too many descriptors for one message"));
+        }
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
         let mut control = SendAncillaryBuffer::new(&mut space);
-        let fds = [fd];
-        control.push(SendAncillaryMessage::ScmRights(&fds));
+        if !control.push(SendAncillaryMessage::ScmRights(fds)) {
+            return Err(io::Error::other("the descriptors do not fit the message"));
+        }
         // One byte, so the receiver's recvmsg has something to return.
         self.sock.set_nonblocking(false)?;
         let r = sendmsg(
@@ -167,13 +176,13 @@ impl<Out: Serialize, In: DeserializeOwned> Channel<Out, In> {
         Ok(())
     }
 
-    /// Receives the descriptor sent with [`Self::send_fd`], waiting up to
-    /// `timeout_ms` for it.
-    pub fn recv_fd(&mut self, timeout_ms: i32) -> io::Result<OwnedFd> {
+    /// Receives the descriptors sent with [`Self::send_fds`], waiting up
+    /// to `timeout_ms` for them.
+    pub fn recv_fds(&mut self, timeout_ms: i32) -> io::Result<Vec<OwnedFd>> {
         use rustix::net::{recvmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
         use std::mem::MaybeUninit;
         sluice_sys::wait_readable(self.sock.as_fd(), timeout_ms)?;
-        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
         let mut control = RecvAncillaryBuffer::new(&mut space);
         let mut byte = [0u8; 1];
         let got = recvmsg(
@@ -185,14 +194,16 @@ impl<Out: Serialize, In: DeserializeOwned> Channel<Out, In> {
         if got.bytes != 1 {
             return Err(io::Error::other("no descriptor arrived"));
         }
+        let mut fds = Vec::new();
         for msg in control.drain() {
-            if let RecvAncillaryMessage::ScmRights(mut fds) = msg {
-                if let Some(fd) = fds.next() {
-                    return Ok(fd);
-                }
+            if let RecvAncillaryMessage::ScmRights(got) = msg {
+                fds.extend(got);
             }
         }
-        Err(io::Error::other("the message carried no descriptor"))
+        if fds.is_empty() {
+            return Err(io::Error::other("the message carried no descriptor"));
+        }
+        Ok(fds)
     }
 }
 
@@ -271,15 +282,21 @@ mod tests {
     }
 
     #[test]
-    fn a_descriptor_travels_before_the_messages() {
+    fn descriptors_travel_before_the_messages() {
         let (mut a, mut b) = pair();
-        let (r, w) = sluice_sys::output_pipe().unwrap();
-        a.send_fd(w.as_fd()).unwrap();
+        let pipes: Vec<_> = (0..3).map(|_| sluice_sys::output_pipe().unwrap()).collect();
+        let ends: Vec<_> = pipes.iter().map(|(_, w)| w.as_fd()).collect();
+        a.send_fds(&ends).unwrap();
         a.send(&"after".to_string()).unwrap();
-        let fd = b.recv_fd(1000).unwrap();
-        rustix::io::write(&fd, b"hi").unwrap();
-        let mut buf = [0u8; 2];
-        assert_eq!(rustix::io::read(&r, &mut buf).unwrap(), 2);
+        let fds = b.recv_fds(1000).unwrap();
+        assert_eq!(fds.len(), 3);
+        for (fd, (r, _)) in fds.iter().zip(&pipes) {
+            rustix::io::write(fd, b"hi").unwrap();
+            let mut buf = [0u8; 2];
+            assert_eq!(rustix::io::read(r, &mut buf).unwrap(), 2);
+        }
+        let too_many: Vec<_> = (0..=MAX_FDS).map(|_| ends[0]).collect();
+        assert!(a.send_fds(&too_many).is_err());
         let mut got = Vec::new();
         b.recv(&mut got);
         assert_eq!(got, ["after"]);

@@ -26,7 +26,7 @@ use crate::nf_loop::{exit_code, run_nf_loop};
 /// the allow-list) once the NF is built and has opened its handles, before
 /// its first packet.
 pub(super) fn nf_main(
-    arena: &Arena,
+    arena: &mut Arena,
     worker: u32,
     req: &SpawnRequest,
     (registry, built): (&[NfType], Option<Box<dyn sluice_nf::NetworkFunction>>),
@@ -34,6 +34,10 @@ pub(super) fn nf_main(
     filter: Option<&RunFilter>,
 ) -> i32 {
     let name = &req.recipe.name;
+    // Another trust domain's packets leave this address space before any
+    // of the NF's own code runs (its shell was built in the template).
+    let kept = arena.keep_domain(usize::from(req.domain));
+    let arena: &Arena = arena;
     let ctl = arena.nf_control(req.slot);
     let sandbox_failed = |step: &str, e: std::io::Error| {
         eprintln!("sluice: NF {name} cannot {step} its sandbox: {e}");
@@ -42,6 +46,9 @@ pub(super) fn nf_main(
         exit_code::SANDBOX_FAILED
     };
     if let Err(e) = req.sandbox.enter_build_phase() {
+        return sandbox_failed("enter", e);
+    }
+    if let Err(e) = kept {
         return sandbox_failed("enter", e);
     }
     sluice_sys::set_thread_name(&format!("nf:{name}"));
@@ -84,5 +91,14 @@ pub(super) fn nf_main(
             postcard::from_bytes(bytes).map_err(|e| format!("unreadable config message: {e}"))?;
         recipe.build(registry, restarts).map_err(|e| e.to_string())
     };
-    run_nf_loop(arena, req.slot, worker, req.loop_cfg, nf.as_mut(), &rebuild)
+    let domain = usize::from(req.domain);
+    run_nf_loop(
+        arena,
+        req.slot,
+        worker,
+        domain,
+        req.loop_cfg,
+        nf.as_mut(),
+        &rebuild,
+    )
 }

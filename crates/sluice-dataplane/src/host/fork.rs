@@ -80,7 +80,7 @@ struct Instance {
 pub struct ForkHost {
     cfg: HostConfig,
     hello: Hello,
-    arena_fd: OwnedFd,
+    arena_fds: Vec<OwnedFd>,
     tpl: Option<Running>,
     live: HashMap<u32, Instance>,
     restarts: u32,
@@ -99,7 +99,11 @@ impl ForkHost {
             worker: cfg.worker,
         };
         let mut host = ForkHost {
-            arena_fd: arena.fd().try_clone_to_owned()?,
+            arena_fds: arena
+                .fds()
+                .into_iter()
+                .map(|fd| fd.try_clone_to_owned())
+                .collect::<io::Result<_>>()?,
             cfg,
             hello,
             tpl: None,
@@ -137,7 +141,7 @@ impl ForkHost {
         // anything, so a failed send (EPIPE) means the same as a closed
         // socket: say what the program did, not what the socket said.
         let setup = chan
-            .send_fd(self.arena_fd.as_fd())
+            .send_fds(&self.arena_fds.iter().map(AsFd::as_fd).collect::<Vec<_>>())
             .and_then(|()| chan.send(&ToTemplate::Hello(self.hello.clone())));
         let deadline = sluice_sys::monotonic_ns() + START_TIMEOUT_MS * 1_000_000;
         let mut msgs = Vec::new();

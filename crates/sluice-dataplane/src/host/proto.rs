@@ -38,6 +38,8 @@ pub struct ArenaLayout {
     pub hugepages: bool,
     /// 64 KiB buffers after the ordinary ones.
     pub large_buffers: u32,
+    /// Buffers of the named trust domains.
+    pub domain_buffers: [u32; sluice_mem::arena::MAX_DOMAINS - 1],
     /// Mapped length in bytes.
     pub len: usize,
 }
@@ -53,6 +55,7 @@ impl ArenaLayout {
             workers: c.workers,
             hugepages: matches!(arena.backing(), sluice_mem::Backing::HugePages),
             large_buffers: c.large_buffers,
+            domain_buffers: c.domain_buffers,
             len: arena.size(),
         }
     }
@@ -66,6 +69,7 @@ impl ArenaLayout {
             workers: self.workers,
             hugepages: self.hugepages,
             large_buffers: self.large_buffers,
+            domain_buffers: self.domain_buffers,
         }
     }
 }
@@ -104,6 +108,9 @@ pub struct SpawnRequest {
     /// Fork it from a shell (the NF built once in the template,
     /// `super::shells`) rather than build it in the new process.
     pub shell: bool,
+    /// Its trust domain: the process keeps only that domain's packet
+    /// buffers mapped (`sluice_mem::Arena::keep_domain`).
+    pub domain: u8,
 }
 
 /// Platform → template.

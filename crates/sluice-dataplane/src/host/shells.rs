@@ -333,6 +333,7 @@ mod tests {
             restarts,
             sandbox: SandboxPlan::default(),
             shell,
+            domain: 0,
         }
     }
 

@@ -117,7 +117,7 @@ fn template_main(registry: &'static [NfType]) -> i32 {
     let Ok(mut chan) = Chan::new(UnixStream::from(sock)) else {
         return 2;
     };
-    let Ok(fd) = chan.recv_fd(10_000) else {
+    let Ok(fds) = chan.recv_fds(10_000) else {
         return 2;
     };
     let hello = loop {
@@ -137,7 +137,7 @@ fn template_main(registry: &'static [NfType]) -> i32 {
     sluice_sys::set_cycles_calibration(hello.cycles_q32);
     let _ = sluice_sys::set_own_nice(TEMPLATE_NICE);
     let l = hello.arena;
-    let arena = match Arena::attach(fd, l.config(), l.len, l.hugepages) {
+    let arena = match Arena::attach(fds, l.config(), l.len, l.hugepages) {
         Ok(a) => a,
         Err(e) => {
             // This process has no tracing subscriber: its stderr is the
@@ -331,7 +331,7 @@ impl Template<'_> {
                     let filter = self.run_filter.as_ref();
                     let built = shell.and_then(|id| self.shells.take_in_child(id));
                     nf_main(
-                        &self.arena,
+                        &mut self.arena,
                         self.hello.worker,
                         &req,
                         (self.registry, built),

@@ -19,6 +19,7 @@ fn arena() -> Arena {
         workers: 1,
         hugepages: false,
         large_buffers: 8,
+        ..Default::default()
     })
     .unwrap()
 }

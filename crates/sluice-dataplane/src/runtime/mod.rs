@@ -149,6 +149,7 @@ impl Runtime {
             workers,
             hugepages: settings.hugepages,
             large_buffers: settings.large_buffers,
+            domain_buffers: settings.domain_buffers(),
         })
         .map_err(|e| RunError::Setup(e.to_string()))?;
         if let Backing::NormalPagesFallback(why) = arena.backing() {
@@ -512,6 +513,7 @@ impl Runtime {
                             .sandbox
                             .effective(sluice_sys::sandbox::can_change_identity()),
                         shell: shells,
+                        domain: n.domain,
                     })),
                 };
                 add.push(NewNf {

@@ -12,8 +12,10 @@ use sluice_spec::{Location, RestartPolicy, SchedulerSettings, Spec, SpecError, W
 pub struct PlatformSettings {
     /// Worker threads (one per core share of the flows).
     pub workers: u16,
-    /// Packet buffers in the arena.
+    /// Packet buffers of the platform's trust domain.
     pub buffers: u32,
+    /// Named trust domains and their buffers (`settings.domains`).
+    pub domains: Vec<sluice_spec::DomainSpec>,
     /// Slots per NF ring.
     pub ring_size: u32,
     /// Packets per batch.
@@ -65,6 +67,7 @@ impl PlatformSettings {
         PlatformSettings {
             workers: s.workers.max(1),
             buffers: s.buffers,
+            domains: s.domains.clone(),
             ring_size: s.ring_size,
             batch: s.batch,
             hugepages: s.hugepages,
@@ -108,6 +111,15 @@ impl PlatformSettings {
         // A daemon may get offloading ports at any time.
         s.large_buffers = crate::offload::LARGE_BUFFERS;
         s
+    }
+
+    /// The arena's buffer counts of the named trust domains.
+    pub fn domain_buffers(&self) -> [u32; sluice_mem::arena::MAX_DOMAINS - 1] {
+        let mut out = [0; sluice_mem::arena::MAX_DOMAINS - 1];
+        for (o, d) in out.iter_mut().zip(&self.domains) {
+            *o = d.buffers;
+        }
+        out
     }
 
     /// Whether these settings can run at all (clear message if not).
@@ -159,6 +171,31 @@ impl PlatformSettings {
                 self.idle_timeout_ms,
             ),
         ];
+        if s.domains != self.domains {
+            let names = |d: &[sluice_spec::DomainSpec]| {
+                let n: Vec<String> = d
+                    .iter()
+                    .map(|d| format!("{} ({})", d.name, d.buffers))
+                    .collect();
+                if n.is_empty() {
+                    "none".to_string()
+                } else {
+                    n.join(", ")
+                }
+            };
+            return Err(SpecError::new(
+                spec.source.as_str(),
+                Location::GENERATED,
+                "settings.domains".to_string(),
+                format!(
+                    "are {} in the spec but {} on the running platform, and trust domains cannot \
+                     change while the platform runs: each is a region of the packet arena (start \
+                     the platform with the spec's settings)",
+                    names(&s.domains),
+                    names(&self.domains)
+                ),
+            ));
+        }
         for (name, want, have) in fixed {
             if want != have {
                 return Err(SpecError::new(
@@ -173,5 +210,31 @@ impl PlatformSettings {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_spec::DomainSpec;
+
+    #[test]
+    fn trust_domains_are_fixed_when_the_platform_starts() {
+        let mut with = Spec::default();
+        with.settings.domains = vec![DomainSpec::new("red", 1024)];
+        let running = PlatformSettings::for_spec(&with);
+        assert_eq!(running.domain_buffers()[..2], [1024, 0]);
+        assert!(running.accepts(&with).is_ok());
+        for other in [Spec::default(), {
+            let mut s = with.clone();
+            s.settings.domains[0].buffers = 2048;
+            s
+        }] {
+            let e = running.accepts(&other).unwrap_err().to_string();
+            assert!(
+                e.contains("settings.domains") && e.contains("red (1024)"),
+                "{e}"
+            );
+        }
     }
 }

@@ -90,6 +90,7 @@ fn arena(slots: u32) -> Arena {
         workers: 1,
         hugepages: false,
         large_buffers: 0,
+        ..Default::default()
     })
     .unwrap()
 }

@@ -143,6 +143,7 @@ mod tests {
             workers: 1,
             hugepages: false,
             large_buffers: 0,
+            ..Default::default()
         })
         .unwrap()
     }

@@ -237,7 +237,8 @@ impl<'a> Worker<'a> {
         let exec = match n.exec {
             NewExec::Inline(f) => Exec::Inline(f),
             NewExec::Process(spawn) => Exec::Process(ProcessNf {
-                link: sluice_mem::NfLink::new(self.arena, n.slot),
+                link: sluice_mem::NfLink::new(self.arena, n.slot)
+                    .in_domain(usize::from(spawn.domain)),
                 phase: Phase::Stopped,
                 generation: 0,
                 pid: 0,
@@ -272,6 +273,7 @@ impl<'a> Worker<'a> {
             shell_starts: 0,
             restart_times: Default::default(),
             wakeups: 0,
+            domain_copies: 0,
             wakeups_by_timeout: 0,
             turns_revoked: 0,
             turns_held_off: 0,

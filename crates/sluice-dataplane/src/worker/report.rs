@@ -109,6 +109,7 @@ pub(crate) fn run_report(w: &Worker<'_>) -> RunReport {
             let plan = w.plan.nf(nf.id);
             let counters = plan.map_or(&[][..], |p| &p.counters[..]);
             let mut r = nf_report(nf, counters);
+            r.domain = w.plan.domain_name(plan.map_or(0, |p| p.domain)).to_string();
             if nf.isolation == Isolation::Process {
                 r.wakeup = plan.map_or("", |p| p.wakeup.policy.name()).to_string();
             }

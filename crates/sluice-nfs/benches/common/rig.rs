@@ -22,6 +22,7 @@ impl Rig {
             workers: 1,
             hugepages: false,
             large_buffers: 0,
+            ..Default::default()
         })
         .unwrap();
         let pool = BufferPool::new(arena.buffers());

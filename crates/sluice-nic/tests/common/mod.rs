@@ -271,6 +271,7 @@ pub fn arena() -> Arena {
         workers: 1,
         hugepages: false,
         large_buffers: 0,
+        ..Default::default()
     })
     .unwrap()
 }

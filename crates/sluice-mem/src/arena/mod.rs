@@ -1,0 +1,647 @@
+//! The shared packet arena: packet buffers, descriptor rings, NF control
+//! blocks and worker wake words, in one range of addresses.
+//!
+//! The platform creates the arena before it starts its NF templates; a
+//! template maps the same memory (its descriptors come over a socket) and
+//! every NF process inherits the template's mapping, so shared structures
+//! are reached from the base by offset. Only indices and offsets are ever
+//! stored in shared memory, never pointers.
+//!
+//! The arena is made of regions, each backed by its own memfd (see
+//! [`layout`] for where each lives and why): the platform's words and
+//! rings, one region of packet buffers per trust domain, and the large
+//! buffers. An NF of a trust domain withdraws the other domains' buffers
+//! from its address space ([`Arena::keep_domain`]) before its first
+//! packet.
+//!
+//! With `hugepages: true` the memfds are created with `MFD_HUGETLB |
+//! MFD_HUGE_2MB`; when the kernel has no free 2 MiB pages the arena falls
+//! back to normal pages and says so in [`Arena::backing`].
+
+mod layout;
+mod map;
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::atomic::AtomicU32;
+
+use layout::{bell_words, Layout, LINE};
+pub use layout::{DomainRegion, MAX_CORES, MAX_DOMAINS};
+
+use crate::buffer::{Pkt, PktHandle, BUF_STRIDE, LARGE_STRIDE};
+use crate::control::NfControl;
+use crate::doorbell::BellWord;
+use crate::ring::{RingRef, RingShared};
+use crate::turn::CoreTurn;
+use crate::wake::WakeWord;
+
+/// Sizes of everything the arena holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ArenaConfig {
+    /// Packet buffers of the platform's own trust domain (domain 0, where
+    /// ports receive; ordinary, 2 KiB of data room each).
+    pub buffers: u32,
+    /// Packet buffers of named trust domains 1, 2, …: entry `k` is
+    /// domain `k + 1`'s; the first 0 ends the list.
+    pub domain_buffers: [u32; MAX_DOMAINS - 1],
+    /// Large packet buffers for GSO/GRO super-packets (64 KiB of data room
+    /// each, domain 0's), indexed after the ordinary ones; 0 when no port
+    /// takes offloads.
+    pub large_buffers: u32,
+    /// Slots per descriptor ring (power of two).
+    pub ring_size: u32,
+    /// NF slots (each gets a control block, a receive and a transmit ring).
+    pub nf_slots: u32,
+    /// Platform workers (each gets a wake word).
+    pub workers: u32,
+    /// Ask for 2 MiB huge pages.
+    pub hugepages: bool,
+}
+
+impl ArenaConfig {
+    /// Buffers asked for per trust domain, the platform's first.
+    pub fn domain_sizes(&self) -> Vec<u32> {
+        let named = self.domain_buffers.iter().take_while(|&&n| n > 0);
+        std::iter::once(self.buffers)
+            .chain(named.copied())
+            .collect()
+    }
+}
+
+/// What backs the arena's memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Backing {
+    /// 2 MiB huge pages.
+    HugePages,
+    /// Normal pages because huge pages were not asked for.
+    NormalPages,
+    /// Normal pages because huge pages were asked for but unavailable (why).
+    NormalPagesFallback(String),
+}
+
+/// Failure to create the arena.
+#[derive(Debug)]
+pub enum ArenaError {
+    /// A size in the config is invalid.
+    Config(String),
+    /// The kernel refused the memory.
+    Os(std::io::Error),
+}
+
+impl std::fmt::Display for ArenaError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ArenaError::Config(m) => write!(f, "invalid arena configuration: {m}"),
+            ArenaError::Os(e) => write!(f, "cannot create the packet arena: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ArenaError {}
+
+/// The mapped arena.
+pub struct Arena {
+    base: NonNull<u8>,
+    /// The first packet buffer (`base` + `layout.buffers`), so a handle's
+    /// buffer is one multiply and add away.
+    bufs: NonNull<[u8; BUF_STRIDE]>,
+    len: usize,
+    /// One memfd per region (see [`layout`]), in address order.
+    fds: Vec<OwnedFd>,
+    config: ArenaConfig,
+    offsets: Layout,
+    backing: Backing,
+    /// Ordinary buffers mapped in this process: all of them, or one trust
+    /// domain's after [`Arena::keep_domain`].
+    kept: std::ops::Range<u32>,
+    /// Whether the large buffers are mapped in this process.
+    large_kept: bool,
+}
+
+// SAFETY: the arena is a fixed mapping; all shared structures in it are
+// atomics, and buffer bytes are reached only through `&mut PktHandle`
+// (exclusive ownership), so sharing `&Arena` across threads is sound.
+unsafe impl Send for Arena {}
+// SAFETY: see `Send` above.
+unsafe impl Sync for Arena {}
+
+impl Arena {
+    /// Creates and maps a zeroed arena.
+    pub fn create(config: ArenaConfig) -> Result<Arena, ArenaError> {
+        Self::check(&config)?;
+        if !config.hugepages {
+            return Self::build(config, false, Backing::NormalPages);
+        }
+        Self::build(config, true, Backing::HugePages).or_else(|e| {
+            let layout = Layout::compute(&config, map::page(false));
+            let why = format!(
+                "no 2 MiB huge pages available ({e}); using normal pages. Reserve some with \
+                 `echo {} > /proc/sys/vm/nr_hugepages` as root",
+                layout.total.div_ceil(layout::HUGE_PAGE) + 8
+            );
+            Self::build(config, false, Backing::NormalPagesFallback(why))
+        })
+    }
+
+    fn check(config: &ArenaConfig) -> Result<(), ArenaError> {
+        if !config.ring_size.is_power_of_two() || config.ring_size < 2 {
+            return Err(ArenaError::Config(format!(
+                "ring_size {} is not a power of two ≥ 2",
+                config.ring_size
+            )));
+        }
+        let total: u64 = config.domain_sizes().iter().map(|&n| u64::from(n)).sum();
+        // Each domain but the last fills its last page, and a hole may
+        // follow it: less than a huge page of buffers more per domain.
+        let rounding = (MAX_DOMAINS * (layout::HUGE_PAGE / BUF_STRIDE + 1)) as u64;
+        if config.buffers == 0 || total + rounding > (1 << 30) {
+            return Err(ArenaError::Config(format!(
+                "buffers {total} out of range (1 to about 2^30 in all trust domains)"
+            )));
+        }
+        if config.large_buffers > (1 << 16) {
+            return Err(ArenaError::Config(format!(
+                "large_buffers {} out of range (at most 65536)",
+                config.large_buffers
+            )));
+        }
+        Ok(())
+    }
+
+    fn build(config: ArenaConfig, huge: bool, backing: Backing) -> Result<Arena, ArenaError> {
+        let offsets = Layout::compute(&config, map::page(huge));
+        let regions = map::regions(&offsets);
+        let fds = map::create_fds(&regions, huge).map_err(ArenaError::Os)?;
+        // MAP_POPULATE: hugetlbfs reserves at mmap time, so a shortage
+        // shows here (and falls back) rather than as a SIGBUS later.
+        let base = map::map(&regions, &fds, offsets.total, map::page(huge), true)
+            .map_err(ArenaError::Os)?;
+        Ok(Self::assemble(base, fds, config, offsets, backing))
+    }
+
+    fn assemble(
+        base: NonNull<u8>,
+        fds: Vec<OwnedFd>,
+        config: ArenaConfig,
+        offsets: Layout,
+        backing: Backing,
+    ) -> Arena {
+        // SAFETY: `offsets.buffers` < `offsets.total`, the mapping's
+        // length: inside the mapping (byte arrays need no alignment).
+        let bufs = unsafe { base.add(offsets.buffers) }.cast::<[u8; BUF_STRIDE]>();
+        Arena {
+            base,
+            bufs,
+            len: offsets.total,
+            fds,
+            config,
+            kept: 0..offsets.ordinary,
+            large_kept: true,
+            offsets,
+            backing,
+        }
+    }
+
+    /// Maps an arena another process created (its memfds, received over a
+    /// socket by an exec'd NF template), with the same `config` and so
+    /// the same layout; `len` is the creator's [`Arena::size`]. Only
+    /// offsets are stored in shared memory, so the mapping address may
+    /// differ from the creator's. Pages are not pre-faulted: the
+    /// attaching process touches only the slots of the NFs it starts.
+    pub fn attach(
+        fds: Vec<OwnedFd>,
+        config: ArenaConfig,
+        len: usize,
+        huge: bool,
+    ) -> Result<Arena, ArenaError> {
+        Self::check(&config)?;
+        let offsets = Layout::compute(&config, map::page(huge));
+        if len != offsets.total {
+            return Err(ArenaError::Config(format!(
+                "the creator's arena is {len} bytes, this layout {}",
+                offsets.total
+            )));
+        }
+        let regions = map::regions(&offsets);
+        map::check_fds(&regions, &fds).map_err(ArenaError::Config)?;
+        let base = map::map(&regions, &fds, offsets.total, map::page(huge), false)
+            .map_err(ArenaError::Os)?;
+        let backing = if huge {
+            Backing::HugePages
+        } else {
+            Backing::NormalPages
+        };
+        Ok(Self::assemble(base, fds, config, offsets, backing))
+    }
+
+    /// The memfds behind the arena, in order, to hand to a process that
+    /// attaches with [`Arena::attach`].
+    pub fn fds(&self) -> Vec<BorrowedFd<'_>> {
+        self.fds.iter().map(AsFd::as_fd).collect()
+    }
+
+    /// Keeps only trust domain `domain`'s packet buffers mapped in this
+    /// process: every other domain's region (and, outside domain 0, the
+    /// large buffers) is unmapped, so those packets are not in this
+    /// process's memory at all, and [`Arena::pkt`] refuses (panics on)
+    /// their handles from now on. For an NF process before its first
+    /// packet; the platform itself keeps everything.
+    pub fn keep_domain(&mut self, domain: usize) -> std::io::Result<()> {
+        let Some(own) = self.offsets.domains.get(domain).cloned() else {
+            return Err(std::io::Error::other(format!("no trust domain {domain}")));
+        };
+        // First narrow what `pkt` hands out, then unmap: `&mut self`
+        // means no view of a buffer is alive now.
+        self.kept = own.indices.start..own.indices.end;
+        self.large_kept &= domain == 0;
+        for (d, r) in self.offsets.domains.iter().enumerate() {
+            if d != domain {
+                // SAFETY: no view of these bytes is alive (`&mut self`)
+                // and `pkt` no longer hands them out (`kept`).
+                unsafe { map::withdraw(self.base, r.bytes.clone()) }?;
+            }
+        }
+        if !self.large_kept && self.offsets.total > self.offsets.large {
+            // SAFETY: as above (`large_kept` is false).
+            unsafe { map::withdraw(self.base, self.offsets.large..self.offsets.total) }?;
+        }
+        Ok(())
+    }
+
+    /// Trust domains (the platform's own first).
+    pub fn domains(&self) -> &[DomainRegion] {
+        &self.offsets.domains
+    }
+
+    /// The trust domain of buffer `index` (`None` for a large buffer or a
+    /// hole between domains; large buffers are domain 0's).
+    pub fn domain_of(&self, index: u32) -> Option<usize> {
+        self.offsets.domain_of(index)
+    }
+
+    /// The configuration the arena was built for.
+    pub fn config(&self) -> &ArenaConfig {
+        &self.config
+    }
+
+    /// What backs the memory (and why, after a fallback).
+    pub fn backing(&self) -> &Backing {
+        &self.backing
+    }
+
+    /// Mapped size in bytes.
+    pub fn size(&self) -> usize {
+        self.len
+    }
+
+    /// Ordinary packet buffer indices (`0..buffers()`, every trust
+    /// domain's, with the holes between domains, which no pool hands out).
+    pub fn buffers(&self) -> u32 {
+        self.offsets.ordinary
+    }
+
+    /// Number of large packet buffers (indices `buffers()..total_buffers()`).
+    pub fn large_buffers(&self) -> u32 {
+        self.config.large_buffers
+    }
+
+    /// Buffers a pool hands out: every trust domain's and the large ones
+    /// (the holes between domains excluded).
+    pub fn capacity(&self) -> u32 {
+        let ordinary: usize = self.offsets.domains.iter().map(|d| d.indices.len()).sum();
+        ordinary as u32 + self.config.large_buffers
+    }
+
+    /// Buffer indices, ordinary and large (holes included).
+    pub fn total_buffers(&self) -> u32 {
+        self.offsets.ordinary + self.config.large_buffers
+    }
+
+    /// A typed reference to a `T` at byte `offset`.
+    fn at<T>(&self, offset: usize) -> &T {
+        assert!(
+            offset + std::mem::size_of::<T>() <= self.len
+                && offset % std::mem::align_of::<T>() == 0
+        );
+        // SAFETY: in bounds and aligned (checked above); the mapping lives as
+        // long as `self`; every T used here (WakeWord, BellWord, NfControl,
+        // RingShared, AtomicU32) is made of atomics for which all-zero bytes are valid, so
+        // shared references are sound even with other processes writing.
+        unsafe { &*self.base.as_ptr().add(offset).cast::<T>() }
+    }
+
+    /// Wake word of platform worker `w`.
+    pub fn worker_wake(&self, w: u32) -> &WakeWord {
+        assert!(w < self.config.workers, "worker {w} out of range");
+        self.at(self.offsets.wakes + w as usize * LINE)
+    }
+
+    /// Turn word of CPU `core` (NF processes sharing that core take turns
+    /// through it; see [`crate::turn`]).
+    pub fn core_turn(&self, core: u32) -> &CoreTurn {
+        assert!((core as usize) < MAX_CORES, "core {core} out of range");
+        self.at(self.offsets.cores + core as usize * LINE)
+    }
+
+    /// Bell word `i` of the NF slots' doorbells (see [`crate::doorbell`]);
+    /// slot `s` rings bit `s % 64` of word `s / 64`.
+    pub fn bell_word(&self, i: usize) -> &BellWord {
+        assert!(
+            i < bell_words(self.config.nf_slots),
+            "bell word {i} out of range"
+        );
+        self.at(self.offsets.bells + i * std::mem::size_of::<BellWord>())
+    }
+
+    /// How many bell words the NF slots' doorbells take.
+    pub fn nf_slots_bells(&self) -> usize {
+        bell_words(self.config.nf_slots)
+    }
+
+    /// Control block of NF slot `slot`.
+    pub fn nf_control(&self, slot: u32) -> &NfControl {
+        assert!(slot < self.config.nf_slots, "NF slot {slot} out of range");
+        self.at(self.offsets.controls + slot as usize * self.offsets.control_size)
+    }
+
+    fn ring(&self, index: usize) -> RingRef<'_> {
+        let off = self.offsets.rings + index * self.offsets.ring_bytes;
+        let shared: &RingShared = self.at(off);
+        let slots_off = off + std::mem::size_of::<RingShared>();
+        let n = self.config.ring_size as usize;
+        assert!(slots_off + n * 4 <= self.len);
+        // SAFETY: `n` AtomicU32 slots lie in bounds (checked) at a 4-aligned
+        // offset inside the mapping, which outlives the returned borrow.
+        let slots = unsafe {
+            std::slice::from_raw_parts(self.base.as_ptr().add(slots_off).cast::<AtomicU32>(), n)
+        };
+        RingRef::new(shared, slots).expect("ring_size validated as a power of two")
+    }
+
+    /// Receive ring of NF slot `slot` (platform → NF).
+    pub fn nf_rx_ring(&self, slot: u32) -> RingRef<'_> {
+        assert!(slot < self.config.nf_slots);
+        self.ring(2 * slot as usize)
+    }
+
+    /// Transmit ring of NF slot `slot` (NF → platform).
+    pub fn nf_tx_ring(&self, slot: u32) -> RingRef<'_> {
+        assert!(slot < self.config.nf_slots);
+        self.ring(2 * slot as usize + 1)
+    }
+
+    /// The buffer a handle owns, as a packet view.
+    #[inline]
+    pub fn pkt<'h>(&'h self, h: &'h mut PktHandle) -> Pkt<'h> {
+        let i = h.index();
+        // One compare, as before domains: `kept` is every ordinary buffer
+        // in the platform, one domain's in an NF process.
+        if i.wrapping_sub(self.kept.start) < self.kept.end - self.kept.start {
+            let i = i as usize;
+            // SAFETY: in bounds and mapped (buffer `i` of the ordinary ones
+            // this process keeps, which lie between `bufs` and the end of
+            // the mapping; `keep_domain` unmaps only others); `PktHandle` is unique
+            // per buffer (issued by the pool, re-issued only after ownership
+            // validation), so holding `&mut PktHandle` gives exclusive access
+            // to these bytes in this process for the borrow's lifetime.
+            let bytes = unsafe { &mut *self.bufs.as_ptr().add(i) };
+            return Pkt::new(bytes);
+        }
+        self.large_pkt(i as usize)
+    }
+
+    /// The view of large buffer `i` (an index past the ordinary ones).
+    #[inline(never)]
+    fn large_pkt(&self, i: usize) -> Pkt<'_> {
+        assert!(
+            self.large_kept && i >= self.offsets.ordinary as usize,
+            "buffer {i} is not mapped in this process (another trust domain's)"
+        );
+        let j = i - self.offsets.ordinary as usize;
+        assert!(
+            j < self.config.large_buffers as usize,
+            "handle from another arena"
+        );
+        let off = self.offsets.large + j * LARGE_STRIDE;
+        debug_assert!(off + LARGE_STRIDE <= self.len);
+        // SAFETY: large buffer `j` lies at `offsets.large + j * LARGE_STRIDE`,
+        // inside the mapping (`j < large_buffers`, counted in
+        // `offsets.total`). Exclusivity as for ordinary buffers: the caller
+        // holds the buffer's unique `&mut PktHandle` for the borrow, which
+        // `pkt` ties to the returned view.
+        let bytes =
+            unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr().add(off), LARGE_STRIDE) };
+        Pkt::over(bytes)
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly the mapping created in `create`; no
+        // borrows of it outlive `self`.
+        let _ = unsafe { rustix::mm::munmap(self.base.as_ptr().cast(), self.len) };
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn small() -> ArenaConfig {
+        ArenaConfig {
+            buffers: 256,
+            ring_size: 64,
+            nf_slots: 3,
+            workers: 1,
+            hugepages: false,
+            large_buffers: 0,
+            ..ArenaConfig::default()
+        }
+    }
+
+    fn fds(a: &Arena) -> Vec<OwnedFd> {
+        a.fds()
+            .into_iter()
+            .map(|fd| fd.try_clone_to_owned().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn large_buffers_follow_the_ordinary_ones_and_do_not_overlap() {
+        let mut c = small();
+        c.large_buffers = 3;
+        let a = Arena::create(c).unwrap();
+        assert_eq!(a.total_buffers(), 259);
+        let pool = crate::pool::BufferPool::for_arena(&a);
+        let mut cache = crate::pool::PoolCache::new(&pool, 8);
+        let mut last = cache.alloc().unwrap();
+        let mut big: Vec<_> = (0..3).map(|_| cache.alloc_large().unwrap()).collect();
+        assert!(cache.alloc_large().is_none());
+        let mut ends = Vec::new();
+        for h in big.iter_mut() {
+            assert!(h.index() >= 256);
+            let i = h.index() as u8;
+            let mut p = a.pkt(h);
+            assert!(p.is_large());
+            p.reset(65_000);
+            p.data_mut().fill(i);
+            ends.push((p.data().as_ptr() as usize, p.data().len()));
+        }
+        // The last ordinary buffer ends before the first large one starts.
+        let mut p = a.pkt(&mut last);
+        p.reset(2048);
+        p.data_mut().fill(0xee);
+        for h in big.iter_mut() {
+            let i = h.index() as u8;
+            assert!(a.pkt(h).data().iter().all(|&b| b == i));
+        }
+        ends.sort();
+        for w in ends.windows(2) {
+            assert!(w[0].0 + w[0].1 <= w[1].0);
+        }
+        assert!(a.size() >= 256 * BUF_STRIDE + 3 * LARGE_STRIDE);
+        for h in big {
+            cache.free(h);
+        }
+        cache.free(last);
+        drop(cache);
+        assert_eq!(pool.audit().free, 259);
+    }
+
+    #[test]
+    fn regions_do_not_overlap() {
+        let a = Arena::create(small()).unwrap();
+        let base = a.base.as_ptr() as usize;
+        let ctl = |s| a.nf_control(s) as *const _ as usize - base;
+        assert!(ctl(1) - ctl(0) >= std::mem::size_of::<NfControl>());
+        assert!(a.worker_wake(0) as *const _ as usize - base < ctl(0));
+        let bells = a.nf_slots_bells();
+        let last_bell = a.bell_word(bells - 1) as *const _ as usize - base;
+        assert!(
+            a.bell_word(0) as *const _ as usize - base > a.core_turn(0) as *const _ as usize - base
+        );
+        assert!(last_bell + 8 <= ctl(0));
+        assert_eq!(a.backing(), &Backing::NormalPages);
+        assert!(a.size() >= 256 * BUF_STRIDE);
+    }
+
+    #[test]
+    fn hugepages_fall_back_with_a_reason_when_unavailable() {
+        let mut c = small();
+        c.hugepages = true;
+        let a = Arena::create(c).unwrap();
+        match a.backing() {
+            Backing::HugePages => {}
+            Backing::NormalPagesFallback(why) => assert!(why.contains("huge pages")),
+            Backing::NormalPages => panic!("asked for huge pages, got a silent normal-page arena"),
+        }
+    }
+
+    #[test]
+    fn an_attached_arena_sees_the_same_memory_at_the_same_offsets() {
+        use std::sync::atomic::Ordering;
+        let a = Arena::create(small()).unwrap();
+        let b = Arena::attach(fds(&a), small(), a.size(), false).unwrap();
+        a.nf_control(2).pid.store(4242, Ordering::Relaxed);
+        assert_eq!(b.nf_control(2).pid.load(Ordering::Relaxed), 4242);
+        let mut cfg = small();
+        cfg.buffers *= 4;
+        assert!(matches!(
+            Arena::attach(fds(&a), cfg, a.size(), false),
+            Err(ArenaError::Config(_))
+        ));
+    }
+
+    #[test]
+    fn bad_config_is_an_error() {
+        let mut c = small();
+        c.ring_size = 100;
+        assert!(matches!(Arena::create(c), Err(ArenaError::Config(_))));
+    }
+
+    fn with_domains() -> ArenaConfig {
+        let mut c = small();
+        c.domain_buffers[..2].copy_from_slice(&[300, 300]);
+        c.large_buffers = 1;
+        c
+    }
+
+    #[test]
+    fn an_attached_arena_sees_every_domain_and_checks_its_descriptors() {
+        let a = Arena::create(with_domains()).unwrap();
+        assert_eq!(a.domains().len(), 3);
+        let b = Arena::attach(fds(&a), with_domains(), a.size(), false).unwrap();
+        for d in a.domains() {
+            let i = d.indices.end - 1;
+            let mut h = PktHandle::from_raw_owned(i);
+            a.pkt(&mut h).reset(4);
+            a.pkt(&mut h).data_mut().copy_from_slice(&i.to_le_bytes());
+            let mut h = PktHandle::from_raw_owned(i);
+            assert_eq!(b.pkt(&mut h).data(), i.to_le_bytes());
+        }
+        let mut short = fds(&a);
+        short.pop();
+        assert!(matches!(
+            Arena::attach(short, with_domains(), a.size(), false),
+            Err(ArenaError::Config(_))
+        ));
+    }
+
+    /// Forks a child that keeps domain `keep` and then reads buffer
+    /// `touch` through a pointer it took before (as hostile code would);
+    /// its wait status.
+    fn child_touching(a: &mut Arena, keep: usize, touch: u32) -> i32 {
+        // SAFETY: the child runs only the block below (no locks; it ends
+        // with `_exit`, never returning into the harness).
+        match unsafe { libc::fork() } {
+            0 => {
+                let mut h = PktHandle::from_raw_owned(touch);
+                let p = a.pkt(&mut h).scratch().as_ptr();
+                let kept = a.keep_domain(keep).is_ok();
+                // SAFETY: deliberately none if `touch` is another domain's:
+                // the read is what the test is about.
+                let _ = unsafe { std::ptr::read_volatile(p) };
+                let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    a.pkt(&mut h).scratch()[0]
+                }))
+                .is_err();
+                // Own buffers: 0; an unmapped one that `pkt` still gave
+                // out: 4 (the read above should have killed it anyway).
+                let code = match (kept, refused) {
+                    (false, _) => 3,
+                    (true, false) => 0,
+                    (true, true) => 4,
+                };
+                // SAFETY: ends the child without running the harness.
+                unsafe { libc::_exit(code) }
+            }
+            pid => {
+                let mut status = 0;
+                // SAFETY: waits for our own child into a local.
+                assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+                status
+            }
+        }
+    }
+
+    #[test]
+    fn a_process_that_keeps_one_domain_cannot_touch_another() {
+        let mut a = Arena::create(with_domains()).unwrap();
+        let d = a.domains().to_vec();
+        let own = child_touching(&mut a, 1, d[1].indices.start);
+        assert!(libc::WIFEXITED(own) && libc::WEXITSTATUS(own) == 0, "{own}");
+        let large = a.buffers();
+        for other in [d[0].indices.start, d[2].indices.end - 1, large] {
+            let st = child_touching(&mut a, 1, other);
+            assert!(
+                libc::WIFSIGNALED(st) && libc::WTERMSIG(st) == libc::SIGSEGV,
+                "buffer {other}: {st}"
+            );
+        }
+        // Domain 0 keeps the large buffers; the parent still has all.
+        let st = child_touching(&mut a, 0, large);
+        assert!(libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0, "{st}");
+        let mut h = PktHandle::from_raw_owned(d[2].indices.start);
+        a.pkt(&mut h).scratch()[0] = 2;
+    }
+}
