@@ -18,6 +18,11 @@ struct ChainResult {
     packet_size: u16,
     offered_pps: Option<u64>,
     scheduler: &'static str,
+    /// `one` or `per_nf` (`--domains`).
+    domains: &'static str,
+    /// Packets copied into another trust domain on the way, per packet
+    /// out (the chain's length with `per_nf`, 0 with `one`).
+    domain_copies_per_packet: f64,
     /// Turns the NFs took per second (0 unless they take turns).
     turns_per_s: f64,
     #[serde(flatten)]
@@ -81,10 +86,25 @@ pub fn chain_spec(a: &ChainArgs) -> String {
         (IsolationArg::Process, crate::cli::OnOff::Off) => "    sandbox: off\n",
         _ => "",
     };
+    let per_nf = a.domains == crate::cli::DomainsArg::PerNf;
     for i in 0..a.length {
         s.push_str(&format!(
             "  - name: fwd{i}\n    type: forwarder\n    isolation: {isolation}\n{sandbox}"
         ));
+        if per_nf {
+            s.push_str(&format!("    domain: d{i}\n"));
+        }
+    }
+    if per_nf && a.length > 0 {
+        // Settings come first in the text; the domains go at its end.
+        let domains: Vec<String> = (0..a.length)
+            .map(|i| format!("{{ name: d{i}, buffers: 8192 }}"))
+            .collect();
+        s = s.replacen(
+            "\nports:\n",
+            &format!("\n  domains: [{}]\nports:\n", domains.join(", ")),
+            1,
+        );
     }
     let names: Vec<String> = (0..a.length).map(|i| format!("fwd{i}")).collect();
     s.push_str(&format!(
@@ -171,6 +191,9 @@ pub fn chain(a: ChainArgs) -> ExitCode {
         length: a.length,
         isolation: isolation_name(a.isolation),
         scheduler: a.scheduler.name(),
+        domains: a.domains.name(),
+        domain_copies_per_packet: report.nfs.iter().map(|n| n.domain_copies).sum::<u64>() as f64
+            / report.packets_out.max(1) as f64,
         turns_per_s: report.nfs.iter().map(|n| n.turns).sum::<u64>() as f64
             / report.duration_s.max(1e-9),
         workers: a.workers,

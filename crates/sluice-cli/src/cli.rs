@@ -261,6 +261,25 @@ pub struct WireArgs {
     pub json: bool,
 }
 
+/// Trust domains of `sluice bench chain`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DomainsArg {
+    /// Every NF in the platform's domain.
+    One,
+    /// Each process NF in a domain of its own.
+    PerNf,
+}
+
+impl DomainsArg {
+    /// The name the JSON output uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            DomainsArg::One => "one",
+            DomainsArg::PerNf => "per_nf",
+        }
+    }
+}
+
 /// A switch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OnOff {
@@ -301,6 +320,11 @@ pub struct ChainArgs {
     /// `strict`, `off` runs them unconfined (to measure what it costs).
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     pub sandbox: OnOff,
+    /// Trust domains: `one` (every NF in the platform's) or `per-nf`
+    /// (each process NF in a domain of its own, so every packet is
+    /// copied at every hop; at most 15 NFs).
+    #[arg(long, value_enum, default_value_t = DomainsArg::One)]
+    pub domains: DomainsArg,
     /// Frame size in bytes (without FCS; 60-2048).
     #[arg(long, default_value_t = 64, value_parser = value_parser!(u16).range(60..=2048))]
     pub packet_size: u16,
