@@ -247,13 +247,14 @@ pub fn get(conn: &ConnArgs, a: GetArgs) -> ExitCode {
                         r.push(format!("{per:.1}"));
                         r.push(n["instances"].as_array().map_or(0, Vec::len).to_string());
                         r.push(sandbox_summary(&n["sandbox"]));
+                        r.push(s(&n["domain"]));
                     }
                     r
                 })
                 .collect::<Vec<_>>();
             let mut h = vec!["NAME", "TYPE", "ISOLATION", "PACKETS", "DROPS", "RESTARTS"];
             if wide {
-                h.extend(["NS/PKT", "INSTANCES", "SANDBOX"]);
+                h.extend(["NS/PKT", "INSTANCES", "SANDBOX", "DOMAIN"]);
             }
             table(&h, &rows)
         }

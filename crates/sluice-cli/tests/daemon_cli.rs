@@ -111,13 +111,14 @@ fn apply_get_ps_stats_logs_and_delete_through_the_cli() {
     assert_eq!(&r[..3], ["acl", "acl", "process"]);
     let out = ok(&d, &["get", "nfs", "-o", "wide"]);
     let (h, r) = row(&out, "mon");
-    assert_eq!(h.len(), 9, "{out}");
-    assert_eq!(&h[6..], ["NS/PKT", "INSTANCES", "SANDBOX"]);
+    assert_eq!(h.len(), 10, "{out}");
+    assert_eq!(&h[6..], ["NS/PKT", "INSTANCES", "SANDBOX", "DOMAIN"]);
     assert_eq!(r[7], "1", "one instance per worker: {out}");
     assert_eq!(
         r[8], "strict",
         "process NFs are sandboxed by default: {out}"
     );
+    assert_eq!(r[9], "platform", "{out}");
     let nfs = ok_json(&d, &["get", "nfs", "-o", "json"]);
     let names: Vec<&str> = nfs
         .as_array()

@@ -58,3 +58,35 @@ fn packets_cross_trust_domains_by_copy_and_arrive_whole() {
     // The monitor in `blue` saw the flows the generator made.
     assert!(nf(&r, "other")["counters"].as_object().is_some());
 }
+
+#[test]
+fn a_daemon_takes_its_domains_from_the_first_spec_and_keeps_them() {
+    let d = Daemon::start();
+    let spec = SPEC.replace("count: 20000, rate_pps: 100000", "rate_pps: 20000");
+    d.apply(&spec);
+    let (ok, nfs, err) = d.cli(&["get", "nfs", "-o", "json"]);
+    assert!(ok, "{err}");
+    let theirs = nfs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "theirs")
+        .unwrap();
+    assert_eq!(theirs["domain"], "red", "{theirs:#}");
+    // Another NF into an existing domain is a live change…
+    d.apply(&spec.replace(
+        "  - { name: inline,",
+        "  - { name: more, type: forwarder, isolation: process, domain: blue }\n  - { name: inline,",
+    ));
+    // …new domains are not: nothing changes and the error says why.
+    let path = d.dir.path().join("other.yaml");
+    std::fs::write(&path, spec.replace("buffers: 512", "buffers: 1024")).unwrap();
+    let (ok, _, err) = d.cli(&["apply", "-f", path.to_str().unwrap()]);
+    assert!(!ok);
+    assert!(
+        err.contains("settings.domains") && err.contains("blue (512)"),
+        "{err}"
+    );
+    let (_, nfs, _) = d.cli(&["get", "nfs", "-o", "json"]);
+    assert!(nfs.as_array().unwrap().iter().any(|n| n["name"] == "more"));
+}

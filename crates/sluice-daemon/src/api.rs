@@ -173,6 +173,11 @@ fn nf_views(s: &Ctl, report: &RunReport, instances: &[Instance]) -> Vec<NfView> 
                 sandbox: r.and_then(|r| r.sandbox.clone()),
                 sandbox_kills: r.map_or(0, |r| r.sandbox_kills),
                 oom_kills: r.map_or(0, |r| r.oom_kills),
+                domain: r.map_or_else(
+                    || sluice_spec::PLATFORM_DOMAIN.to_string(),
+                    |r| r.domain.clone(),
+                ),
+                domain_copies: r.map_or(0, |r| r.domain_copies),
                 drops: r.map(|r| r.drops.clone()).unwrap_or_default(),
                 instances: instances.iter().filter(|i| i.nf == name).cloned().collect(),
                 name,

@@ -114,6 +114,10 @@ pub struct NfView {
     pub sandbox_kills: u32,
     /// Processes killed at their memory limit.
     pub oom_kills: u32,
+    /// Its trust domain (`platform` unless the spec names one).
+    pub domain: String,
+    /// Packets copied into its trust domain on their way to it.
+    pub domain_copies: u64,
     /// Drops under its own reasons.
     pub drops: std::collections::BTreeMap<String, u64>,
     /// Its instances, one per worker.

@@ -58,10 +58,16 @@ struct Config {
 struct Hostile {
     attack: Attack,
     target: String,
-    tried: bool,
+    /// Attempts made; every attack tries once, except `peek`, which
+    /// tries at each batch until it finds what it looks for (the other
+    /// chain's packets may not have come yet), at most [`PEEKS`] times.
+    tried: u32,
     /// `peek`: the arena's first and last address, from `/proc/self/maps`.
     arena: Option<(usize, usize)>,
 }
+
+/// Batches at which `peek` looks.
+const PEEKS: u32 = 50;
 
 /// Counter 0: attacks that succeeded.
 const ESCAPED: usize = 0;
@@ -195,9 +201,15 @@ impl NetworkFunction for Hostile {
         let Some(own) = batch.get(0).map(|p| p.data().as_ptr() as usize) else {
             return;
         };
-        if !self.tried {
-            self.tried = true;
+        let tries = if self.attack == Attack::Peek {
+            PEEKS
+        } else {
+            1
+        };
+        if self.tried < tries {
+            self.tried += 1;
             if self.attempt(own) {
+                self.tried = tries;
                 ctx.count(ESCAPED, 1);
                 eprintln!("hostile: {:?} succeeded", self.attack);
             }
@@ -210,7 +222,7 @@ fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> 
     Ok(Box::new(Hostile {
         attack: cfg.attack,
         target: cfg.target,
-        tried: false,
+        tried: 0,
         arena: None,
     }))
 }
