@@ -228,6 +228,12 @@ pub fn render(r: &RunReport, instances: &[Instance]) -> String {
         "NF processes the kernel killed for breaking their sandbox, by reason (seccomp: a system call outside its list; memory_limit: its memory_max_mib)",
         None,
     );
+    let nf_domain_copies = counter_family(
+        &mut reg,
+        "nf_domain_copies",
+        "Packets copied into an NF's trust domain on their way to it, from a port or an NF of another domain (settings.domains)",
+        None,
+    );
     let nf_turns = counter_family(
         &mut reg,
         "nf_turns",
@@ -282,6 +288,9 @@ pub fn render(r: &RunReport, instances: &[Instance]) -> String {
                     .inc_by(f64::from(n));
             }
         }
+        nf_domain_copies
+            .get_or_create(&l(&[("nf", &nf.name), ("domain", &nf.domain)]))
+            .inc_by(nf.domain_copies as f64);
         nf_turns.get_or_create(&by_nf).inc_by(nf.turns as f64);
         nf_turns_held_off
             .get_or_create(&by_nf)
