@@ -203,4 +203,44 @@ mod tests {
         assert!(holes <= 2);
         assert_eq!(l.domain_of(l.ordinary), None);
     }
+
+    proptest::proptest! {
+        /// For any sizes: regions follow each other on page boundaries,
+        /// each domain has at least what it asked for (the last exactly),
+        /// every buffer of a domain lies wholly inside its region, at most
+        /// one hole separates two domains, and the large buffers follow.
+        #[test]
+        #[cfg_attr(miri, ignore)]
+        fn any_sizes_give_a_sound_layout(
+            first in 1u32..70_000,
+            named in proptest::collection::vec(256u32..70_000, 0..15),
+            huge in proptest::bool::ANY,
+            large in 0u32..4,
+        ) {
+            let page = if huge { HUGE_PAGE } else { PAGE };
+            let mut c = config(first, &named);
+            c.large_buffers = large;
+            let l = Layout::compute(&c, page);
+            let asked: Vec<u32> = std::iter::once(first).chain(named.iter().copied()).collect();
+            proptest::prop_assert_eq!(l.domains.len(), asked.len());
+            let mut at = l.buffers;
+            proptest::prop_assert_eq!(at % page, 0);
+            for (d, (r, &n)) in l.domains.iter().zip(&asked).enumerate() {
+                proptest::prop_assert_eq!(r.bytes.start, at);
+                proptest::prop_assert_eq!(r.bytes.end % page, 0);
+                if d + 1 == asked.len() {
+                    proptest::prop_assert_eq!(r.indices.len(), n as usize);
+                } else {
+                    proptest::prop_assert!(r.indices.len() >= n as usize);
+                    proptest::prop_assert!(l.domains[d + 1].indices.start - r.indices.end <= 1);
+                }
+                proptest::prop_assert!(l.buffers + r.indices.start as usize * BUF_STRIDE >= r.bytes.start);
+                proptest::prop_assert!(l.buffers + r.indices.end as usize * BUF_STRIDE <= r.bytes.end);
+                at = r.bytes.end;
+            }
+            proptest::prop_assert_eq!(l.large, at);
+            proptest::prop_assert!(l.total >= l.large + large as usize * LARGE_STRIDE);
+            proptest::prop_assert_eq!(l.total % page, 0);
+        }
+    }
 }
