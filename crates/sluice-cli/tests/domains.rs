@@ -55,8 +55,23 @@ fn packets_cross_trust_domains_by_copy_and_arrive_whole() {
         assert_eq!(n["domain_copies"], copies, "{name}: {n:#}");
         assert!(n["last_exit"].is_null(), "{n:#}");
     }
-    // The monitor in `blue` saw the flows the generator made.
-    assert!(nf(&r, "other")["counters"].as_object().is_some());
+    // Each domain's buffers are accounted on their own, all back.
+    let by: Vec<(String, u64, u64)> = r["buffers"]["domains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let (cap, free) = (d["capacity"].as_u64().unwrap(), d["free"].as_u64().unwrap());
+            (d["name"].as_str().unwrap().to_string(), cap, free)
+        })
+        .collect();
+    let names: Vec<&str> = by.iter().map(|d| d.0.as_str()).collect();
+    assert_eq!(names, ["platform", "red", "blue"], "{r:#}");
+    for ((_, cap, free), asked) in by.iter().zip([0, 2048, 512]) {
+        assert!(*cap >= asked && cap == free, "{by:?}");
+    }
+    let total: u64 = by.iter().map(|d| d.1).sum();
+    assert_eq!(r["buffers"]["capacity"], total);
 }
 
 #[test]

@@ -238,6 +238,52 @@ pub struct BufferReport {
     pub held_by_platform: u32,
     /// Buffers still held by NFs.
     pub held_by_nfs: u32,
+    /// The same per trust domain, the platform's first (which counts the
+    /// large buffers too); empty when the spec names no domain.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub domains: Vec<DomainBuffers>,
+}
+
+/// One trust domain's buffers (`settings.domains`).
+#[derive(Debug, Clone, Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct DomainBuffers {
+    /// The domain.
+    pub name: String,
+    /// Its buffers.
+    pub capacity: u32,
+    /// Back in its pool.
+    pub free: u32,
+    /// Held by the platform.
+    pub held_by_platform: u32,
+    /// Held by NFs.
+    pub held_by_nfs: u32,
+}
+
+impl BufferReport {
+    /// The accounting of `pool` now; `name` names trust domain `d`.
+    pub fn of(pool: &sluice_mem::BufferPool, name: impl Fn(u8) -> String) -> BufferReport {
+        let a = pool.audit();
+        let domains = if pool.domains() > 1 {
+            let by = pool.audit_domains().into_iter().enumerate();
+            by.map(|(d, a)| DomainBuffers {
+                name: name(d as u8),
+                capacity: a.capacity,
+                free: a.free,
+                held_by_platform: a.platform,
+                held_by_nfs: a.at_nfs,
+            })
+            .collect()
+        } else {
+            Vec::new()
+        };
+        BufferReport {
+            capacity: a.capacity,
+            free: a.free,
+            held_by_platform: a.platform,
+            held_by_nfs: a.at_nfs,
+            domains,
+        }
+    }
 }
 
 /// The arena's NF slots (a live report; zero in a run's final one).
@@ -482,6 +528,7 @@ impl RunReport {
                 free: 0,
                 held_by_platform: 0,
                 held_by_nfs: 0,
+                domains: Vec::new(),
             },
             nf_faults: NfFaults {
                 invalid_handles: 0,

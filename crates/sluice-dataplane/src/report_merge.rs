@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use sluice_mem::{Arena, Audit};
+use sluice_mem::Arena;
 use sluice_ports::Sink;
 
 use crate::report::{latency_of, BufferReport, NfReport, RunReport};
@@ -77,9 +77,14 @@ fn add_nf(into: &mut NfReport, from: &NfReport) {
 
 impl RunReport {
     /// Merges the reports of workers that ran the same plan on disjoint
-    /// shares of the flows. `audit` is the pool's audit after all stopped.
+    /// shares of the flows. `buffers` is the pool's accounting after all
+    /// stopped.
     /// Returns `None` for an empty list.
-    pub fn merge_shards(parts: Vec<ShardResult>, audit: Audit, arena: &Arena) -> Option<RunReport> {
+    pub fn merge_shards(
+        parts: Vec<ShardResult>,
+        buffers: BufferReport,
+        arena: &Arena,
+    ) -> Option<RunReport> {
         let by_worker: Vec<Vec<(String, BTreeMap<String, u64>)>> = parts
             .iter()
             .map(|p| {
@@ -180,13 +185,8 @@ impl RunReport {
         r.mpps = r.packets_out as f64 / secs / 1e6;
         r.gbps = r.bytes_out as f64 * 8.0 / secs / 1e9;
         r.latency_ns = latency_of(sink.as_ref());
-        r.buffers = BufferReport {
-            capacity: audit.capacity,
-            free: audit.free,
-            held_by_platform: audit.platform,
-            held_by_nfs: audit.at_nfs,
-        };
-        r.leaked_buffers = u64::from(audit.capacity - audit.free);
+        r.leaked_buffers = u64::from(buffers.capacity - buffers.free);
+        r.buffers = buffers;
         r.arena_bytes = arena.size();
         Some(r)
     }

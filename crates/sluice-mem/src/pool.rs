@@ -264,6 +264,36 @@ impl BufferPool {
         a
     }
 
+    /// [`Self::audit`] per trust domain, the platform's first (which
+    /// also counts the large buffers). Exact when no worker is running.
+    pub fn audit_domains(&self) -> Vec<Audit> {
+        let count = |indices: std::ops::Range<u32>| {
+            let mut a = Audit::default();
+            for i in indices {
+                a.capacity += 1;
+                match self.owners[i as usize].load(Ordering::Relaxed) {
+                    OWNER_FREE => a.free += 1,
+                    OWNER_PLATFORM => a.platform += 1,
+                    _ => a.at_nfs += 1,
+                }
+            }
+            a
+        };
+        let mut out: Vec<Audit> = self
+            .domains
+            .iter()
+            .map(|d| count(d.indices.clone()))
+            .collect();
+        let large = count(self.small..self.owners.len() as u32);
+        if let Some(first) = out.first_mut() {
+            first.capacity += large.capacity;
+            first.free += large.free;
+            first.platform += large.platform;
+            first.at_nfs += large.at_nfs;
+        }
+        out
+    }
+
     /// Ordinary buffers in the global stacks of every domain (excludes
     /// worker caches).
     pub fn global_free(&self) -> usize {

@@ -641,7 +641,9 @@ impl Runtime {
     }
 
     fn merge(&self, parts: Vec<ShardResult>) -> RunReport {
-        let mut r = RunReport::merge_shards(parts, self.pool.audit(), &self.arena)
+        let buffers =
+            crate::report::BufferReport::of(&self.pool, |d| self.plan.domain_name(d).to_string());
+        let mut r = RunReport::merge_shards(parts, buffers, &self.arena)
             .unwrap_or_else(|| RunReport::empty(&self.arena));
         r.spec = self.source.clone();
         r

@@ -159,12 +159,7 @@ pub(crate) fn run_report(w: &Worker<'_>) -> RunReport {
             live: w.flows.live(),
             table_full: fs.full,
         },
-        buffers: BufferReport {
-            capacity: audit.capacity,
-            free: audit.free,
-            held_by_platform: audit.platform,
-            held_by_nfs: audit.at_nfs,
-        },
+        buffers: BufferReport::of(w.pool, |d| w.plan.domain_name(d).to_string()),
         nf_faults: NfFaults {
             invalid_handles: w.drops.invalid_handles,
             invalid_events: w.drops.invalid_events,

@@ -96,6 +96,13 @@ fn each_domain_hands_out_only_its_own_buffers_and_holes_never() {
     drop(cache);
     let a = pool.audit();
     assert_eq!((a.free, a.platform, a.capacity), (20, 1, 21));
+    let by: Vec<(u32, u32, u32)> = pool
+        .audit_domains()
+        .iter()
+        .map(|a| (a.capacity, a.free, a.platform))
+        .collect();
+    // Domain 0 counts the large buffers; the held one is domain 2's.
+    assert_eq!(by, [(12, 12, 0), (4, 4, 0), (5, 4, 1)]);
 }
 
 #[test]
