@@ -120,17 +120,19 @@ impl<'a> Worker<'a> {
             }
             Exec::Process(p) => {
                 let mut corrupt = false;
-                if self.pool.domains() > 1 {
-                    // Its trust domain's buffers only: others' cross by
-                    // copy (`sluice_mem::crossing`).
-                    let c = sluice_mem::cross_into(self.arena, &mut self.cache, b, p.link.domain());
-                    nf.domain_copies += u64::from(c.copied);
-                    self.drops
-                        .add(DropReason::DOMAIN_POOL_EXHAUSTED, u64::from(c.no_buffer));
-                    self.drops
-                        .add(DropReason::TOO_LARGE_FOR_DOMAIN, u64::from(c.too_large));
-                }
                 if p.phase.accepts() {
+                    if self.pool.domains() > 1 {
+                        // Its trust domain's buffers only: others' cross
+                        // by copy (`sluice_mem::crossing`); not for an NF
+                        // that is down, whose packets are dropped anyway.
+                        let c =
+                            sluice_mem::cross_into(self.arena, &mut self.cache, b, p.link.domain());
+                        nf.domain_copies += u64::from(c.copied);
+                        self.drops
+                            .add(DropReason::DOMAIN_POOL_EXHAUSTED, u64::from(c.no_buffer));
+                        self.drops
+                            .add(DropReason::TOO_LARGE_FOR_DOMAIN, u64::from(c.too_large));
+                    }
                     // Spares first: they arrive ahead of the batch in ring
                     // order, so an NF that creates packets per packet (tee)
                     // has its stash full when the batch comes (one load

@@ -131,7 +131,9 @@ impl Layout {
     }
 
     /// The trust domain buffer `index` belongs to (`None`: a hole, a
-    /// large buffer or out of range).
+    /// large buffer or out of range). The pool answers this on the packet
+    /// path (`BufferPool::domain_of`); this one checks the layout.
+    #[cfg(test)]
     pub fn domain_of(&self, index: u32) -> Option<usize> {
         self.domains.iter().position(|d| d.indices.contains(&index))
     }

@@ -273,12 +273,6 @@ impl Arena {
         &self.offsets.domains
     }
 
-    /// The trust domain of buffer `index` (`None` for a large buffer or a
-    /// hole between domains; large buffers are domain 0's).
-    pub fn domain_of(&self, index: u32) -> Option<usize> {
-        self.offsets.domain_of(index)
-    }
-
     /// The configuration the arena was built for.
     pub fn config(&self) -> &ArenaConfig {
         &self.config
