@@ -394,7 +394,7 @@ impl Arena {
             let i = i as usize;
             // SAFETY: in bounds and mapped (buffer `i` of the ordinary ones
             // this process keeps, which lie between `bufs` and the end of
-            // the mapping; `keep_domain` unmaps only others); `PktHandle` is unique
+            // the mapping; `keep_domain` withdraws only others); `PktHandle` is unique
             // per buffer (issued by the pool, re-issued only after ownership
             // validation), so holding `&mut PktHandle` gives exclusive access
             // to these bytes in this process for the borrow's lifetime.
@@ -420,7 +420,7 @@ impl Arena {
         debug_assert!(off + LARGE_STRIDE <= self.len);
         // SAFETY: large buffer `j` lies at `offsets.large + j * LARGE_STRIDE`,
         // inside the mapping (`j < large_buffers`, counted in
-        // `offsets.total`). Exclusivity as for ordinary buffers: the caller
+        // `offsets.total`), and is mapped here (`large_kept`, checked). Exclusivity as for ordinary buffers: the caller
         // holds the buffer's unique `&mut PktHandle` for the borrow, which
         // `pkt` ties to the returned view.
         let bytes =
