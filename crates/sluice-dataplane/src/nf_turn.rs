@@ -4,7 +4,8 @@
 //! packets.
 //!
 //! Everything read here from other slots (their run-order links, their ring
-//! occupancy) is only a hint: links are bounds-checked and a walk stops
+//! occupancy) is only a hint: links are checked to name a slot of the NF's
+//! own trust domain (the only ones its process maps) and a walk stops
 //! after [`MAX_WALK`] steps, so a corrupt budget costs order, never safety.
 
 use std::sync::atomic::Ordering;
@@ -57,7 +58,9 @@ impl<'a> Turns<'a> {
             return None;
         }
         let core = b.core.load(Ordering::Relaxed);
-        ((core as usize) < sluice_mem::arena::MAX_CORES).then(|| self.arena.core_turn(core))
+        // Its domain's turn word: the NF's process maps no other.
+        ((core as usize) < sluice_mem::arena::MAX_CORES)
+            .then(|| self.arena.slot_turn(self.slot, core))
     }
 
     /// Whether this NF holds the turn; counts a newly taken one.
@@ -125,7 +128,9 @@ impl<'a> Turns<'a> {
             return None;
         }
         let next = self.control.budget.next.load(Ordering::Relaxed);
-        if next == self.slot || next >= self.arena.config().nf_slots {
+        // `has_slot`: a link out of this NF's domain is garbage (its
+        // process does not map the other domains' slots).
+        if next == self.slot || !self.arena.has_slot(next) {
             return None;
         }
         let rx = self.arena.nf_rx_ring(next);
@@ -180,11 +185,10 @@ impl<'a> Turns<'a> {
     /// The first slot after this one in the run order (this one last) whose
     /// receive ring holds anything.
     fn next_with_work(&self) -> Option<u32> {
-        let slots = self.arena.config().nf_slots;
         let mut s = self.slot;
         for _ in 0..MAX_WALK {
             s = self.arena.nf_control(s).budget.next.load(Ordering::Relaxed);
-            if s >= slots {
+            if !self.arena.has_slot(s) {
                 break;
             }
             if self.arena.nf_rx_ring(s).occupancy() > 0 {

@@ -15,13 +15,16 @@
 //! | `syscall` | calls system call number `target` with zero arguments |
 //! | `alloc` | allocates and touches memory, 1 MiB at a time, up to 1 GiB |
 //! | `peek` | reads the packet arena around its own packet, from the arena's first byte to its last, for the IPv4 address `target` (another chain's traffic) |
+//! | `scribble` | writes `0xff` over the first page after the arena's first region (the platform words): the start of the platform domain's NF slots, its turn words |
 //!
 //! `peek` learns where the arena lies from `/proc/self/maps` while it may
 //! still open files (`open_handles`), then reads every byte from its own
 //! packet down to the arena's start and up to its end, as an NF with a
 //! pointer into shared memory can. In one trust domain it finds the other
 //! chain's packets; in another, the first byte of memory it does not map
-//! kills it (SIGSEGV).
+//! kills it (SIGSEGV). `scribble` finds the platform words the same way:
+//! in the platform's domain it can write the page after them; in another
+//! domain that page is withdrawn and the write kills it.
 //!
 //! Attacks run inside `process`, so an NF that survives one forwards
 //! packets as `forwarder` does, and tries again at its next instance.
@@ -45,6 +48,7 @@ enum Attack {
     Syscall,
     Alloc,
     Peek,
+    Scribble,
 }
 
 #[derive(Debug, Deserialize)]
@@ -64,6 +68,9 @@ struct Hostile {
     tried: u32,
     /// `peek`: the arena's first and last address, from `/proc/self/maps`.
     arena: Option<(usize, usize)>,
+    /// `scribble`: where the arena's first region (the platform words)
+    /// ends.
+    words_end: Option<usize>,
 }
 
 /// Batches at which `peek` looks.
@@ -101,6 +108,17 @@ impl Hostile {
                     .step_by(4096)
                     .any(|page| found(page, page + 4096 + 3))
                     || found(own, hi)
+            }
+            Attack::Scribble => {
+                let Some(at) = self.words_end else {
+                    return false;
+                };
+                for a in at..at + 4096 {
+                    // SAFETY: deliberately none: this writes memory the
+                    // NF was never handed, to show whether it can.
+                    unsafe { std::ptr::write_volatile(a as *mut u8, 0xff) };
+                }
+                true
             }
             Attack::OpenFile => std::fs::write(&self.target, b"pwned\n").is_ok(),
             Attack::Socket => std::net::UdpSocket::bind("127.0.0.1:0")
@@ -177,8 +195,14 @@ impl Hostile {
 
 /// The lowest start and highest end of the arena's mappings.
 fn arena_extent() -> Option<(usize, usize)> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    maps.lines()
+    arena_mappings().reduce(|(a, b), (c, d)| (a.min(c), b.max(d)))
+}
+
+/// Each of the arena's mappings, (start, end).
+fn arena_mappings() -> impl Iterator<Item = (usize, usize)> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let ranges: Vec<(usize, usize)> = maps
+        .lines()
         .filter(|l| l.contains("sluice-arena"))
         .filter_map(|l| {
             let (a, b) = l.split(' ').next()?.split_once('-')?;
@@ -187,13 +211,18 @@ fn arena_extent() -> Option<(usize, usize)> {
                 usize::from_str_radix(b, 16).ok()?,
             ))
         })
-        .reduce(|(a, b), (c, d)| (a.min(c), b.max(d)))
+        .collect();
+    ranges.into_iter()
 }
 
 impl NetworkFunction for Hostile {
     fn open_handles(&mut self) {
-        if self.attack == Attack::Peek {
-            self.arena = arena_extent();
+        match self.attack {
+            Attack::Peek => self.arena = arena_extent(),
+            Attack::Scribble => {
+                self.words_end = arena_mappings().min().map(|(_, end)| end);
+            }
+            _ => {}
         }
     }
 
@@ -224,6 +253,7 @@ fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> 
         target: cfg.target,
         tried: 0,
         arena: None,
+        words_end: None,
     }))
 }
 

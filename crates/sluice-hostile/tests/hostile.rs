@@ -230,3 +230,32 @@ fn across_trust_domains_the_other_chain_s_packets_are_not_there() {
         "the other chain keeps every packet"
     );
 }
+
+#[test]
+fn in_one_trust_domain_an_nf_writes_the_platform_s_nf_slots() {
+    // The control: in the platform's domain the page after the platform
+    // words (its NFs' turn words) is the offender's to write.
+    let r = run(&hostile("scribble", "", "strict"));
+    assert_eq!(escaped(&r), 1, "{r:#}");
+}
+
+#[test]
+fn across_trust_domains_another_domain_s_nf_slots_are_not_there() {
+    let bad = "{ name: bad, type: hostile, isolation: process, domain: tenant, \
+               config: { attack: scribble } }";
+    let r = run_with("  domains: [ { name: tenant, buffers: 1024 } ]\n", bad);
+    let b = nf(&r, "bad");
+    assert_eq!(escaped(&r), 0, "{r:#}");
+    assert!(
+        b["last_exit"].as_str().unwrap_or("").contains("SIGSEGV"),
+        "the platform domain's slots are withdrawn from it: {b:#}"
+    );
+    let sent = port(&r, "gen_good");
+    assert!(sent > 10_000, "{r:#}");
+    assert_eq!(
+        port(&r, "out_good"),
+        sent,
+        "the other chain keeps every packet"
+    );
+    assert!(nf(&r, "good")["last_exit"].is_null(), "{r:#}");
+}

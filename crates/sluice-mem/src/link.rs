@@ -321,7 +321,7 @@ impl<'a> NfLink<'a> {
             return None;
         }
         let core = b.core.load(Ordering::Relaxed);
-        ((core as usize) < crate::arena::MAX_CORES).then(|| self.arena.core_turn(core))
+        ((core as usize) < crate::arena::MAX_CORES).then(|| self.arena.slot_turn(self.slot, core))
     }
 
     /// Takes up to `max` entries back from the NF into `out`, keeping only

@@ -272,8 +272,16 @@ impl Template<'_> {
                 error,
             });
         };
-        if slot >= self.arena.config().nf_slots {
-            fail(&mut self.chan, format!("slot {slot} is outside the arena"));
+        if self.arena.slot_domain(slot) != Some(usize::from(req.domain)) {
+            // The child keeps only its domain's slots: one in another
+            // domain would be withdrawn under its feet.
+            fail(
+                &mut self.chan,
+                format!(
+                    "slot {slot} is not one of trust domain {}'s slots",
+                    req.domain
+                ),
+            );
             return None;
         }
         let (r, w) = match sluice_sys::output_pipe() {

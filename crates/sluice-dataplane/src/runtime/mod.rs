@@ -113,7 +113,8 @@ pub struct Runtime {
     plan: Arc<Plan>,
     /// Per NF id: its slot on each worker.
     nf_slots: Vec<Option<Vec<u32>>>,
-    slots: Vec<Slots>,
+    /// Per worker, per trust domain: its free slots.
+    slots: Vec<Vec<Slots>>,
     placement: sluice_sys::Placement,
     source: String,
     logbook: Arc<LogBook>,
@@ -159,8 +160,17 @@ impl Runtime {
         let pool = Arc::new(BufferPool::for_arena(&arena));
         let placement = sluice_sys::Placement::current();
         let mut rt = Runtime {
+            // Every domain has `max_nfs` slots per worker, in its own
+            // region of the arena (`Arena::domain_slots`).
             slots: (0..workers)
-                .map(|w| Slots::new(w * settings.max_nfs, settings.max_nfs))
+                .map(|w| {
+                    (0..arena.domains().len())
+                        .map(|d| {
+                            let first = arena.domain_slots(d).start;
+                            Slots::new(first + w * settings.max_nfs, settings.max_nfs)
+                        })
+                        .collect()
+                })
                 .collect(),
             settings,
             registry,
@@ -340,9 +350,12 @@ impl Runtime {
                 ..Applied::default()
             });
         }
-        for (w, h) in self.workers.iter().enumerate() {
-            for slot in h.mail.take_freed() {
-                self.slots[w].free(slot);
+        let freed: Vec<(usize, Vec<u32>)> = (self.workers.iter().enumerate())
+            .map(|(w, h)| (w, h.mail.take_freed()))
+            .collect();
+        for (w, slots) in freed {
+            for slot in slots {
+                self.free_slot(w, slot);
             }
         }
         let plan = Arc::new(plan);
@@ -484,15 +497,18 @@ impl Runtime {
             let mut slots = Vec::new();
             for &id in &diff.new_nfs {
                 let n = plan.nf(id).expect("diff names plan NFs");
-                let Some(slot) = self.slots[w].take() else {
+                let domain = usize::from(n.domain);
+                let Some(slot) = self.slots[w].get_mut(domain).and_then(Slots::take) else {
                     for (w, t) in taken.iter().enumerate() {
                         for &s in t {
-                            self.slots[w].free(s);
+                            self.free_slot(w, s);
                         }
                     }
                     return Err(RunError::Setup(format!(
-                        "no free NF slot on worker {w} (the platform holds {} NFs; replaced NFs \
-                         need a second slot until their old instance has stopped)",
+                        "no free NF slot in trust domain {} on worker {w} (each domain holds {} \
+                         NFs; replaced NFs need a second slot until their old instance has \
+                         stopped)",
+                        plan.domain_name(n.domain),
                         self.settings.max_nfs
                     )));
                 };
@@ -637,7 +653,16 @@ impl Runtime {
             .flatten()
             .filter(|&&s| s != u32::MAX)
             .count();
-        slots::report(&self.slots, freed_not_taken, in_use)
+        let all: Vec<&Slots> = self.slots.iter().flatten().collect();
+        slots::report(&all, freed_not_taken, in_use)
+    }
+
+    /// Gives worker `w`'s `slot` back to its domain.
+    fn free_slot(&mut self, w: usize, slot: u32) {
+        let d = self.arena.slot_domain(slot).unwrap_or(usize::MAX);
+        if let Some(s) = self.slots.get_mut(w).and_then(|s| s.get_mut(d)) {
+            s.free(slot);
+        }
     }
 
     fn merge(&self, parts: Vec<ShardResult>) -> RunReport {

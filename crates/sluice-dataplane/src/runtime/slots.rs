@@ -47,7 +47,7 @@ impl Slots {
 /// not yet taken back, `freed_not_taken`), held by the running spec's NFs
 /// (`in_use`), or else held by an instance that is still stopping, which
 /// is a leak if it stays so once changes have settled.
-pub fn report(all: &[Slots], freed_not_taken: usize, in_use: usize) -> SlotReport {
+pub fn report(all: &[&Slots], freed_not_taken: usize, in_use: usize) -> SlotReport {
     let capacity: usize = all.iter().map(|s| s.is_free.len()).sum();
     let free = all.iter().map(|s| s.free.len()).sum::<usize>() + freed_not_taken;
     SlotReport {

@@ -109,6 +109,7 @@ mod tests {
             weight: None,
             idle: IdlePoll::Always,
             pid: child.id() as i32,
+            domain: 0,
         }
     }
 

@@ -19,7 +19,7 @@
 //! the turns.
 
 use sluice_mem::turn::mode;
-use sluice_mem::{Arena, Budget};
+use sluice_mem::{Arena, Budget, CoreTurn};
 
 use crate::polling::LoopConfig;
 use crate::wakeup::IdlePoll;
@@ -131,6 +131,27 @@ pub struct Member {
     pub idle: IdlePoll,
     /// Its process (0 until it has started).
     pub pid: i32,
+    /// Its trust domain: NFs take turns only with NFs of their own.
+    pub domain: u8,
+}
+
+/// NFs that take turns together: one core's NFs of one trust domain.
+/// Each domain has its own turn word per core (`Arena::domain_turn`), so
+/// no NF hands a turn to another domain's, or reads its rings; two
+/// domains on one core share it as the kernel schedules them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct TurnGroup {
+    /// The CPU.
+    pub core: u32,
+    /// The trust domain.
+    pub domain: u8,
+}
+
+impl TurnGroup {
+    /// The group's turn word.
+    pub fn turn(self, arena: &Arena) -> &CoreTurn {
+        arena.domain_turn(usize::from(self.domain), self.core)
+    }
 }
 
 /// What the scheduler publishes for one NF.
@@ -142,8 +163,20 @@ pub struct Assignment {
     pub mode: u32,
     /// The core whose turn it takes.
     pub core: u32,
-    /// The next slot in the core's run order (itself when alone).
+    /// Its trust domain (whose turn word of `core` it takes).
+    pub domain: u8,
+    /// The next slot in its turn group's run order (itself when alone).
     pub next: u32,
+}
+
+impl Assignment {
+    /// The NFs it takes turns with.
+    pub fn group(&self) -> TurnGroup {
+        TurnGroup {
+            core: self.core,
+            domain: self.domain,
+        }
+    }
 }
 
 /// Publishes how an NF polls on its own (hybrid, or a demoted NF) when
@@ -169,13 +202,14 @@ fn publish_polling(b: &Budget, policy: &SchedPolicy, sharing: usize, m: &Member)
     b.poll_flags.store(cfg.flags(), Ordering::Release);
 }
 
-/// Computes every NF's assignment: members grouped by CPU, each group in
-/// run order, linked in a circle. Pure, so it is tested without an arena.
+/// Computes every NF's assignment: members grouped by CPU and trust
+/// domain ([`TurnGroup`]), each group in run order, linked in a circle.
+/// Pure, so it is tested without an arena.
 pub fn assign(policy: &SchedPolicy, members: &[Member]) -> Vec<Assignment> {
     let mut sorted: Vec<Member> = members.to_vec();
-    sorted.sort_by_key(|m| (m.cpu, m.order, m.slot));
+    sorted.sort_by_key(|m| (m.cpu, m.domain, m.order, m.slot));
     let mut out = Vec::with_capacity(sorted.len());
-    for group in sorted.chunk_by(|a, b| a.cpu == b.cpu) {
+    for group in sorted.chunk_by(|a, b| (a.cpu, a.domain) == (b.cpu, b.domain)) {
         let turns = match policy.mode {
             SchedMode::Hybrid => false,
             SchedMode::Turns => !group[0].beside_worker,
@@ -186,6 +220,7 @@ pub fn assign(policy: &SchedPolicy, members: &[Member]) -> Vec<Assignment> {
                 slot: m.slot,
                 mode: if turns { mode::TURNS } else { mode::HYBRID },
                 core: m.cpu,
+                domain: m.domain,
                 next: group[(k + 1) % group.len()].slot,
             });
         }
@@ -208,9 +243,9 @@ fn longest_chain(group: &[Member]) -> usize {
 pub struct Scheduler {
     policy: SchedPolicy,
     assigned: Vec<Assignment>,
-    /// (core, slot) of every NF taking turns, sorted (the watchdog's
+    /// (group, slot) of every NF taking turns, sorted (the watchdog's
     /// membership test).
-    members: Vec<(u32, u32)>,
+    members: Vec<(TurnGroup, u32)>,
     watches: Vec<Watch>,
     /// Holders that lost a turn at the limit, awaiting the watchdog's
     /// verdict.
@@ -232,7 +267,8 @@ pub struct Scheduler {
 pub struct SchedStats {
     /// NFs taking turns.
     pub taking_turns: usize,
-    /// Cores whose NFs take turns.
+    /// Turn groups (a core's NFs of one trust domain) whose NFs take
+    /// turns.
     pub turn_cores: usize,
     /// Turns the watchdog took from a holder at fault (a hog, a blocked
     /// process).
@@ -280,13 +316,13 @@ impl Scheduler {
                     slot: m.slot,
                     mode: mode::HYBRID,
                     core: m.cpu,
+                    domain: m.domain,
                     next: m.slot,
                 }),
         );
         self.last = members.to_vec();
         self.weights.apply(members);
         self.classes.apply(self.policy.kernel_class, members);
-        let slots = arena.config().nf_slots;
         // Process NFs per core, and which share their worker's core.
         let mut sharing: std::collections::BTreeMap<u32, usize> = Default::default();
         let mut by_slot: std::collections::BTreeMap<u32, &Member> = Default::default();
@@ -295,7 +331,7 @@ impl Scheduler {
             by_slot.insert(m.slot, m);
         }
         for a in &assigned {
-            if a.slot >= slots || a.core as usize >= sluice_mem::arena::MAX_CORES {
+            if !arena.has_slot(a.slot) || a.core as usize >= sluice_mem::arena::MAX_CORES {
                 continue;
             }
             let b = &arena.nf_control(a.slot).budget;
@@ -320,31 +356,32 @@ impl Scheduler {
                 arena.nf_control(a.slot).wake.wake();
             }
         }
-        let mut cores: Vec<u32> = assigned
+        let mut groups: Vec<TurnGroup> = assigned
             .iter()
             .filter(|a| a.mode == mode::TURNS)
-            .map(|a| a.core)
+            .map(Assignment::group)
             .collect();
-        cores.dedup();
-        for &core in &cores {
+        groups.sort_unstable();
+        groups.dedup();
+        for &group in &groups {
             // NFs that waited for a turn under the old order: whoever has
             // packets gets the turn if it is free.
             if let Some(s) = assigned
                 .iter()
-                .filter(|a| a.core == core && a.mode == mode::TURNS)
+                .filter(|a| a.group() == group && a.mode == mode::TURNS)
                 .find(|a| arena.nf_rx_ring(a.slot).occupancy() > 0)
             {
-                if arena.core_turn(core).claim(s.slot) {
+                if group.turn(arena).claim(s.slot) {
                     arena.nf_control(s.slot).wake.wake();
                 }
             }
         }
-        self.watches = cores
+        self.watches = groups
             .iter()
-            .map(|&core| {
+            .map(|&group| {
                 Watch::new(
-                    core,
-                    arena.core_turn(core).changes(),
+                    group,
+                    group.turn(arena).changes(),
                     sluice_sys::monotonic_ns(),
                 )
             })
@@ -352,7 +389,7 @@ impl Scheduler {
         self.members = assigned
             .iter()
             .filter(|a| a.mode == mode::TURNS)
-            .map(|a| (a.core, a.slot))
+            .map(|a| (a.group(), a.slot))
             .collect();
         self.members.sort_unstable();
         // A suspect that left the turns is no longer the watchdog's.

@@ -14,6 +14,7 @@ fn member(slot: u32, cpu: u32, order: (u32, u32)) -> Member {
         weight: None,
         idle: IdlePoll::Always,
         pid: 0,
+        domain: 0,
     }
 }
 
@@ -132,7 +133,52 @@ fn applying_hands_a_free_turn_to_an_nf_with_packets() {
     let m: Vec<Member> = (0..4).map(|i| member(i, 1, (0, i))).collect();
     give_work(&a, 2);
     Scheduler::new(auto()).apply(&a, &m);
-    assert_eq!(a.core_turn(1).holder(), Some(2));
+    assert_eq!(a.domain_turn(0, 1).holder(), Some(2));
+}
+
+#[test]
+fn trust_domains_on_one_core_are_separate_circles() {
+    // Slots 0..4 in the platform's domain, 64..68 in domain 1 (its first
+    // slot), all on core 1 and in one chain.
+    let m: Vec<Member> = (0..8)
+        .map(|i| {
+            let d = (i % 2) as u8;
+            Member {
+                domain: d,
+                ..member(u32::from(d) * 64 + i / 2, 1, (0, i))
+            }
+        })
+        .collect();
+    let a = assign(&turns(), &m);
+    for x in &a {
+        let next = a.iter().find(|y| y.slot == x.next).unwrap();
+        assert_eq!(next.group(), x.group(), "a link never leaves its domain");
+    }
+    let ring = |d: u8| -> Vec<u32> {
+        let mut s = a.iter().find(|x| x.domain == d).unwrap().slot;
+        let mut out = vec![s];
+        loop {
+            s = a.iter().find(|x| x.slot == s).unwrap().next;
+            if s == out[0] {
+                return out;
+            }
+            out.push(s);
+        }
+    };
+    assert_eq!(ring(0), [0, 1, 2, 3]);
+    assert_eq!(ring(1), [64, 65, 66, 67]);
+    // On an arena: each domain's free turn goes to its own NF with
+    // packets, through its own turn word.
+    let mut c = *arena(4).config();
+    c.domain_buffers[0] = 256;
+    let arena = Arena::create(c).unwrap();
+    give_work(&arena, 2);
+    give_work(&arena, 65);
+    let mut s = Scheduler::new(turns());
+    s.apply(&arena, &m);
+    assert_eq!(arena.domain_turn(0, 1).holder(), Some(2));
+    assert_eq!(arena.domain_turn(1, 1).holder(), Some(65));
+    assert_eq!(s.stats().turn_cores, 2, "two turn groups");
 }
 
 /// A holder's process as the kernel would show it: at every look it has
@@ -157,7 +203,7 @@ fn holder_of_four(waiter: u32) -> (Arena, Scheduler, Vec<Member>) {
     let m: Vec<Member> = (0..4).map(|i| member(i, 1, (0, i))).collect();
     let mut s = Scheduler::new(turns());
     s.apply(&a, &m);
-    assert!(a.core_turn(1).claim(0));
+    assert!(a.domain_turn(0, 1).claim(0));
     give_work(&a, waiter);
     (a, s, m)
 }
@@ -171,9 +217,9 @@ fn hand_over(
 ) -> Vec<(u32, Revocation)> {
     let mut out = Vec::new();
     s.police(a, t0, times, &mut out);
-    assert!(a.core_turn(1).holds(0), "not yet: {out:?}");
+    assert!(a.domain_turn(0, 1).holds(0), "not yet: {out:?}");
     s.police(a, t0 + HOG_MIN_NS * 3 / 2, times, &mut out);
-    assert!(!a.core_turn(1).holds(0), "the turn moved on: {out:?}");
+    assert!(!a.domain_turn(0, 1).holds(0), "the turn moved on: {out:?}");
     out
 }
 
@@ -183,7 +229,7 @@ fn the_watchdog_takes_the_turn_from_a_hog_only_while_others_wait() {
     let m: Vec<Member> = (0..4).map(|i| member(i, 1, (0, i))).collect();
     let mut s = Scheduler::new(turns());
     s.apply(&a, &m);
-    let turn = a.core_turn(1);
+    let turn = a.domain_turn(0, 1);
     assert!(turn.claim(0));
     let hog = &mut clock(JUDGE_NS / 2, true);
     let t0 = sluice_sys::monotonic_ns();
@@ -231,7 +277,7 @@ fn a_holder_the_host_held_off_its_cpu_hands_the_turn_on_and_stays() {
     let held_off = &mut clock(JUDGE_NS / 100, true);
     let t0 = sluice_sys::monotonic_ns();
     assert!(hand_over(&a, &mut s, t0, held_off).is_empty());
-    assert_eq!(a.core_turn(1).holder(), Some(2));
+    assert_eq!(a.domain_turn(0, 1).holder(), Some(2));
     // No sign of life yet after a judging window: watched again.
     let t1 = t0 + HOG_MIN_NS * 3 / 2;
     let mut out = Vec::new();
@@ -266,7 +312,7 @@ fn a_holder_that_blocked_leaves_the_turns() {
     a.nf_control(0).stats.inside.store(1, Ordering::Relaxed);
     s.police(&a, t1 + 2 * JUDGE_NS, asleep, &mut out);
     assert_eq!(out, [(0, Revocation::Blocked)]);
-    assert_eq!(a.core_turn(1).holder(), Some(1));
+    assert_eq!(a.domain_turn(0, 1).holder(), Some(1));
     assert_eq!(s.stats().demoted, 1);
 }
 
@@ -300,12 +346,12 @@ fn a_turn_held_by_a_slot_that_left_is_taken_back_at_once() {
     let m: Vec<Member> = (0..3).map(|i| member(i, 1, (0, i))).collect();
     let mut s = Scheduler::new(turns());
     s.apply(&a, &m);
-    assert!(a.core_turn(1).claim(3), "slot 3 is no member");
+    assert!(a.domain_turn(0, 1).claim(3), "slot 3 is no member");
     let mut out = Vec::new();
     let never = &mut |_| -> Option<SchedTimes> { panic!("a stranger is not judged") };
     s.police(&a, sluice_sys::monotonic_ns() + 1, never, &mut out);
     assert_eq!(out, [(3, Revocation::Stranger)]);
-    assert_eq!(a.core_turn(1).holder(), None);
+    assert_eq!(a.domain_turn(0, 1).holder(), None);
     assert_eq!(s.stats().revoked, 0, "no NF's fault");
 }
 

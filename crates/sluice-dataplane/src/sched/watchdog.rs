@@ -34,7 +34,7 @@ use sluice_mem::turn::mode;
 use sluice_mem::Arena;
 use sluice_sys::SchedTimes;
 
-use super::{Scheduler, HOG_MIN_NS, HOG_SLICES};
+use super::{Scheduler, TurnGroup, HOG_MIN_NS, HOG_SLICES};
 
 /// How long a suspect is watched before it is judged: several scheduler
 /// ticks, because the kernel updates the run time of a process running on
@@ -63,10 +63,10 @@ impl Revocation {
     }
 }
 
-/// Watchdog state of one core that takes turns.
+/// Watchdog state of one turn group (a core's NFs of one trust domain).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Watch {
-    pub(super) core: u32,
+    pub(super) group: TurnGroup,
     /// The turn word's change count when the watchdog last saw it move.
     pub(super) changes: u64,
     /// Since when the holder has kept the turn (while others waited).
@@ -74,9 +74,9 @@ pub(super) struct Watch {
 }
 
 impl Watch {
-    pub(super) fn new(core: u32, changes: u64, now: u64) -> Watch {
+    pub(super) fn new(group: TurnGroup, changes: u64, now: u64) -> Watch {
         Watch {
-            core,
+            group,
             changes,
             since_ns: now,
         }
@@ -145,24 +145,24 @@ impl Scheduler {
         let limit = (self.policy.slice_ns.saturating_mul(HOG_SLICES)).max(HOG_MIN_NS);
         for k in 0..self.watches.len() {
             let w = self.watches[k];
-            let turn = arena.core_turn(w.core);
+            let turn = w.group.turn(arena);
             let changes = turn.changes();
             let Some(holder) = turn.holder() else {
-                self.watches[k] = Watch::new(w.core, changes, now);
+                self.watches[k] = Watch::new(w.group, changes, now);
                 continue;
             };
-            let member = self.members.binary_search(&(w.core, holder)).is_ok();
+            let member = self.members.binary_search(&(w.group, holder)).is_ok();
             if member && changes != w.changes {
-                self.watches[k] = Watch::new(w.core, changes, now);
+                self.watches[k] = Watch::new(w.group, changes, now);
                 continue;
             }
             if member && now.saturating_sub(w.since_ns) <= limit {
                 continue;
             }
-            let to = self.waiting(arena, w.core, holder);
+            let to = self.waiting(arena, w.group, holder);
             if member && to.is_none() {
                 // Nobody waits: the clock runs only while someone does.
-                self.watches[k] = Watch::new(w.core, changes, now);
+                self.watches[k] = Watch::new(w.group, changes, now);
                 continue;
             }
             if turn.revoke(holder, to) {
@@ -180,7 +180,7 @@ impl Scheduler {
                     });
                 }
             }
-            self.watches[k] = Watch::new(w.core, turn.changes(), now);
+            self.watches[k] = Watch::new(w.group, turn.changes(), now);
         }
         self.judge_suspects(arena, now, times, revoked);
     }
@@ -246,12 +246,12 @@ impl Scheduler {
         }
     }
 
-    /// The first NF of `core` taking turns, other than `holder`, that has
-    /// packets.
-    fn waiting(&self, arena: &Arena, core: u32, holder: u32) -> Option<u32> {
+    /// The first NF of `group` taking turns, other than `holder`, that
+    /// has packets.
+    fn waiting(&self, arena: &Arena, group: TurnGroup, holder: u32) -> Option<u32> {
         self.assigned
             .iter()
-            .filter(|a| a.core == core && a.mode == mode::TURNS && a.slot != holder)
+            .filter(|a| a.group() == group && a.mode == mode::TURNS && a.slot != holder)
             .find(|a| arena.nf_rx_ring(a.slot).occupancy() > 0)
             .map(|a| a.slot)
     }

@@ -383,6 +383,7 @@ impl<'a> Worker<'a> {
                     weight: self.plan.nf(i).and_then(|n| n.cpu_weight),
                     idle: self.plan.nf(i).map_or(IdlePoll::Always, |n| n.wakeup.idle),
                     pid: p.pid,
+                    domain: self.plan.nf(i).map_or(0, |n| n.domain),
                 })
             })
             .collect()

@@ -13,10 +13,12 @@ use rustix::mm::{mmap, mmap_anonymous, munmap, MapFlags, ProtFlags};
 use super::layout::{Layout, HUGE_PAGE, PAGE};
 
 /// The regions of `l` that each get a memfd, in address order: the
-/// platform words, each domain's buffers, then the large buffers (if any).
+/// platform words, each domain's slots, each domain's buffers, then the
+/// large buffers (if any).
 pub(super) fn regions(l: &Layout) -> Vec<Range<usize>> {
-    let mut r = Vec::with_capacity(l.domains.len() + 2);
-    r.push(0..l.buffers);
+    let mut r = Vec::with_capacity(2 * l.domains.len() + 2);
+    r.push(0..l.slot_regions.first().map_or(l.buffers, |s| s.bytes.start));
+    r.extend(l.slot_regions.iter().map(|s| s.bytes.clone()));
     r.extend(l.domains.iter().map(|d| d.bytes.clone()));
     if l.total > l.large {
         r.push(l.large..l.total);

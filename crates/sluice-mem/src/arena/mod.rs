@@ -1,5 +1,6 @@
 //! The shared packet arena: packet buffers, descriptor rings, NF control
-//! blocks and worker wake words, in one range of addresses.
+//! blocks, turn and doorbell words and worker wake words, in one range of
+//! addresses.
 //!
 //! The platform creates the arena before it starts its NF templates; a
 //! template maps the same memory (its descriptors come over a socket) and
@@ -8,11 +9,11 @@
 //! stored in shared memory, never pointers.
 //!
 //! The arena is made of regions, each backed by its own memfd (see
-//! [`layout`] for where each lives and why): the platform's words and
-//! rings, one region of packet buffers per trust domain, and the large
-//! buffers. An NF of a trust domain withdraws the other domains' buffers
-//! from its address space ([`Arena::keep_domain`]) before its first
-//! packet.
+//! [`layout`] for where each lives and why): the platform's words, one
+//! region of NF slots (control blocks, rings, turn and doorbell words) and
+//! one of packet buffers per trust domain, and the large buffers. An NF of
+//! a trust domain withdraws the other domains' slots and buffers from its
+//! address space ([`Arena::keep_domain`]) before its first packet.
 //!
 //! With `hugepages: true` the memfds are created with `MFD_HUGETLB |
 //! MFD_HUGE_2MB`; when the kernel has no free 2 MiB pages the arena falls
@@ -25,7 +26,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::AtomicU32;
 
-use layout::{bell_words, Layout, LINE};
+use layout::{bell_words, Layout, SlotRegion, LINE};
 pub use layout::{DomainRegion, MAX_CORES, MAX_DOMAINS};
 
 use crate::buffer::{Pkt, PktHandle, BUF_STRIDE, LARGE_STRIDE};
@@ -50,7 +51,8 @@ pub struct ArenaConfig {
     pub large_buffers: u32,
     /// Slots per descriptor ring (power of two).
     pub ring_size: u32,
-    /// NF slots (each gets a control block, a receive and a transmit ring).
+    /// NF slots of each trust domain (each slot gets a control block, a
+    /// receive and a transmit ring; every domain has this many).
     pub nf_slots: u32,
     /// Platform workers (each gets a wake word).
     pub workers: u32,
@@ -116,6 +118,11 @@ pub struct Arena {
     kept: std::ops::Range<u32>,
     /// Whether the large buffers are mapped in this process.
     large_kept: bool,
+    /// NF slots mapped in this process: every domain's, or one's after
+    /// [`Arena::keep_domain`].
+    kept_slots: std::ops::Range<u32>,
+    /// The one trust domain this process keeps (`None`: all of them).
+    kept_domain: Option<usize>,
 }
 
 // SAFETY: the arena is a fixed mapping; all shared structures in it are
@@ -197,6 +204,8 @@ impl Arena {
             config,
             kept: 0..offsets.ordinary,
             large_kept: true,
+            kept_slots: 0..offsets.slots,
+            kept_domain: None,
             offsets,
             backing,
         }
@@ -240,25 +249,37 @@ impl Arena {
         self.fds.iter().map(AsFd::as_fd).collect()
     }
 
-    /// Keeps only trust domain `domain`'s packet buffers mapped in this
-    /// process: every other domain's region (and, outside domain 0, the
-    /// large buffers) is unmapped, so those packets are not in this
-    /// process's memory at all, and [`Arena::pkt`] refuses (panics on)
-    /// their handles from now on. For an NF process before its first
-    /// packet; the platform itself keeps everything.
+    /// Keeps only trust domain `domain`'s NF slots and packet buffers
+    /// mapped in this process: every other domain's regions (and, outside
+    /// domain 0, the large buffers) are withdrawn, so those packets, rings
+    /// and control blocks are not in this process's memory at all, and
+    /// [`Arena::pkt`] and the slot accessors refuse (panic on) them from
+    /// now on. For an NF process before its first packet; the platform
+    /// itself keeps everything.
     pub fn keep_domain(&mut self, domain: usize) -> std::io::Result<()> {
-        let Some(own) = self.offsets.domains.get(domain).cloned() else {
+        let (Some(own), Some(slots)) = (
+            self.offsets.domains.get(domain).cloned(),
+            self.offsets.slot_regions.get(domain).cloned(),
+        ) else {
             return Err(std::io::Error::other(format!("no trust domain {domain}")));
         };
-        // First narrow what `pkt` hands out, then unmap: `&mut self`
-        // means no view of a buffer is alive now.
+        // First narrow what `pkt` and the slot accessors hand out, then
+        // withdraw: `&mut self` means no view of a buffer or slot is
+        // alive now.
         self.kept = own.indices.start..own.indices.end;
+        self.kept_slots = slots.slots.clone();
+        self.kept_domain = Some(domain);
         self.large_kept &= domain == 0;
-        for (d, r) in self.offsets.domains.iter().enumerate() {
-            if d != domain {
+        let others = (self.offsets.domains.iter().map(|r| &r.bytes))
+            .zip(self.offsets.slot_regions.iter().map(|r| &r.bytes))
+            .enumerate()
+            .filter(|&(d, _)| d != domain);
+        for (_, (buffers, slots)) in others {
+            for r in [buffers, slots] {
                 // SAFETY: no view of these bytes is alive (`&mut self`)
-                // and `pkt` no longer hands them out (`kept`).
-                unsafe { map::withdraw(self.base, r.bytes.clone()) }?;
+                // and nothing hands them out any more (`kept`,
+                // `kept_slots`).
+                unsafe { map::withdraw(self.base, r.clone()) }?;
             }
         }
         if !self.large_kept && self.offsets.total > self.offsets.large {
@@ -330,42 +351,109 @@ impl Arena {
         self.at(self.offsets.wakes + w as usize * LINE)
     }
 
-    /// Turn word of CPU `core` (NF processes sharing that core take turns
-    /// through it; see [`crate::turn`]).
-    pub fn core_turn(&self, core: u32) -> &CoreTurn {
+    /// Slot indices (`0..nf_slots()`, every trust domain's, with the
+    /// holes between domains, which no slot allocator hands out).
+    pub fn nf_slots(&self) -> u32 {
+        self.offsets.slots
+    }
+
+    /// Trust domain `domain`'s slots (empty for a domain that does not
+    /// exist).
+    pub fn domain_slots(&self, domain: usize) -> std::ops::Range<u32> {
+        self.offsets
+            .slot_regions
+            .get(domain)
+            .map_or(0..0, |r| r.slots.clone())
+    }
+
+    /// The trust domain of slot `slot` (`None`: a hole or out of range).
+    pub fn slot_domain(&self, slot: u32) -> Option<usize> {
+        self.offsets.slot_region(slot).map(|(d, _)| d)
+    }
+
+    /// Whether slot `slot` exists and is mapped in this process (an NF
+    /// process keeps only its own domain's). What an NF reads from
+    /// another slot's control block is checked with this before use.
+    pub fn has_slot(&self, slot: u32) -> bool {
+        self.kept_region(slot).is_some()
+    }
+
+    /// The region of slot `slot`, if this process keeps it: one compare
+    /// for `kept_slots`, then the domain lookup (one compare without
+    /// named domains).
+    #[inline]
+    fn kept_region(&self, slot: u32) -> Option<&SlotRegion> {
+        if slot.wrapping_sub(self.kept_slots.start) >= self.kept_slots.len() as u32 {
+            return None;
+        }
+        self.offsets.slot_region(slot).map(|(_, r)| r)
+    }
+
+    /// The region of slot `slot`; panics for a slot this process does not
+    /// keep (a hole, out of range, or another trust domain's).
+    #[inline]
+    fn slot_region(&self, slot: u32) -> &SlotRegion {
+        self.kept_region(slot).unwrap_or_else(|| {
+            panic!("NF slot {slot} is out of range or not mapped in this process")
+        })
+    }
+
+    /// Turn word of CPU `core` among trust domain `domain`'s NFs (NF
+    /// processes of a domain sharing that core take turns through it; see
+    /// [`crate::turn`]). Each domain has its own, so no NF passes a turn
+    /// to, or reads the rings of, another domain's.
+    pub fn domain_turn(&self, domain: usize, core: u32) -> &CoreTurn {
         assert!((core as usize) < MAX_CORES, "core {core} out of range");
-        self.at(self.offsets.cores + core as usize * LINE)
+        assert!(
+            self.kept_domain.is_none_or(|k| k == domain),
+            "trust domain {domain}'s turn words are not mapped in this process"
+        );
+        self.at(self.offsets.slot_regions[domain].turns + core as usize * LINE)
+    }
+
+    /// The turn word slot `slot`'s NF takes on CPU `core` (its domain's).
+    pub fn slot_turn(&self, slot: u32, core: u32) -> &CoreTurn {
+        assert!((core as usize) < MAX_CORES, "core {core} out of range");
+        self.at(self.slot_region(slot).turns + core as usize * LINE)
     }
 
     /// Bell word `i` of the NF slots' doorbells (see [`crate::doorbell`]);
-    /// slot `s` rings bit `s % 64` of word `s / 64`.
+    /// slot `s` rings bit `s % 64` of word `s / 64`, in its domain's
+    /// region (a domain's first slot is a multiple of 64).
     pub fn bell_word(&self, i: usize) -> &BellWord {
-        assert!(
-            i < bell_words(self.config.nf_slots),
-            "bell word {i} out of range"
-        );
-        self.at(self.offsets.bells + i * std::mem::size_of::<BellWord>())
+        let first = u32::try_from(i)
+            .ok()
+            .and_then(|i| i.checked_mul(crate::doorbell::BELLS_PER_WORD))
+            .unwrap_or(u32::MAX);
+        let r = self.slot_region(first);
+        let local = i - (r.slots.start / crate::doorbell::BELLS_PER_WORD) as usize;
+        self.at(r.bells + local * std::mem::size_of::<BellWord>())
     }
 
-    /// How many bell words the NF slots' doorbells take.
+    /// How many bell words the NF slots' doorbells take (holes included:
+    /// word `i` exists only where slot `64 i` does).
     pub fn nf_slots_bells(&self) -> usize {
-        bell_words(self.config.nf_slots)
+        bell_words(self.offsets.slots)
     }
 
     /// Control block of NF slot `slot`.
     pub fn nf_control(&self, slot: u32) -> &NfControl {
-        assert!(slot < self.config.nf_slots, "NF slot {slot} out of range");
-        self.at(self.offsets.controls + slot as usize * self.offsets.control_size)
+        let r = self.slot_region(slot);
+        self.at(r.controls + (slot - r.slots.start) as usize * self.offsets.control_size)
     }
 
-    fn ring(&self, index: usize) -> RingRef<'_> {
-        let off = self.offsets.rings + index * self.offsets.ring_bytes;
+    /// Ring `dir` (0: receive, 1: transmit) of NF slot `slot`.
+    fn ring(&self, slot: u32, dir: usize) -> RingRef<'_> {
+        let r = self.slot_region(slot);
+        let index = 2 * (slot - r.slots.start) as usize + dir;
+        let off = r.rings + index * self.offsets.ring_bytes;
         let shared: &RingShared = self.at(off);
         let slots_off = off + std::mem::size_of::<RingShared>();
         let n = self.config.ring_size as usize;
-        assert!(slots_off + n * 4 <= self.len);
-        // SAFETY: `n` AtomicU32 slots lie in bounds (checked) at a 4-aligned
-        // offset inside the mapping, which outlives the returned borrow.
+        assert!(slots_off + n * 4 <= r.bytes.end);
+        // SAFETY: `n` AtomicU32 slots lie in bounds (checked: inside the
+        // slot region, which this process keeps) at a 4-aligned offset
+        // inside the mapping, which outlives the returned borrow.
         let slots = unsafe {
             std::slice::from_raw_parts(self.base.as_ptr().add(slots_off).cast::<AtomicU32>(), n)
         };
@@ -374,14 +462,12 @@ impl Arena {
 
     /// Receive ring of NF slot `slot` (platform → NF).
     pub fn nf_rx_ring(&self, slot: u32) -> RingRef<'_> {
-        assert!(slot < self.config.nf_slots);
-        self.ring(2 * slot as usize)
+        self.ring(slot, 0)
     }
 
     /// Transmit ring of NF slot `slot` (NF → platform).
     pub fn nf_tx_ring(&self, slot: u32) -> RingRef<'_> {
-        assert!(slot < self.config.nf_slots);
-        self.ring(2 * slot as usize + 1)
+        self.ring(slot, 1)
     }
 
     /// The buffer a handle owns, as a packet view.

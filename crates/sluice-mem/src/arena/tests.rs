@@ -74,9 +74,11 @@ fn regions_do_not_overlap() {
     let bells = a.nf_slots_bells();
     let last_bell = a.bell_word(bells - 1) as *const _ as usize - base;
     assert!(
-        a.bell_word(0) as *const _ as usize - base > a.core_turn(0) as *const _ as usize - base
+        a.bell_word(0) as *const _ as usize - base
+            > a.domain_turn(0, MAX_CORES as u32 - 1) as *const _ as usize - base
     );
     assert!(last_bell + 8 <= ctl(0));
+    assert!(a.nf_rx_ring(2).capacity() > 0);
     assert_eq!(a.backing(), &Backing::NormalPages);
     assert!(a.size() >= 256 * BUF_STRIDE);
 }
@@ -143,26 +145,28 @@ fn an_attached_arena_sees_every_domain_and_checks_its_descriptors() {
     ));
 }
 
-/// Forks a child that keeps domain `keep` and then reads buffer
-/// `touch` through a pointer it took before (as hostile code would);
-/// its wait status.
-fn child_touching(a: &mut Arena, keep: usize, touch: u32) -> i32 {
+/// Forks a child that takes a pointer into the arena (`take`, as hostile
+/// code would before its sandbox closes), keeps domain `keep`, reads
+/// through the pointer, then asks the arena for the same thing again
+/// (`again`); its wait status. Exit 0: both worked (its own domain's);
+/// 4: the arena refused the second time but the read did not fault.
+fn child(
+    a: &mut Arena,
+    keep: usize,
+    take: &dyn Fn(&Arena) -> *const u8,
+    again: &dyn Fn(&Arena),
+) -> i32 {
     // SAFETY: the child runs only the block below (no locks; it ends
     // with `_exit`, never returning into the harness).
     match unsafe { libc::fork() } {
         0 => {
-            let mut h = PktHandle::from_raw_owned(touch);
-            let p = a.pkt(&mut h).scratch().as_ptr();
+            let p = take(a);
             let kept = a.keep_domain(keep).is_ok();
-            // SAFETY: deliberately none if `touch` is another domain's:
-            // the read is what the test is about.
+            // SAFETY: deliberately none if `p` is another domain's: the
+            // read is what the test is about.
             let _ = unsafe { std::ptr::read_volatile(p) };
-            let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                a.pkt(&mut h).scratch()[0]
-            }))
-            .is_err();
-            // Own buffers: 0; an unmapped one that `pkt` still gave
-            // out: 4 (the read above should have killed it anyway).
+            let refused =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| again(a))).is_err();
             let code = match (kept, refused) {
                 (false, _) => 3,
                 (true, false) => 0,
@@ -180,23 +184,130 @@ fn child_touching(a: &mut Arena, keep: usize, touch: u32) -> i32 {
     }
 }
 
+/// [`child`] reading buffer `touch`.
+fn child_touching(a: &mut Arena, keep: usize, touch: u32) -> i32 {
+    child(
+        a,
+        keep,
+        &|a| {
+            let mut h = PktHandle::from_raw_owned(touch);
+            a.pkt(&mut h).scratch().as_ptr()
+        },
+        &|a| {
+            let mut h = PktHandle::from_raw_owned(touch);
+            let _ = a.pkt(&mut h).scratch()[0];
+        },
+    )
+}
+
+fn segfaulted(st: i32) -> bool {
+    libc::WIFSIGNALED(st) && libc::WTERMSIG(st) == libc::SIGSEGV
+}
+
+fn exited_ok(st: i32) -> bool {
+    libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0
+}
+
 #[test]
 fn a_process_that_keeps_one_domain_cannot_touch_another() {
     let mut a = Arena::create(with_domains()).unwrap();
     let d = a.domains().to_vec();
     let own = child_touching(&mut a, 1, d[1].indices.start);
-    assert!(libc::WIFEXITED(own) && libc::WEXITSTATUS(own) == 0, "{own}");
+    assert!(exited_ok(own), "{own}");
     let large = a.buffers();
     for other in [d[0].indices.start, d[2].indices.end - 1, large] {
         let st = child_touching(&mut a, 1, other);
-        assert!(
-            libc::WIFSIGNALED(st) && libc::WTERMSIG(st) == libc::SIGSEGV,
-            "buffer {other}: {st}"
-        );
+        assert!(segfaulted(st), "buffer {other}: {st}");
     }
     // Domain 0 keeps the large buffers; the parent still has all.
     let st = child_touching(&mut a, 0, large);
-    assert!(libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0, "{st}");
+    assert!(exited_ok(st), "{st}");
     let mut h = PktHandle::from_raw_owned(d[2].indices.start);
     a.pkt(&mut h).scratch()[0] = 2;
+}
+
+#[test]
+fn each_domain_has_its_own_slots_and_turn_words() {
+    let a = Arena::create(with_domains()).unwrap();
+    let slots: Vec<_> = (0..3).map(|d| a.domain_slots(d)).collect();
+    assert_eq!(slots[0], 0..3);
+    assert_eq!(
+        slots[1],
+        64..67,
+        "a domain's first slot is a multiple of 64"
+    );
+    assert_eq!(slots[2], 128..131);
+    assert_eq!(a.nf_slots(), 131);
+    assert_eq!((a.slot_domain(66), a.slot_domain(3)), (Some(1), None));
+    assert!(!a.has_slot(3) && a.has_slot(130));
+    // Each domain's core 0 turn word is its own.
+    assert!(a.domain_turn(1, 0).claim(64));
+    assert_eq!(a.domain_turn(0, 0).holder(), None);
+    assert_eq!(a.slot_turn(65, 0).holder(), Some(64));
+    // Slot 65 rings bit 1 of word 1, which is domain 1's.
+    a.bell_word(1).ring(1 << 1);
+    assert!(a.bell_word(1).any(1 << 1) && !a.bell_word(0).any(u64::MAX));
+    let addr = |p: *const u8| p as usize;
+    let ctl = |s| addr(a.nf_control(s) as *const NfControl as *const u8);
+    for d in 0..3 {
+        let r = a.domain_slots(d);
+        let bytes = &a.offsets.slot_regions[d].bytes;
+        let base = a.base.as_ptr() as usize;
+        for s in r {
+            assert!(bytes.contains(&(ctl(s) - base)), "slot {s}");
+        }
+    }
+}
+
+#[test]
+fn a_process_that_keeps_one_domain_cannot_touch_another_s_slots() {
+    let mut a = Arena::create(with_domains()).unwrap();
+    let control = |slot: u32| move |a: &Arena| a.nf_control(slot) as *const NfControl as *const u8;
+    let turn = |slot: u32| move |a: &Arena| a.slot_turn(slot, 5) as *const CoreTurn as *const u8;
+    let ring = |slot: u32| move |a: &Arena| a.nf_rx_ring(slot).occupancy() as usize as *const u8;
+    // Its own slots: control blocks, turn words, rings all there.
+    let own = child(&mut a, 1, &control(66), &|a| {
+        a.nf_control(66);
+        a.nf_tx_ring(66).occupancy();
+        a.bell_word(1).any(1);
+    });
+    assert!(exited_ok(own), "{own}");
+    // Another domain's control blocks and turn words are gone...
+    for other in [0, 2, 128, 130] {
+        let st = child(&mut a, 1, &control(other), &|_| ());
+        assert!(segfaulted(st), "control block of slot {other}: {st}");
+        let st = child(&mut a, 1, &turn(other), &|_| ());
+        assert!(segfaulted(st), "turn word of slot {other}'s domain: {st}");
+    }
+    // ...and the arena refuses them instead of reading where nothing is.
+    for other in [0u32, 130] {
+        let st = child(
+            &mut a,
+            1,
+            &|a| a.worker_wake(0) as *const WakeWord as *const u8,
+            &|a| {
+                a.nf_control(other);
+            },
+        );
+        assert!(libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 4, "{st}");
+        let st = child(
+            &mut a,
+            1,
+            &|a| a.worker_wake(0) as *const WakeWord as *const u8,
+            &|a| {
+                ring(other)(a);
+            },
+        );
+        assert!(libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 4, "{st}");
+    }
+    // The workers' wake words stay: every NF must be able to ring them.
+    let st = child(
+        &mut a,
+        2,
+        &|a| a.worker_wake(0) as *const WakeWord as *const u8,
+        &|a| {
+            a.worker_wake(0).wake();
+        },
+    );
+    assert!(exited_ok(st), "{st}");
 }
