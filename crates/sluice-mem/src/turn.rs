@@ -43,6 +43,10 @@
 //! work while the core keeps up; they never make an NF drop what hybrid
 //! polling would have carried.
 //!
+//! Each trust domain has its own turn word per core
+//! (`Arena::domain_turn`): NFs take turns only with NFs of their domain,
+//! whose control blocks and rings are the only ones their process maps.
+//!
 //! The holder word is only a hint the platform must not trust for memory
 //! safety (an NF can write anything into it); the worst a liar can do is
 //! take turns out of order, which the platform's watchdog revokes.

@@ -4,7 +4,9 @@
 //!
 //! Every worker owns one [`Scheduler`]. After each change of its NFs it
 //! calls [`Scheduler::apply`] with its process NFs; the scheduler groups
-//! them by core, orders each group along the chains (the first chain's
+//! them by core and trust domain ([`TurnGroup`]: an NF maps only its own
+//! domain's control blocks, so it can hand a turn only within it), orders
+//! each group along the chains (the first chain's
 //! hops in order, then the next chain's; UNiS, seed 001: a workflow-aware
 //! order, so one round of the core moves a batch through the whole chain)
 //! and publishes each NF's [`Budget`] in its control block: its turns and,
