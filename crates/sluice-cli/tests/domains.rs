@@ -105,3 +105,36 @@ fn a_daemon_takes_its_domains_from_the_first_spec_and_keeps_them() {
     let (_, nfs, _) = d.cli(&["get", "nfs", "-o", "json"]);
     assert!(nfs.as_array().unwrap().iter().any(|n| n["name"] == "more"));
 }
+
+/// An NF that holds more packets than its domain has buffers: packets wait
+/// upstream for the domain's buffers, as for ring space, and none is
+/// dropped at the boundary.
+#[test]
+fn packets_wait_for_a_small_domain_s_buffers_instead_of_being_dropped() {
+    let (_dir, path) = spec_file(
+        "\
+settings:
+  domains: [ { name: small, buffers: 256 } ]
+ports:
+  - { name: gen, kind: generator, flows: 4, protocol: udp, size: 100, count: 4000, rate_pps: 50000 }
+  - { name: out, kind: sink }
+nfs:
+  - { name: hold, type: delay, isolation: process, domain: small, config: { delay_us: 20000 } }
+chains:
+  - { name: c, from: gen, nfs: [hold], to: out }
+",
+    );
+    let (out, r) = run_json(&path, 4.0);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_accounted(&r);
+    assert_eq!(r["drops_total"], 0, "{r:#}");
+    assert_eq!(port(&r, "gen")["rx_packets"], 4000, "{r:#}");
+    assert_eq!(port(&r, "out")["tx_packets"], 4000, "{r:#}");
+    // 50,000 packets/s for 20 ms is 1,000 held at once: four times the
+    // domain's buffers, so the boundary did hold packets back.
+    assert_eq!(nf(&r, "hold")["domain_copies"], 4000, "{r:#}");
+}

@@ -370,6 +370,27 @@ impl<'p> PoolCache<'p> {
         Some(PktHandle::from_raw_owned(raw))
     }
 
+    /// Buffers of trust domain `domain` this cache can hand out now (0
+    /// for no such domain), refilling from the domain's global stack first
+    /// when it holds fewer than `want`: the one lock [`Self::alloc_in`]
+    /// would take anyway. The worker feeds an NF of another domain no more
+    /// packets than this, so packets wait upstream for the domain's
+    /// buffers, as for ring space, instead of being dropped at the
+    /// boundary.
+    pub fn available_in(&mut self, domain: usize, want: usize) -> usize {
+        let Some(shared) = self.pool.domains.get(domain) else {
+            return 0;
+        };
+        let local = match domain {
+            0 => &mut self.local,
+            d => &mut self.local_named[d - 1],
+        };
+        if local.len() < want {
+            BufferPool::take(&shared.free, local, self.refill.max(want));
+        }
+        local.len()
+    }
+
     /// Takes a free buffer of trust domain `domain`, or `None` if it has
     /// none left (or there is no such domain).
     #[inline]

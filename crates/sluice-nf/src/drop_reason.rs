@@ -58,7 +58,8 @@ platform_reasons! {
     /// an NF of the chain could not keep up (`settings.backpressure`).
     BACKPRESSURE = 15, "backpressure";
     /// The packet was bound for an NF of another trust domain, which had
-    /// no free buffer to copy it into (`settings.domains`).
+    /// no free buffer to copy it into (`settings.domains`); packets wait
+    /// upstream for one where the entry policy holds them.
     DOMAIN_POOL_EXHAUSTED = 16, "domain_pool_exhausted";
     /// The packet was bound for an NF of a named trust domain but is a
     /// super-packet, larger than that domain's ordinary buffers.

@@ -29,7 +29,8 @@ impl<'a> Worker<'a> {
         for k in 0..chains {
             let c = self.plan.ingress[port as usize][k];
             if let Some(&Some(q)) = self.derived.chain_queue.get(c as usize) {
-                budget = budget.min(self.room(q));
+                // Ports receive into the platform's domain (0).
+                budget = budget.min(self.room(q, 0));
             }
         }
         budget

@@ -17,14 +17,31 @@ use crate::nf_rt::Exec;
 use crate::route::{after_nf, uniform_next, Dest};
 
 impl<'a> Worker<'a> {
-    /// Room in process NF `i`'s receive ring (a full batch if it is not
-    /// accepting: packets sent there are dropped as `nf_down`, not held).
-    pub(super) fn room(&mut self, i: u16) -> usize {
+    /// Room in process NF `i`'s receive ring for packets of trust domain
+    /// `from` (a full batch if it is not accepting: packets sent there are
+    /// dropped as `nf_down`, not held). Packets that cross into its
+    /// domain need that domain's buffers too: no more than the worker can
+    /// get, so they wait upstream, as for ring space, rather than being
+    /// dropped at the boundary (`domain_pool_exhausted`).
+    pub(super) fn room(&mut self, i: u16, from: usize) -> usize {
         let batch = self.cfg.batch;
-        match self.nf_mut(i).and_then(|n| n.process()) {
-            Some(p) if p.phase.accepts() => p.link.room().unwrap_or(0),
-            _ => batch,
+        let crossing = self.pool.domains() > 1;
+        let (ring, domain) = match self.nf_mut(i).and_then(|n| n.process()) {
+            Some(p) if p.phase.accepts() => (p.link.room().unwrap_or(0), p.link.domain()),
+            _ => return batch,
+        };
+        if !crossing || domain == from || ring == 0 {
+            return ring;
         }
+        ring.min(self.cache.available_in(domain, ring.min(batch)))
+    }
+
+    /// The trust domain of the packets process NF `i` hands back (its
+    /// own; the platform's for anything else).
+    pub(super) fn domain_of_nf(&mut self, i: u16) -> usize {
+        self.nf_mut(i)
+            .and_then(|n| n.process())
+            .map_or(0, |p| p.link.domain())
     }
 
     pub(super) fn group(&mut self, dest: Dest, h: sluice_mem::PktHandle) {
@@ -338,9 +355,10 @@ impl<'a> Worker<'a> {
             return (0, false);
         }
         let mut budget = self.cfg.batch;
+        let from = self.domain_of_nf(i);
         for q in 0..self.derived.nf_next_queues[i as usize].len() {
             let q = self.derived.nf_next_queues[i as usize][q];
-            budget = budget.min(self.room(q));
+            budget = budget.min(self.room(q, from));
         }
         if budget == 0 {
             return (0, true);

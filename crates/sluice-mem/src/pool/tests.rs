@@ -128,3 +128,25 @@ fn two_caches_share_the_pool() {
     assert_eq!(pool.audit().free, 64);
     assert_eq!(pool.global_free(), 64);
 }
+
+#[test]
+fn available_in_says_what_alloc_in_will_give() {
+    let pool = BufferPool::with_domains(&[0..10, 11..15], 0);
+    let mut cache = PoolCache::new(&pool, 2);
+    // It refills up to what is wanted, never past what the domain has.
+    assert_eq!(cache.available_in(1, 3), 3);
+    assert_eq!(cache.available_in(1, 8), 4);
+    assert_eq!(cache.available_in(0, 32), 10);
+    assert_eq!(cache.available_in(2, 1), 0, "no such domain");
+    let held: Vec<PktHandle> = (0..3).map(|_| cache.alloc_in(1).unwrap()).collect();
+    assert_eq!(cache.available_in(1, 4), 1);
+    let last = cache.alloc_in(1).unwrap();
+    assert_eq!(cache.available_in(1, 4), 0);
+    for h in held {
+        cache.free(h);
+    }
+    assert_eq!(cache.available_in(1, 4), 3);
+    cache.free(last);
+    drop(cache);
+    assert_eq!(pool.audit().free, 14);
+}
