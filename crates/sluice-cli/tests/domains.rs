@@ -138,3 +138,38 @@ chains:
     // domain's buffers, so the boundary did hold packets back.
     assert_eq!(nf(&r, "hold")["domain_copies"], 4000, "{r:#}");
 }
+
+/// The most domains a spec may declare: the template receives every
+/// region of the arena (two per domain) and the NF of the last domain runs.
+#[test]
+fn an_nf_runs_in_the_last_of_fifteen_domains() {
+    let domains: Vec<String> = (1..=15)
+        .map(|k| format!("{{ name: d{k}, buffers: 256 }}"))
+        .collect();
+    let (_dir, path) = spec_file(&format!(
+        "\
+settings:
+  domains: [ {} ]
+ports:
+  - {{ name: gen, kind: generator, flows: 4, protocol: udp, size: 100, count: 2000, rate_pps: 50000 }}
+  - {{ name: out, kind: sink }}
+nfs:
+  - {{ name: last, type: forwarder, isolation: process, domain: d15 }}
+chains:
+  - {{ name: c, from: gen, nfs: [last], to: out }}
+",
+        domains.join(", ")
+    ));
+    let (out, r) = run_json(&path, 4.0);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_accounted(&r);
+    assert_eq!(port(&r, "out")["tx_packets"], 2000, "{r:#}");
+    let n = nf(&r, "last");
+    assert_eq!(n["domain"], "d15", "{n:#}");
+    assert_eq!(n["domain_copies"], 2000, "{n:#}");
+    assert_eq!(r["buffers"]["domains"].as_array().unwrap().len(), 16);
+}

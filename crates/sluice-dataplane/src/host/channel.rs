@@ -28,8 +28,9 @@ use serde::Serialize;
 pub const MAX_FRAME: usize = 64 << 20;
 
 /// Most descriptors one [`Channel::send_fds`] carries: the arena's
-/// regions (platform words, each trust domain's buffers, large buffers).
-pub const MAX_FDS: usize = sluice_mem::arena::MAX_DOMAINS + 2;
+/// regions (platform words, each trust domain's slots and buffers, large
+/// buffers).
+pub const MAX_FDS: usize = 2 * sluice_mem::arena::MAX_DOMAINS + 2;
 
 /// One end of a channel that sends `Out` and receives `In`.
 pub struct Channel<Out, In> {
