@@ -190,5 +190,38 @@ fn crossing(c: &mut Criterion) {
     assert_eq!(pool.audit().free, pool.capacity(), "no buffer leaked");
 }
 
-criterion_group!(benches, alloc_free, hop, crossing);
+/// What trust domains add where the worker and NFs reach a slot: the
+/// slot's domain is looked up (one region, or the last of 16) before its
+/// doorbell word, ring or control block.
+fn slot_lookup(c: &mut Criterion) {
+    let mut g = c.benchmark_group("slot_lookup");
+    for named in [0usize, 15] {
+        let mut config = ArenaConfig {
+            buffers: 256,
+            ring_size: 64,
+            nf_slots: 64,
+            workers: 1,
+            ..Default::default()
+        };
+        config.domain_buffers[..named].fill(256);
+        let arena = Arena::create(config).expect("arena");
+        // The last domain's slots: the most regions to look past.
+        let slots = arena.domain_slots(named);
+        g.throughput(Throughput::Elements(slots.len() as u64));
+        g.bench_function(format!("bell_and_ring_{}_domains", named + 1), |b| {
+            b.iter(|| {
+                let mut n = 0u32;
+                for s in slots.clone() {
+                    let bell = arena.bell_word((s / 64) as usize);
+                    n += u32::from(bell.any(1 << (s % 64)));
+                    n += arena.nf_rx_ring(black_box(s)).occupancy();
+                }
+                black_box(n)
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, alloc_free, hop, crossing, slot_lookup);
 criterion_main!(benches);

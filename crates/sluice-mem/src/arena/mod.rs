@@ -118,11 +118,12 @@ pub struct Arena {
     kept: std::ops::Range<u32>,
     /// Whether the large buffers are mapped in this process.
     large_kept: bool,
-    /// NF slots mapped in this process: every domain's, or one's after
-    /// [`Arena::keep_domain`].
-    kept_slots: std::ops::Range<u32>,
     /// The one trust domain this process keeps (`None`: all of them).
     kept_domain: Option<usize>,
+    /// The slot region looked at first: the kept domain's, or the
+    /// platform's in a process that keeps all (held here, not behind the
+    /// layout's vector, as it is on the doorbell and ring paths).
+    fast: SlotRegion,
 }
 
 // SAFETY: the arena is a fixed mapping; all shared structures in it are
@@ -204,8 +205,8 @@ impl Arena {
             config,
             kept: 0..offsets.ordinary,
             large_kept: true,
-            kept_slots: 0..offsets.slots,
             kept_domain: None,
+            fast: offsets.slot_regions[0].clone(),
             offsets,
             backing,
         }
@@ -267,8 +268,8 @@ impl Arena {
         // withdraw: `&mut self` means no view of a buffer or slot is
         // alive now.
         self.kept = own.indices.start..own.indices.end;
-        self.kept_slots = slots.slots.clone();
         self.kept_domain = Some(domain);
+        self.fast = slots.clone();
         self.large_kept &= domain == 0;
         let others = (self.offsets.domains.iter().map(|r| &r.bytes))
             .zip(self.offsets.slot_regions.iter().map(|r| &r.bytes))
@@ -277,8 +278,8 @@ impl Arena {
         for (_, (buffers, slots)) in others {
             for r in [buffers, slots] {
                 // SAFETY: no view of these bytes is alive (`&mut self`)
-                // and nothing hands them out any more (`kept`,
-                // `kept_slots`).
+                // and nothing hands them out any more (`kept`, `fast`,
+                // `kept_domain`).
                 unsafe { map::withdraw(self.base, r.clone()) }?;
             }
         }
@@ -333,6 +334,7 @@ impl Arena {
     }
 
     /// A typed reference to a `T` at byte `offset`.
+    #[inline]
     fn at<T>(&self, offset: usize) -> &T {
         assert!(
             offset + std::mem::size_of::<T>() <= self.len
@@ -378,24 +380,39 @@ impl Arena {
         self.kept_region(slot).is_some()
     }
 
-    /// The region of slot `slot`, if this process keeps it: one compare
-    /// for `kept_slots`, then the domain lookup (one compare without
-    /// named domains).
+    /// The region of slot `slot`, if this process keeps it. On the
+    /// worker's and NFs' paths (doorbells, rings), so one compare for the
+    /// usual case: a slot of the kept domain (an NF's own; the platform's
+    /// own domain in the platform). Else, in a process that keeps every
+    /// domain, the last region starting at or below the slot (regions
+    /// follow each other in slot order) and a compare for the hole after
+    /// its slots.
     #[inline]
     fn kept_region(&self, slot: u32) -> Option<&SlotRegion> {
-        if slot.wrapping_sub(self.kept_slots.start) >= self.kept_slots.len() as u32 {
+        if slot.wrapping_sub(self.fast.slots.start) < self.fast.slots.end - self.fast.slots.start {
+            return Some(&self.fast);
+        }
+        self.other_region(slot)
+    }
+
+    /// [`Arena::kept_region`] past its usual case.
+    #[inline(never)]
+    fn other_region(&self, slot: u32) -> Option<&SlotRegion> {
+        if self.kept_domain.is_some() {
             return None;
         }
-        self.offsets.slot_region(slot).map(|(_, r)| r)
+        let r = (self.offsets.slot_regions.iter().rev()).find(|r| r.slots.start <= slot)?;
+        (slot < r.slots.end).then_some(r)
     }
 
     /// The region of slot `slot`; panics for a slot this process does not
     /// keep (a hole, out of range, or another trust domain's).
     #[inline]
     fn slot_region(&self, slot: u32) -> &SlotRegion {
-        self.kept_region(slot).unwrap_or_else(|| {
-            panic!("NF slot {slot} is out of range or not mapped in this process")
-        })
+        match self.kept_region(slot) {
+            Some(r) => r,
+            None => slot_not_mapped(slot),
+        }
     }
 
     /// Turn word of CPU `core` among trust domain `domain`'s NFs (NF
@@ -420,11 +437,15 @@ impl Arena {
     /// Bell word `i` of the NF slots' doorbells (see [`crate::doorbell`]);
     /// slot `s` rings bit `s % 64` of word `s / 64`, in its domain's
     /// region (a domain's first slot is a multiple of 64).
+    #[inline]
     pub fn bell_word(&self, i: usize) -> &BellWord {
-        let first = u32::try_from(i)
-            .ok()
-            .and_then(|i| i.checked_mul(crate::doorbell::BELLS_PER_WORD))
-            .unwrap_or(u32::MAX);
+        // Past the slots a u32 can name, no word exists (and `i * 64`
+        // must not wrap onto one that does).
+        let first = if i < (u32::MAX / crate::doorbell::BELLS_PER_WORD) as usize {
+            i as u32 * crate::doorbell::BELLS_PER_WORD
+        } else {
+            u32::MAX
+        };
         let r = self.slot_region(first);
         let local = i - (r.slots.start / crate::doorbell::BELLS_PER_WORD) as usize;
         self.at(r.bells + local * std::mem::size_of::<BellWord>())
@@ -437,12 +458,14 @@ impl Arena {
     }
 
     /// Control block of NF slot `slot`.
+    #[inline]
     pub fn nf_control(&self, slot: u32) -> &NfControl {
         let r = self.slot_region(slot);
         self.at(r.controls + (slot - r.slots.start) as usize * self.offsets.control_size)
     }
 
     /// Ring `dir` (0: receive, 1: transmit) of NF slot `slot`.
+    #[inline]
     fn ring(&self, slot: u32, dir: usize) -> RingRef<'_> {
         let r = self.slot_region(slot);
         let index = 2 * (slot - r.slots.start) as usize + dir;
@@ -461,11 +484,13 @@ impl Arena {
     }
 
     /// Receive ring of NF slot `slot` (platform → NF).
+    #[inline]
     pub fn nf_rx_ring(&self, slot: u32) -> RingRef<'_> {
         self.ring(slot, 0)
     }
 
     /// Transmit ring of NF slot `slot` (NF → platform).
+    #[inline]
     pub fn nf_tx_ring(&self, slot: u32) -> RingRef<'_> {
         self.ring(slot, 1)
     }
@@ -513,6 +538,14 @@ impl Arena {
             unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr().add(off), LARGE_STRIDE) };
         Pkt::over(bytes)
     }
+}
+
+/// The panic of [`Arena::slot_region`], out of line so the accessors
+/// stay small.
+#[cold]
+#[inline(never)]
+fn slot_not_mapped(slot: u32) -> ! {
+    panic!("NF slot {slot} is out of range or not mapped in this process")
 }
 
 impl Drop for Arena {
