@@ -2,6 +2,8 @@
 //! fallback, and keeping one trust domain.
 
 use super::*;
+use crate::control::NfControl;
+use crate::turn::CoreTurn;
 
 fn small() -> ArenaConfig {
     ArenaConfig {
