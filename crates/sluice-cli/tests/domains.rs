@@ -24,16 +24,23 @@ chains:
   - { name: c, from: gen, nfs: [mine, theirs, also_theirs, other, last, inline], to: out }
 ";
 
-#[test]
-fn packets_cross_trust_domains_by_copy_and_arrive_whole() {
-    let (_dir, path) = spec_file(SPEC);
-    let (out, r) = run_json(&path, 1.5);
+/// Runs `path` for `secs` and returns its report, which must show a
+/// clean exit and every buffer and packet accounted for.
+fn run_accounted(path: &std::path::Path, secs: f64) -> serde_json::Value {
+    let (out, r) = run_json(path, secs);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
     assert_accounted(&r);
+    r
+}
+
+#[test]
+fn packets_cross_trust_domains_by_copy_and_arrive_whole() {
+    let (_dir, path) = spec_file(SPEC);
+    let r = run_accounted(&path, 1.5);
     let sent = port(&r, "gen")["rx_packets"].as_u64().unwrap();
     assert_eq!(sent, 20_000, "{r:#}");
     assert_eq!(port(&r, "out")["tx_packets"], sent, "{r:#}");
@@ -124,13 +131,7 @@ chains:
   - { name: c, from: gen, nfs: [hold], to: out }
 ",
     );
-    let (out, r) = run_json(&path, 4.0);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_accounted(&r);
+    let r = run_accounted(&path, 4.0);
     assert_eq!(r["drops_total"], 0, "{r:#}");
     assert_eq!(port(&r, "gen")["rx_packets"], 4000, "{r:#}");
     assert_eq!(port(&r, "out")["tx_packets"], 4000, "{r:#}");
@@ -160,13 +161,7 @@ chains:
 ",
         domains.join(", ")
     ));
-    let (out, r) = run_json(&path, 4.0);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_accounted(&r);
+    let r = run_accounted(&path, 4.0);
     assert_eq!(port(&r, "out")["tx_packets"], 2000, "{r:#}");
     let n = nf(&r, "last");
     assert_eq!(n["domain"], "d15", "{n:#}");

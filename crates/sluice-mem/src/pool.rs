@@ -249,49 +249,39 @@ impl BufferPool {
 
     /// Counts buffers by owner. Exact when no worker is running.
     pub fn audit(&self) -> Audit {
-        let mut a = Audit {
-            capacity: self.capacity,
-            ..Audit::default()
-        };
-        for o in self.owners.iter() {
-            match o.load(Ordering::Relaxed) {
-                OWNER_FREE => a.free += 1,
-                OWNER_PLATFORM => a.platform += 1,
-                OWNER_RESERVED => {}
-                _ => a.at_nfs += 1,
-            }
-        }
+        let mut a = Audit::default();
+        self.tally(0..self.owners.len() as u32, &mut a);
         a
     }
 
     /// [`Self::audit`] per trust domain, the platform's first (which
     /// also counts the large buffers). Exact when no worker is running.
     pub fn audit_domains(&self) -> Vec<Audit> {
-        let count = |indices: std::ops::Range<u32>| {
-            let mut a = Audit::default();
-            for i in indices {
-                a.capacity += 1;
-                match self.owners[i as usize].load(Ordering::Relaxed) {
-                    OWNER_FREE => a.free += 1,
-                    OWNER_PLATFORM => a.platform += 1,
-                    _ => a.at_nfs += 1,
-                }
-            }
-            a
-        };
-        let mut out: Vec<Audit> = self
-            .domains
-            .iter()
-            .map(|d| count(d.indices.clone()))
+        let mut out: Vec<Audit> = (self.domains.iter())
+            .map(|d| {
+                let mut a = Audit::default();
+                self.tally(d.indices.clone(), &mut a);
+                a
+            })
             .collect();
-        let large = count(self.small..self.owners.len() as u32);
         if let Some(first) = out.first_mut() {
-            first.capacity += large.capacity;
-            first.free += large.free;
-            first.platform += large.platform;
-            first.at_nfs += large.at_nfs;
+            self.tally(self.small..self.owners.len() as u32, first);
         }
         out
+    }
+
+    /// Adds the buffers of `indices` to `a` by owner; holes between
+    /// domains are no one's and not counted.
+    fn tally(&self, indices: std::ops::Range<u32>, a: &mut Audit) {
+        for i in indices {
+            match self.owners[i as usize].load(Ordering::Relaxed) {
+                OWNER_RESERVED => continue,
+                OWNER_FREE => a.free += 1,
+                OWNER_PLATFORM => a.platform += 1,
+                _ => a.at_nfs += 1,
+            }
+            a.capacity += 1;
+        }
     }
 
     /// Ordinary buffers in the global stacks of every domain (excludes
@@ -378,17 +368,23 @@ impl<'p> PoolCache<'p> {
     /// buffers, as for ring space, instead of being dropped at the
     /// boundary.
     pub fn available_in(&mut self, domain: usize, want: usize) -> usize {
-        let Some(shared) = self.pool.domains.get(domain) else {
+        let (refill, pool) = (self.refill.max(want), self.pool);
+        let Some(local) = self.stack(domain) else {
             return 0;
         };
-        let local = match domain {
-            0 => &mut self.local,
-            d => &mut self.local_named[d - 1],
-        };
         if local.len() < want {
-            BufferPool::take(&shared.free, local, self.refill.max(want));
+            BufferPool::take(&pool.domains[domain].free, local, refill);
         }
         local.len()
+    }
+
+    /// This cache's stack of trust domain `domain`'s buffers, if the pool
+    /// has that domain.
+    fn stack(&mut self, domain: usize) -> Option<&mut Vec<u32>> {
+        match domain {
+            0 => Some(&mut self.local),
+            d => self.local_named.get_mut(d - 1),
+        }
     }
 
     /// Takes a free buffer of trust domain `domain`, or `None` if it has
@@ -398,9 +394,10 @@ impl<'p> PoolCache<'p> {
         if domain == 0 {
             return self.alloc();
         }
-        let local = self.local_named.get_mut(domain - 1)?;
+        let (refill, pool) = (self.refill, self.pool);
+        let local = self.stack(domain)?;
         if local.is_empty() {
-            BufferPool::take(&self.pool.domains[domain].free, local, self.refill);
+            BufferPool::take(&pool.domains[domain].free, local, refill);
         }
         let raw = local.pop()?;
         debug_assert_eq!(self.pool.owner(raw), Some(OWNER_FREE));
@@ -445,11 +442,13 @@ impl<'p> PoolCache<'p> {
             }
             return;
         }
-        let d = self.pool.domain_of(raw);
-        let local = &mut self.local_named[d - 1];
+        let (d, refill, pool) = (self.pool.domain_of(raw), self.refill, self.pool);
+        let Some(local) = self.stack(d) else {
+            return;
+        };
         local.push(raw);
-        if local.len() >= self.refill * 2 {
-            BufferPool::give(&self.pool.domains[d].free, local, self.refill);
+        if local.len() >= refill * 2 {
+            BufferPool::give(&pool.domains[d].free, local, refill);
         }
     }
 

@@ -176,7 +176,8 @@ impl Layout {
     }
 
     /// The trust domain slot `slot` belongs to and its region (`None`: a
-    /// hole or out of range). At most 16 compares; one without domains.
+    /// hole or out of range). At most 16 compares; the arena looks at the
+    /// domain it keeps first (`Arena::kept_region`).
     #[inline]
     pub fn slot_region(&self, slot: u32) -> Option<(usize, &SlotRegion)> {
         self.slot_regions

@@ -44,9 +44,7 @@ impl Arena {
     /// worker's and NFs' paths (doorbells, rings), so one compare for the
     /// usual case: a slot of the kept domain (an NF's own; the platform's
     /// own domain in the platform). Else, in a process that keeps every
-    /// domain, the last region starting at or below the slot (regions
-    /// follow each other in slot order) and a compare for the hole after
-    /// its slots.
+    /// domain, the layout's lookup.
     #[inline]
     fn kept_region(&self, slot: u32) -> Option<&SlotRegion> {
         if slot.wrapping_sub(self.fast.slots.start) < self.fast.slots.end - self.fast.slots.start {
@@ -61,8 +59,7 @@ impl Arena {
         if self.kept_domain.is_some() {
             return None;
         }
-        let r = (self.offsets.slot_regions.iter().rev()).find(|r| r.slots.start <= slot)?;
-        (slot < r.slots.end).then_some(r)
+        self.offsets.slot_region(slot).map(|(_, r)| r)
     }
 
     /// The region of slot `slot`; panics for a slot this process does not
