@@ -81,6 +81,11 @@ pub struct SoakArgs {
     /// times).
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     pub shells: OnOff,
+    /// Keep a standby per NF, so a restart is a take-over rather than a
+    /// fork (`settings.restart.standby`): `on` is the soak's default (the
+    /// platform's is off); `off` to compare. Needs `--shells on`.
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub standby: OnOff,
     /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,

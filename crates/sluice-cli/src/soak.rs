@@ -57,6 +57,10 @@ struct Soak {
     /// (first starts and restarts) were forks of one.
     shells: bool,
     shell_starts: u64,
+    /// NFs kept a standby (`--standby`), and how many restarts one took
+    /// over.
+    standby: bool,
+    standby_starts: u64,
     /// Side-chain additions and removals applied.
     changes: u64,
     /// Changes the daemon refused (must be 0).
@@ -108,7 +112,7 @@ pub fn run(a: SoakArgs) -> ExitCode {
 }
 
 /// The base spec (JSON text) and the same with the side chain.
-fn specs(rate_pps: u64, shells: bool) -> Result<(String, String), String> {
+fn specs(rate_pps: u64, shells: bool, standby: bool) -> Result<(String, String), String> {
     let mut spec =
         sluice_spec::parse_str(SPEC, "<soak>", &nf_type_names()).map_err(|e| e.to_string())?;
     for nf in &mut spec.nfs {
@@ -116,8 +120,8 @@ fn specs(rate_pps: u64, shells: bool) -> Result<(String, String), String> {
     }
     let mut v = spec.to_json();
     v["ports"][0]["rate_pps"] = json!(rate_pps);
-    v["settings"]["restart"] =
-        json!({ "policy": "always", "max_restarts": 1_000_000, "backoff_ms": 0, "hold_ms": 1000 });
+    v["settings"]["restart"] = json!({ "policy": "always", "max_restarts": 1_000_000,
+        "backoff_ms": 0, "hold_ms": 1000, "standby": standby });
     v["settings"]["shells"] = json!(shells);
     let base = v.to_string();
     let mut side = |key: &str, item: Value| {
@@ -145,12 +149,19 @@ fn specs(rate_pps: u64, shells: bool) -> Result<(String, String), String> {
 
 fn soak(a: &SoakArgs) -> Result<Soak, String> {
     let total = Duration::from_secs_f64(a.minutes.as_secs_f64() * 60.0);
-    let (base, with_side) = specs(a.rate_pps, a.shells == OnOff::On)?;
+    let standby = a.standby == OnOff::On;
+    if standby && a.shells == OnOff::Off {
+        return Err(
+            "a standby is forked from its NF's shell: --standby on needs --shells on".into(),
+        );
+    }
+    let (base, with_side) = specs(a.rate_pps, a.shells == OnOff::On, standby)?;
     let (mut daemon, client) = start_daemon()?;
     apply(&client, &base)?;
     let mut s = Soak {
         rate_pps: a.rate_pps,
         shells: a.shells == OnOff::On,
+        standby,
         ..Soak::default()
     };
     let mut rng = XorShift(a.seed.unwrap_or_else(seed_from_clock) | 1);
@@ -279,6 +290,7 @@ fn add_last_run(s: &mut Soak, daemon: &Daemon) -> Result<(), String> {
             .merge(t);
         s.restarts += u64::from(t.count);
         s.shell_starts += u64::from(nf.shell_starts);
+        s.standby_starts += u64::from(nf.standby_starts);
         s.restart_us_mean += t.total_us;
         s.restart_us_max = s.restart_us_max.max(t.max_us);
     }
@@ -357,9 +369,11 @@ fn print_table(s: &Soak) {
         s.kills, s.restarts, s.restart_us_mean, s.restart_us_max, s.changes, s.changes_failed
     );
     println!(
-        "  shells {}  starts from a shell {}",
+        "  shells {}  starts from a shell {}  standby {}  restarts taken over by one {}",
         if s.shells { "on" } else { "off" },
-        s.shell_starts
+        s.shell_starts,
+        if s.standby { "on" } else { "off" },
+        s.standby_starts
     );
     let growth = match (s.fd_growth, s.rss_growth_pct, s.anon_growth_pct) {
         (Some(f), Some(r), Some(a)) => {

@@ -124,6 +124,11 @@ fn repeated_kills_lose_only_what_the_killed_nf_held() {
 /// Runs a router (routes to build) and a forwarder with `shells`, kills
 /// the router twice, and returns the report.
 fn kill_router_twice(shells: bool) -> serde_json::Value {
+    kill_router_twice_with(shells, "")
+}
+
+/// `kill_router_twice` with more keys of `settings.restart`.
+fn kill_router_twice_with(shells: bool, restart: &str) -> serde_json::Value {
     let nfs = "  - name: r
     type: router
     isolation: process
@@ -133,9 +138,14 @@ fn kill_router_twice(shells: bool) -> serde_json::Value {
       neighbours: [{ ip: 192.168.1.1, mac: \"02:00:00:00:00:01\", dev: out }]
   - { name: f, type: forwarder, isolation: process }
 ";
-    let spec = chain_spec(100_000, nfs, "r, f", "policy: always, backoff_ms: 0")
-        .replace("rate_pps: 100000 }", "rate_pps: 100000, count: 300000 }")
-        .replace("settings:\n", &format!("settings:\n  shells: {shells}\n"));
+    let spec = chain_spec(
+        100_000,
+        nfs,
+        "r, f",
+        &format!("policy: always, backoff_ms: 0{restart}"),
+    )
+    .replace("rate_pps: 100000 }", "rate_pps: 100000, count: 300000 }")
+    .replace("settings:\n", &format!("settings:\n  shells: {shells}\n"));
     let (_d, path) = spec_file(&spec);
     let child = start(&path);
     let pid = child.id();
@@ -143,6 +153,10 @@ fn kill_router_twice(shells: bool) -> serde_json::Value {
     for _ in 0..2 {
         let r = wait_for(pid, "nf:r", 1)[0];
         std::thread::sleep(Duration::from_millis(200));
+        if !restart.is_empty() {
+            // The router's standby waits, under its own name.
+            wait_for(pid, "sb:r", 1);
+        }
         kill_9(r);
         // Until the next instance runs (and is not the one just killed).
         for _ in 0..500 {
@@ -182,6 +196,82 @@ fn restarts_are_forks_of_the_built_nf_unless_shells_are_off() {
         assert_eq!(r["drops_total"].as_u64().unwrap(), crashed, "{r:#}");
         assert_eq!(r["packets_in"], 300_000, "{r:#}");
     }
+}
+
+#[test]
+fn with_standbys_each_restart_is_a_take_over() {
+    let r = kill_router_twice_with(true, ", standby: true");
+    let router = nf(&r, "r");
+    assert_eq!(router["restarts"], 2, "{r:#}");
+    // The first start forks; each restart finds the standby made after
+    // the start before it.
+    assert_eq!(router["standby_starts"], 2, "{r:#}");
+    assert_eq!(router["shell_starts"], 3, "{r:#}");
+    assert_eq!(router["restart_times"]["count"], 2, "{r:#}");
+    assert_eq!(nf(&r, "f")["standby_starts"], 0, "{r:#}");
+    let crashed = r["drops"]["nf_crashed"].as_u64().unwrap_or(0);
+    assert_eq!(r["drops_total"].as_u64().unwrap(), crashed, "{r:#}");
+    assert_eq!(r["packets_in"], 300_000, "{r:#}");
+}
+
+#[test]
+fn standbys_follow_the_nfs_they_stand_by_for() {
+    let d = Daemon::start();
+    let spec = |standby: bool, nfs: &[&str]| {
+        let block: String = nfs
+            .iter()
+            .map(|n| format!("  - {{ name: {n}, type: forwarder, isolation: process }}\n"))
+            .collect();
+        chain_spec(
+            1_000,
+            &block,
+            &nfs.join(", "),
+            &format!("policy: always, standby: {standby}"),
+        )
+    };
+    let pid = d.child.id();
+    let standbys = |n: usize| {
+        let t = std::time::Instant::now();
+        loop {
+            let found = descendants_named(pid, "sb:a").len() + descendants_named(pid, "sb:b").len();
+            if found == n {
+                return;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "{found} standbys, not {n}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    d.apply(&spec(true, &["a", "b"]));
+    standbys(2);
+    // An NF removed: its standby goes with it.
+    d.apply(&spec(true, &["a"]));
+    standbys(1);
+    assert_eq!(descendants_named(pid, "sb:a").len(), 1);
+    // Turned off: the next start of `a` finds none and makes none.
+    d.apply(&spec(false, &["a"]));
+    let a = d.running_pids(1)[0];
+    kill_9(a as u32);
+    standbys(0);
+    let t = std::time::Instant::now();
+    while d.running_pids(1)[0] == a {
+        assert!(t.elapsed() < Duration::from_secs(20), "a did not restart");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    standbys(0);
+    let stats = d.stats();
+    let a = stats["nfs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "a")
+        .cloned()
+        .unwrap();
+    assert_eq!(a["standby_starts"], 0, "{a:#}");
+    assert_eq!(a["restarts"], 1, "{a:#}");
 }
 
 #[test]

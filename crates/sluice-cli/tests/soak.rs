@@ -31,6 +31,9 @@ fn a_short_soak_balances_its_books() {
     assert!(n("kills") >= 10, "{r:#}");
     assert!(n("restarts") >= 5, "{r:#}");
     assert!(n("changes") >= 4, "{r:#}");
+    // Standbys are the soak's default: restarts are take-overs.
+    assert_eq!(r["standby"], true, "{r:#}");
+    assert!(n("standby_starts") >= 1, "{r:#}");
     assert_eq!(n("changes_failed"), 0, "{r:#}");
     assert!(r["daemon_restart_ms"].as_f64().unwrap() > 0.0, "{r:#}");
     assert!(
@@ -46,6 +49,17 @@ fn a_short_soak_balances_its_books() {
     for k in ["fd_growth", "rss_growth_pct", "anon_growth_pct"] {
         assert!(r[k].is_null(), "{k}: {r:#}");
     }
+}
+
+#[test]
+fn standbys_without_shells_are_refused() {
+    let out = sluice()
+        .args(["soak", "--minutes", "0.1", "--shells", "off"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("--standby on needs --shells on"), "{e}");
 }
 
 #[test]

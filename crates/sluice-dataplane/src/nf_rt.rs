@@ -144,6 +144,8 @@ pub struct NfRt<'a> {
     pub startup_us: Vec<f64>,
     /// Starts forked from a shell (its NF built once in the template).
     pub shell_starts: u32,
+    /// Starts a standby took over (`settings.restart.standby`).
+    pub standby_starts: u32,
     /// Restarts that came back: from the exit seen to the new instance
     /// running. Kept as count, sum and maximum, not every sample: an NF
     /// that crashes forever must not grow the platform's memory.

@@ -68,6 +68,10 @@ pub struct NfReport {
     /// and the start was a fork (process NFs; `settings.shells`).
     #[serde(default)]
     pub shell_starts: u32,
+    /// Starts a standby took over: an instance forked, built and confined
+    /// before the start (process NFs; `settings.restart.standby`).
+    #[serde(default)]
+    pub standby_starts: u32,
     /// Its trust domain (`nfs[].domain`; `platform` unless named).
     #[serde(default)]
     pub domain: String,
@@ -413,6 +417,7 @@ pub(crate) fn nf_report(nf: &NfRt<'_>, counter_names: &[(usize, String)]) -> NfR
         sandbox: nf.process_ref().map(|p| p.spawn.sandbox.report(nf.slot)),
         startup_us: nf.startup_us.clone(),
         shell_starts: nf.shell_starts,
+        standby_starts: nf.standby_starts,
         domain: String::new(),
         domain_copies: nf.domain_copies,
         restart_times: nf.restart_times,

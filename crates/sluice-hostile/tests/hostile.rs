@@ -19,9 +19,19 @@ fn run(bad_nf: &str) -> Value {
 
 /// `run` with more `settings` lines (each indented two spaces).
 fn run_with(settings: &str, bad_nf: &str) -> Value {
+    run_spec("", settings, bad_nf)
+}
+
+/// `run` with every restart taken over by a standby when one is ready.
+fn run_standby(bad_nf: &str) -> Value {
+    run_spec(", standby: true", "", bad_nf)
+}
+
+/// `run_with` with more keys of `settings.restart` (", key: value").
+fn run_spec(restart: &str, settings: &str, bad_nf: &str) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let spec = format!(
-        "settings:\n  restart: {{ policy: always, max_restarts: 2, backoff_ms: 20 }}\n{settings}\
+        "settings:\n  restart: {{ policy: always, max_restarts: 2, backoff_ms: 20{restart} }}\n{settings}\
          ports:\n\
          \x20 - {{ name: gen_good, kind: generator, flows: 8, protocol: udp, size: 64, rate_pps: 20000, dst_prefix: {GOOD_DST}/32 }}\n\
          \x20 - {{ name: gen_bad, kind: generator, flows: 8, protocol: udp, size: 64, rate_pps: 20000 }}\n\
@@ -176,6 +186,42 @@ fn eating_memory_ends_at_its_limit() {
     assert_eq!(bad["sandbox"]["memory_max_mib"], 32);
     assert_eq!(escaped(&r), 0);
     assert_eq!(port(&r, "out_good"), port(&r, "gen_good"));
+}
+
+#[test]
+fn a_standby_that_takes_over_is_as_confined_as_a_fork() {
+    // Each instance tries to write a file and is killed by its filter;
+    // the restarts are standbys, which install the filter only when
+    // handed their start: they must be killed the same way.
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("pwned");
+    let r = run_standby(&hostile("open_file", target.to_str().unwrap(), "strict"));
+    assert_contained(&r, "open_file from a standby");
+    let bad = nf(&r, "bad");
+    // Three instances (`restarts` counts exits), each killed.
+    assert_eq!(bad["restarts"], 3, "{bad:#}");
+    assert_eq!(bad["sandbox_kills"], 3, "{bad:#}");
+    assert!(bad["standby_starts"].as_u64().unwrap() >= 1, "{bad:#}");
+    assert!(!target.exists());
+}
+
+#[test]
+fn a_standby_keeps_its_memory_limit() {
+    // The standby has its own limit groups from its fork: what it
+    // allocates after the take-over ends at the limit too, and is told
+    // apart from any other kill.
+    let r = run_standby(&hostile("alloc", "", "{ memory_max_mib: 32 }"));
+    let bad = nf(&r, "bad");
+    assert!(bad["standby_starts"].as_u64().unwrap() >= 1, "{bad:#}");
+    assert_eq!(bad["oom_kills"], 3, "{bad:#}");
+    assert!(
+        bad["last_exit"]
+            .as_str()
+            .unwrap_or("")
+            .contains("memory limit"),
+        "{bad:#}"
+    );
+    assert_eq!(escaped(&r), 0);
 }
 
 #[test]

@@ -150,7 +150,7 @@ fn restart(node: &ConfigNode) -> Res<RestartPolicy> {
     let f = Fields::of(node, "a restart policy")?;
     f.deny_unknown(
         "restart",
-        &["policy", "max_restarts", "backoff_ms", "hold_ms"],
+        &["policy", "max_restarts", "backoff_ms", "hold_ms", "standby"],
     )?;
     let d = RestartPolicy::default();
     Ok(RestartPolicy {
@@ -161,6 +161,11 @@ fn restart(node: &ConfigNode) -> Res<RestartPolicy> {
         max_restarts: opt_int(&f, "max_restarts", limits::MAX_RESTARTS)?.unwrap_or(d.max_restarts),
         backoff_ms: opt_int(&f, "backoff_ms", limits::BACKOFF_MS)?.unwrap_or(d.backoff_ms),
         hold_ms: opt_int(&f, "hold_ms", limits::HOLD_MS)?.unwrap_or(d.hold_ms),
+        standby: f
+            .opt("standby")
+            .map(fields::boolean)
+            .transpose()?
+            .unwrap_or(d.standby),
     })
 }
 

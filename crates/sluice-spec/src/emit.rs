@@ -53,6 +53,7 @@ fn settings(s: &Settings) -> Value {
             "max_restarts": s.restart.max_restarts,
             "backoff_ms": s.restart.backoff_ms,
             "hold_ms": s.restart.hold_ms,
+            "standby": s.restart.standby,
         },
         "flow_table": {
             "capacity": s.flow_table.capacity,

@@ -133,6 +133,10 @@ pub struct RestartPolicy {
     /// instance, in milliseconds (`hold_ms`, 0..=3600000, default 1000):
     /// past it they are dropped as `nf_down`.
     pub hold_ms: u64,
+    /// Keep a standby per process NF (`standby`, default false): an
+    /// instance forked, built and confined ahead and parked, which the
+    /// next restart takes over instead of forking. Needs `shells`.
+    pub standby: bool,
 }
 
 impl Default for RestartPolicy {
@@ -142,6 +146,7 @@ impl Default for RestartPolicy {
             max_restarts: 10,
             backoff_ms: 10,
             hold_ms: 1000,
+            standby: false,
         }
     }
 }

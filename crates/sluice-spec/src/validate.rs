@@ -240,6 +240,12 @@ fn settings(cx: &Ctx<'_>) -> Res<()> {
     if let Some(us) = s.wakeup.busy_poll_us {
         cx.limit("settings.wakeup.busy_poll_us", limits::BUSY_POLL_US, us)?;
     }
+    if s.restart.standby && !s.shells {
+        return Err(cx.err(
+            "settings.restart.standby",
+            "a standby is forked from its NF's shell: `standby: true` needs `shells: true`",
+        ));
+    }
     if u32::from(s.batch) > s.ring_size {
         return Err(cx.err(
             "settings.batch",

@@ -85,7 +85,7 @@ fn every_port_kind_selector_and_setting_survives_a_round_trip() {
     let text = serde_json::to_string(&s.to_json()).unwrap();
     let back = sluice_spec::parse_str(&text, "<generated>", &["acl", "mon", "nat"]).unwrap();
     assert_eq!(located_nowhere(back), located_nowhere(s));
-    let text = "settings: { workers: 2, shells: false, restart: { policy: never, hold_ms: 7 }, wakeup: { policy: hybrid, max_batch: 8, timeout_us: 50, busy_poll_us: 0 }, scheduler: { policy: hybrid, yield_every: 0, kernel_class: round_robin } }
+    let text = "settings: { workers: 2, shells: false, restart: { policy: never, hold_ms: 7, standby: false }, wakeup: { policy: hybrid, max_batch: 8, timeout_us: 50, busy_poll_us: 0 }, scheduler: { policy: hybrid, yield_every: 0, kernel_class: round_robin } }
 ports:
   - { name: a, kind: af_packet, interface: veth0, queues: 2, fanout: hash }
   - { name: b, kind: af_packet, interface: veth1 }

@@ -497,6 +497,14 @@ settings:
 ",
         "bad.yaml:3:10: settings.batch: batch (128) must not exceed ring_size (64)",
     );
+    check(
+        "
+settings:
+  shells: false
+  restart: { standby: true }
+",
+        "bad.yaml:3:23: settings.restart.standby: a standby is forked from its NF's shell: `standby: true` needs `shells: true`",
+    );
 }
 
 #[test]

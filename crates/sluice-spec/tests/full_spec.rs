@@ -40,6 +40,7 @@ fn full_spec_loads_into_expected_structs() {
                 max_restarts: 5,
                 backoff_ms: 250,
                 hold_ms: 1000,
+                standby: false,
             },
             flow_table: FlowTableSettings {
                 capacity: 131072,

@@ -71,20 +71,23 @@ impl AsFd for ChildExits {
     }
 }
 
-/// In a freshly forked child: makes `out` its stdout and stderr, points
-/// stdin at `/dev/null` and closes every other descriptor it inherited
-/// (the parent's control socket, other children's pipes, epoll and signal
-/// descriptors), so the child holds only what it was given.
-pub fn isolate_child_stdio(out: OwnedFd) -> io::Result<()> {
+/// In a freshly forked child: makes `out` its stdout and stderr, `input`
+/// its stdin (`None`: `/dev/null`) and closes every other descriptor it
+/// inherited (the parent's control socket, other children's pipes, epoll
+/// and signal descriptors), so the child holds only what it was given.
+pub fn isolate_child_stdio(out: OwnedFd, input: Option<OwnedFd>) -> io::Result<()> {
     rustix::stdio::dup2_stdout(&out)?;
     rustix::stdio::dup2_stderr(&out)?;
-    let null = rustix::fs::open(
-        "/dev/null",
-        rustix::fs::OFlags::RDONLY,
-        rustix::fs::Mode::empty(),
-    )?;
-    rustix::stdio::dup2_stdin(&null)?;
-    drop(null);
+    let input = match input {
+        Some(fd) => fd,
+        None => rustix::fs::open(
+            "/dev/null",
+            rustix::fs::OFlags::RDONLY,
+            rustix::fs::Mode::empty(),
+        )?,
+    };
+    rustix::stdio::dup2_stdin(&input)?;
+    drop(input);
     drop(out);
     close_fds_from(3);
     Ok(())

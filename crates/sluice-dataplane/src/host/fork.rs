@@ -254,6 +254,7 @@ impl ForkHost {
                     generation,
                     pid,
                     shell,
+                    standby,
                 } => {
                     if let Some(i) = self.live.get_mut(&slot) {
                         if i.generation == generation {
@@ -270,6 +271,7 @@ impl ForkHost {
                         generation,
                         pid,
                         shell,
+                        standby,
                     });
                 }
                 FromTemplate::SpawnFailed {
@@ -366,6 +368,13 @@ impl NfHost for ForkHost {
                 }
                 None => i.doomed = true,
             }
+        }
+    }
+
+    fn release(&mut self, slot: u32) {
+        if let Some(t) = &mut self.tpl {
+            // A template that is gone took its standbys with it.
+            let _ = t.chan.send(&ToTemplate::Release { slot });
         }
     }
 

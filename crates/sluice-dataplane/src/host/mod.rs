@@ -20,6 +20,7 @@ mod fork;
 pub mod proto;
 mod sandbox;
 mod shells;
+mod standby;
 mod template;
 
 pub use fork::{ForkHost, HostConfig};
@@ -43,6 +44,9 @@ pub enum HostEvent {
         pid: i32,
         /// Forked from a shell (its NF was built in the template).
         shell: bool,
+        /// A standby took over: forked, built and confined before the
+        /// start (`settings.restart.standby`).
+        standby: bool,
     },
     /// The instance is gone for good: it touches the arena no more.
     Exited {
@@ -100,6 +104,9 @@ pub trait NfHost: Send {
     /// Kills an instance (it broke the ring protocol); its exit arrives as
     /// an event.
     fn kill(&mut self, slot: u32, generation: u32);
+    /// The NF in `slot` will not be started again (it was removed, or
+    /// its restart policy gave up): drop whatever is kept for it.
+    fn release(&mut self, slot: u32);
     /// Appends what happened since the last call, without blocking.
     fn poll(&mut self, events: &mut Vec<HostEvent>);
     /// Sleeps until something may have happened or `timeout_ms` passed.

@@ -4,11 +4,13 @@
 //! ```text
 //! platform → template   (the arena's memfd first, as SCM_RIGHTS)
 //!   Hello { arena layout, calibration, worker }     once, first
-//!   Spawn(SpawnRequest)                             fork an NF into a slot
+//!   Spawn(SpawnRequest)                             start an NF in a slot (a standby's, or a fork)
+//!   Release { slot }                                the slot's NF is gone for good: drop its standby
 //!   Quit                                            kill every NF, reap, exit
 //! template → platform
 //!   Ready { pid }                                   after Hello
-//!   Spawned { slot, generation, pid, shell }        shell: forked from a built NF
+//!   Spawned { slot, generation, pid, shell, standby }  shell: forked from a built NF;
+//!                                                   standby: a parked, confined instance took over
 //!   SpawnFailed { slot, generation, error }         fork failed; nothing left behind
 //!   Exited { slot, generation, pid, status }        reaped
 //!   Log { slot, generation, line }                  a line the NF wrote to stdout/stderr
@@ -111,6 +113,49 @@ pub struct SpawnRequest {
     /// Its trust domain: the process keeps only that domain's packet
     /// buffers mapped (`sluice_mem::Arena::keep_domain`).
     pub domain: u8,
+    /// Keep a standby for the slot: an instance forked, built and
+    /// confined ahead, parked until the next start of the same request
+    /// takes it over (`super::standby`). Only with `shell`.
+    pub standby: bool,
+}
+
+impl SpawnRequest {
+    /// What a standby must have been made from to serve this request:
+    /// the request without what only the start itself decides (its
+    /// generation, restart count and CPU, handed over at the take-over).
+    pub fn standby_key(&self) -> Vec<u8> {
+        let generic = SpawnRequest {
+            generation: 0,
+            restarts: 0,
+            cpu: 0,
+            ..self.clone()
+        };
+        postcard::to_allocvec(&generic).unwrap_or_default()
+    }
+
+    /// A forwarder-like request for slot `slot`, for tests.
+    #[cfg(test)]
+    pub(crate) fn test_request(slot: u32) -> SpawnRequest {
+        SpawnRequest {
+            slot,
+            generation: 0,
+            cpu: 0,
+            loop_cfg: LoopConfig::for_sharing(1, 1, None),
+            recipe: NfRecipe {
+                name: "a".into(),
+                type_name: "quiet".into(),
+                config: sluice_spec::ConfigNode::default(),
+                answers: Vec::new(),
+                replicas: 1,
+                flow_capacity: 1024,
+            },
+            restarts: 0,
+            sandbox: super::SandboxPlan::default(),
+            shell: true,
+            domain: 0,
+            standby: false,
+        }
+    }
 }
 
 /// Platform → template.
@@ -119,8 +164,13 @@ pub struct SpawnRequest {
 pub enum ToTemplate {
     /// First message.
     Hello(Hello),
-    /// Fork an NF.
+    /// Start an NF.
     Spawn(SpawnRequest),
+    /// The NF in this slot will not be started again: kill its standby.
+    Release {
+        /// The slot.
+        slot: u32,
+    },
     /// Kill every NF, reap them, report their exits and exit.
     Quit,
 }
@@ -174,6 +224,8 @@ pub enum FromTemplate {
         pid: i32,
         /// It was forked from a shell: its NF is built already.
         shell: bool,
+        /// A standby took over: forked, built and confined ahead.
+        standby: bool,
     },
     /// The fork failed; nothing was created.
     SpawnFailed {

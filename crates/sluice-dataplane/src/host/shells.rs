@@ -185,6 +185,13 @@ impl Shells {
         }
     }
 
+    /// Whether shell `id` serves every start of its recipe (its build did
+    /// not ask for the restart count), so a standby made from it before
+    /// its start is what that start would have built.
+    pub fn serves_every_start(&self, id: ShellId) -> bool {
+        self.shells.get(&id).is_some_and(|s| s.key.1.is_none())
+    }
+
     /// In a freshly forked child: its own copy of shell `id`'s NF. The
     /// template's copy is untouched (the child's address space is its
     /// own), and the rest of this child's copy of the table is never used.
@@ -245,11 +252,7 @@ fn lowest_free_descriptor() -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::SandboxPlan;
-    use crate::polling::LoopConfig;
-    use crate::recipe::NfRecipe;
     use sluice_nf::{Batch, BuildContext, Context, FrameNeeds};
-    use sluice_spec::ConfigNode;
     use sluice_spec::SpecError;
 
     struct Quiet;
@@ -317,24 +320,12 @@ mod tests {
     ];
 
     fn req(type_name: &str, name: &str, restarts: u32, shell: bool) -> SpawnRequest {
-        SpawnRequest {
-            slot: 0,
-            generation: 0,
-            cpu: 0,
-            loop_cfg: LoopConfig::for_sharing(1, 1, None),
-            recipe: NfRecipe {
-                name: name.into(),
-                type_name: type_name.into(),
-                config: ConfigNode::default(),
-                answers: Vec::new(),
-                replicas: 1,
-                flow_capacity: 1024,
-            },
-            restarts,
-            sandbox: SandboxPlan::default(),
-            shell,
-            domain: 0,
-        }
+        let mut r = SpawnRequest::test_request(0);
+        r.recipe.name = name.into();
+        r.recipe.type_name = type_name.into();
+        r.restarts = restarts;
+        r.shell = shell;
+        r
     }
 
     #[test]

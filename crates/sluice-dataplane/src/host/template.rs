@@ -13,7 +13,7 @@
 //! it wakes only for a request, an exit or a log line (it shares the
 //! data-plane cores, so a timer would preempt whichever NF runs there).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::process::ExitCode;
@@ -25,9 +25,10 @@ use sluice_sys::sandbox::RunFilter;
 use sluice_sys::{ChildExits, Forked, LimitGroups, Pid};
 
 use super::channel::Channel;
-use super::child::nf_main;
+use super::child::{nf_main, standby_main};
 use super::proto::{FromTemplate, Hello, SpawnRequest, ToTemplate, WireStatus};
 use super::shells::{ShellId, Shells};
+use super::standby::{Standbys, Taken};
 use crate::nf_loop::exit_code;
 
 /// The argument that makes the program a template.
@@ -77,8 +78,11 @@ type Chan = Channel<FromTemplate, ToTemplate>;
 struct Child {
     slot: u32,
     generation: u32,
-    /// It is in limit groups (removed when it is reaped).
-    limited: bool,
+    /// The key of its limit groups, if it has limits (removed when it
+    /// is reaped).
+    limits: Option<u32>,
+    /// A standby not yet handed a start (`super::standby`).
+    standby: bool,
     out: OwnedFd,
     partial: Vec<u8>,
     /// The shell it was forked from (released when it is reaped).
@@ -105,6 +109,10 @@ struct Template<'a> {
     run_filter: Option<RunFilter>,
     /// NFs built once, forked many times.
     shells: Shells,
+    /// Instances made ahead, one per slot that asks.
+    standbys: Standbys,
+    /// Limit-group keys of live children.
+    limit_keys: HashSet<u32>,
 }
 
 fn template_main(registry: &'static [NfType]) -> i32 {
@@ -179,6 +187,8 @@ fn template_main(registry: &'static [NfType]) -> i32 {
         limits: None,
         run_filter: None,
         shells: Shells::raised(),
+        standbys: Standbys::default(),
+        limit_keys: HashSet::new(),
     };
     let _ = t.chan.send(&FromTemplate::Ready {
         pid: sluice_sys::getpid().as_raw_nonzero().get(),
@@ -201,12 +211,19 @@ impl Template<'_> {
                 epoll::EventData::new_u64(KEY_CHAN),
                 flags,
             );
-            // Quitting: poll every millisecond until every NF is reaped.
-            let tick = rustix::time::Timespec {
-                tv_sec: 0,
-                tv_nsec: 1_000_000,
+            // Quitting: poll every millisecond until every NF is reaped;
+            // otherwise sleep until asked, or until standbys are due.
+            let wait_ns = if self.quitting {
+                Some(1_000_000)
+            } else {
+                (self.standbys.due_at())
+                    .map(|at| at.saturating_sub(sluice_sys::monotonic_ns()).max(1))
             };
-            let timeout = if self.quitting { Some(&tick) } else { None };
+            let tick = wait_ns.map(|ns| rustix::time::Timespec {
+                tv_sec: (ns / 1_000_000_000) as i64,
+                tv_nsec: (ns % 1_000_000_000) as i64,
+            });
+            let timeout = tick.as_ref();
             ready.clear();
             let _ = epoll::wait(
                 &self.epoll,
@@ -230,12 +247,9 @@ impl Template<'_> {
                 self.chan.recv(&mut msgs);
                 for m in msgs {
                     match m {
-                        ToTemplate::Spawn(req) => {
-                            if let Some(code) = self.spawn(req) {
-                                // This process is the NF child now; it never
-                                // comes back here.
-                                return code;
-                            }
+                        ToTemplate::Spawn(req) => self.spawn(req),
+                        ToTemplate::Release { slot } => {
+                            self.standbys.release(slot);
                         }
                         ToTemplate::Quit => self.quitting = true,
                         ToTemplate::Hello(_) => {}
@@ -254,6 +268,9 @@ impl Template<'_> {
             }
             self.exits.drain();
             self.reap();
+            if !self.quitting {
+                self.make_standbys();
+            }
             if self.quitting && self.children.is_empty() {
                 self.chan.flush();
                 return 0;
@@ -261,65 +278,134 @@ impl Template<'_> {
         }
     }
 
-    /// Forks an NF; returns `Some(exit code)` in the child (after its NF
-    /// loop ended), `None` in the template.
-    fn spawn(&mut self, req: SpawnRequest) -> Option<i32> {
+    /// Starts an NF: hands the start to the slot's standby, or forks.
+    fn spawn(&mut self, req: SpawnRequest) {
         let (slot, generation) = (req.slot, req.generation);
-        let fail = |chan: &mut Chan, error: String| {
-            let _ = chan.send(&FromTemplate::SpawnFailed {
-                slot,
-                generation,
-                error,
-            });
-        };
         if self.arena.slot_domain(slot) != Some(usize::from(req.domain)) {
             // The child keeps only its domain's slots: one in another
             // domain would be withdrawn under its feet.
-            fail(
-                &mut self.chan,
-                format!(
-                    "slot {slot} is not one of trust domain {}'s slots",
-                    req.domain
-                ),
+            let error = format!(
+                "slot {slot} is not one of trust domain {}'s slots",
+                req.domain
             );
-            return None;
+            self.fail(slot, generation, error);
+            return;
         }
-        let (r, w) = match sluice_sys::output_pipe() {
-            Ok(p) => p,
-            Err(e) => {
-                fail(
-                    &mut self.chan,
-                    format!("cannot create its output pipe: {e}"),
-                );
-                return None;
+        let now = sluice_sys::monotonic_ns();
+        if !req.standby {
+            // Standbys were turned off since this slot's was made.
+            self.standbys.release(slot);
+        }
+        if req.standby {
+            if let Taken::Handed { pid } = self.standbys.take(&req) {
+                if let Some(c) = self.children.get_mut(&pid) {
+                    c.generation = generation;
+                    c.standby = false;
+                }
+                let _ = self.chan.send(&FromTemplate::Spawned {
+                    slot,
+                    generation,
+                    pid,
+                    shell: true,
+                    standby: true,
+                });
+                self.standbys.want(&req, now);
+                return;
             }
+        }
+        match self.fork_nf(&req, false) {
+            Ok((pid, shell)) => {
+                let _ = self.chan.send(&FromTemplate::Spawned {
+                    slot,
+                    generation,
+                    pid,
+                    shell: shell.is_some(),
+                    standby: false,
+                });
+                if req.standby && shell.is_some_and(|id| self.shells.serves_every_start(id)) {
+                    self.standbys.want(&req, now);
+                }
+            }
+            Err(e) => self.fail(slot, generation, e),
+        }
+    }
+
+    fn fail(&mut self, slot: u32, generation: u32, error: String) {
+        let _ = self.chan.send(&FromTemplate::SpawnFailed {
+            slot,
+            generation,
+            error,
+        });
+    }
+
+    /// Makes the standbys that are due (`super::standby`).
+    fn make_standbys(&mut self) {
+        for req in self.standbys.due(sluice_sys::monotonic_ns()) {
+            if let Err(e) = self.fork_nf(&req, true) {
+                let line = format!("cannot make a standby for slot {}: {e}", req.slot);
+                self.send_log(TEMPLATE_SLOT, 0, line);
+            }
+        }
+    }
+
+    /// Forks an instance of `req` (a standby when `standby`): its pid and
+    /// the shell it was forked from. The child never returns.
+    fn fork_nf(
+        &mut self,
+        req: &SpawnRequest,
+        standby: bool,
+    ) -> Result<(i32, Option<ShellId>), String> {
+        let slot = req.slot;
+        let (r, w) =
+            sluice_sys::output_pipe().map_err(|e| format!("cannot create its output pipe: {e}"))?;
+        // A standby's stdin: where its start comes from.
+        let (input, handover) = if standby {
+            let (i, h) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+                .map_err(|e| format!("cannot create its hand-over pipe: {e}"))?;
+            (Some(i), Some(h))
+        } else {
+            (None, None)
         };
-        let join = match super::sandbox::prepare_limits(&mut self.limits, slot, &req.sandbox) {
-            Ok(join) => join,
-            Err(e) => {
-                fail(&mut self.chan, format!("cannot set its limits: {e}"));
-                return None;
+        // An instance and its standby are two processes: limit groups of
+        // their own, two per slot.
+        let limits = req.sandbox.limits().any().then(|| {
+            let key = slot.wrapping_mul(2);
+            if self.limit_keys.contains(&key) {
+                key + 1
+            } else {
+                key
+            }
+        });
+        let join = match limits {
+            Some(key) => super::sandbox::prepare_limits(&mut self.limits, key, &req.sandbox)
+                .map_err(|e| format!("cannot set its limits: {e}"))?,
+            None => Vec::new(),
+        };
+        let release_limits = |t: &mut Self| {
+            if let (Some(key), Some(g)) = (limits, &t.limits) {
+                g.remove(key);
             }
         };
         if req.sandbox.seccomp && self.run_filter.is_none() {
             match RunFilter::compile() {
                 Ok(f) => self.run_filter = Some(f),
                 Err(e) => {
-                    fail(&mut self.chan, format!("cannot compile its sandbox: {e}"));
-                    return None;
+                    release_limits(self);
+                    return Err(format!("cannot compile its sandbox: {e}"));
                 }
             }
         }
         // Built here once per recipe (and kept), or `None`: the child
         // builds its own, as without shells.
-        let shell = self.shells.acquire(&req, self.registry);
+        let shell = self.shells.acquire(req, self.registry);
         let me = sluice_sys::getpid();
         match sluice_sys::fork_single_threaded() {
             Ok(Forked::Child) => {
                 drop(r);
+                drop(handover);
                 ChildExits::unblock_in_child();
                 let _ = sluice_sys::die_with_parent(me);
-                if sluice_sys::isolate_child_stdio(w).is_err() {
+                if sluice_sys::isolate_child_stdio(w, input).is_err() {
                     std::process::exit(exit_code::SPAWN_FAILED);
                 }
                 // Into its limit groups before any of its own code runs.
@@ -338,10 +424,11 @@ impl Template<'_> {
                 let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     let filter = self.run_filter.as_ref();
                     let built = shell.and_then(|id| self.shells.take_in_child(id));
-                    nf_main(
+                    let main = if standby { standby_main } else { nf_main };
+                    main(
                         &mut self.arena,
                         self.hello.worker,
-                        &req,
+                        req,
                         (self.registry, built),
                         me,
                         filter,
@@ -352,6 +439,7 @@ impl Template<'_> {
             }
             Ok(Forked::Parent(pid)) => {
                 drop(w);
+                drop(input);
                 let raw = pid.as_raw_nonzero().get();
                 let _ = epoll::add(
                     &self.epoll,
@@ -359,35 +447,34 @@ impl Template<'_> {
                     epoll::EventData::new_u64(raw as u64),
                     epoll::EventFlags::IN,
                 );
+                if let Some(key) = limits {
+                    self.limit_keys.insert(key);
+                }
                 self.children.insert(
                     raw,
                     Child {
                         slot,
-                        generation,
-                        limited: !join.is_empty(),
+                        generation: if standby { u32::MAX } else { req.generation },
+                        limits,
+                        standby,
                         out: r,
                         partial: Vec::new(),
                         shell,
                     },
                 );
-                let _ = self.chan.send(&FromTemplate::Spawned {
-                    slot,
-                    generation,
-                    pid: raw,
-                    shell: shell.is_some(),
-                });
+                if let Some(h) = handover {
+                    self.standbys.parked(req, raw, h);
+                }
+                Ok((raw, shell))
             }
             Err(e) => {
-                if let (false, Some(g)) = (join.is_empty(), &self.limits) {
-                    g.remove(slot);
-                }
+                release_limits(self);
                 if let Some(id) = shell {
                     self.shells.release(id);
                 }
-                fail(&mut self.chan, format!("fork failed: {e}"))
+                Err(format!("fork failed: {e}"))
             }
         }
-        None
     }
 
     /// Relays the complete lines an NF wrote; with `flush` (it exited),
@@ -455,10 +542,22 @@ impl Template<'_> {
                 if let Some(id) = c.shell {
                     self.shells.release(id);
                 }
-                let status = match (c.limited, &self.limits) {
-                    (true, Some(g)) => super::sandbox::release_limits(g, c.slot, status),
+                let status = match (c.limits, &self.limits) {
+                    (Some(key), Some(g)) => {
+                        self.limit_keys.remove(&key);
+                        super::sandbox::release_limits(g, key, status)
+                    }
                     _ => status,
                 };
+                if c.standby {
+                    // It never served: the platform does not know it.
+                    self.standbys.lost(c.slot, raw);
+                    if !self.quitting {
+                        let line = format!("a standby for slot {} ended ({status})", c.slot);
+                        self.send_log(TEMPLATE_SLOT, 0, line);
+                    }
+                    continue;
+                }
                 let _ = self.chan.send(&FromTemplate::Exited {
                     slot: c.slot,
                     generation: c.generation,

@@ -530,6 +530,9 @@ impl Runtime {
                             .effective(sluice_sys::sandbox::can_change_identity()),
                         shell: shells,
                         domain: n.domain,
+                        // Decided at each start by the worker's restart
+                        // policy, which may change live.
+                        standby: false,
                     })),
                 };
                 add.push(NewNf {

@@ -178,8 +178,11 @@ impl<'a> Worker<'a> {
             let rt = self.instantiate(n, now);
             nfs.push(rt);
         }
+        // The change's restart policy: it takes effect at the commit, and
+        // these instances serve from then on.
+        let standby = change.restart.standby;
         for nf in &mut nfs {
-            if let Err(e) = super::supervise::spawn(&mut self.host, nf, now) {
+            if let Err(e) = super::supervise::spawn(&mut self.host, nf, now, standby) {
                 failure.get_or_insert(e);
             }
         }
@@ -271,6 +274,7 @@ impl<'a> Worker<'a> {
             oom_kills: 0,
             startup_us: Vec::new(),
             shell_starts: 0,
+            standby_starts: 0,
             restart_times: Default::default(),
             wakeups: 0,
             domain_copies: 0,
@@ -458,6 +462,9 @@ impl<'a> Worker<'a> {
             nf.retire_instance();
             nf.control.state.store(state::EMPTY, Ordering::Relaxed);
             self.fold_away(&nf);
+            if let (Some(h), true) = (&mut self.host, nf.process_ref().is_some()) {
+                h.release(nf.slot);
+            }
             self.mail.free_slot(nf.slot);
         }
     }

@@ -27,11 +27,13 @@ use crate::nf_rt::{Exec, NfRt, Phase};
 use crate::plan::Hop;
 use crate::wakeup::WakeGate;
 
-/// Asks the host to start `nf` as a new generation in its slot.
+/// Asks the host to start `nf` as a new generation in its slot, keeping a
+/// standby for its next start when `standby` (`settings.restart.standby`).
 pub(super) fn spawn<'a>(
     host: &mut Option<Box<dyn NfHost + 'a>>,
     nf: &mut NfRt<'_>,
     now: u64,
+    standby: bool,
 ) -> Result<(), String> {
     let control = nf.control;
     let restarts = nf.restarts;
@@ -53,6 +55,7 @@ pub(super) fn spawn<'a>(
     let mut req = p.spawn.clone();
     req.generation = p.generation;
     req.restarts = restarts;
+    req.standby = standby && req.shell;
     let host = host
         .as_mut()
         .ok_or("process NFs need an NF host (the template process)")?;
@@ -118,6 +121,7 @@ impl<'a> Worker<'a> {
                 generation,
                 pid,
                 shell,
+                standby,
             } => {
                 let nf = match self.live_by_slot(slot) {
                     Some(i) => self.nfs[i as usize].as_mut(),
@@ -130,6 +134,7 @@ impl<'a> Worker<'a> {
                 p.pid = pid;
                 self.sched.spawned(slot, pid);
                 nf.shell_starts += u32::from(shell);
+                nf.standby_starts += u32::from(standby);
             }
             HostEvent::Exited {
                 slot,
@@ -278,6 +283,9 @@ impl<'a> Worker<'a> {
         self.logbook.push(&name, self.cfg.index, "platform", what);
         if !allowed {
             self.drop_queue(i);
+            if let Some(h) = &mut self.host {
+                h.release(slot);
+            }
         }
         // End markers the dead instance had taken in move on past it;
         // those still queued wait for the next instance like packets.
@@ -316,7 +324,7 @@ impl<'a> Worker<'a> {
         let Some(nf) = self.nfs[i as usize].as_mut() else {
             return;
         };
-        if let Err(e) = spawn(&mut self.host, nf, now) {
+        if let Err(e) = spawn(&mut self.host, nf, now, self.cfg.restart.standby) {
             tracing::error!("cannot restart NF {}: {e}", nf.name);
             self.drop_queue(i);
         }
