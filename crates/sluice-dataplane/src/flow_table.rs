@@ -94,6 +94,13 @@ pub struct FlowTable {
     /// refresh the entry alone, so a packet touches two lines, not three.
     expiry: Vec<u64>,
     free: Vec<u32>,
+    /// Ids of the `Closing` flows, and where each id is in it
+    /// (`closing_at[id]`, meaningful only while it is closing), so that
+    /// listing them (a crashed NF's end markers) costs the closing flows,
+    /// not a walk of the table: at 65,536 entries the walk held up every
+    /// restart, and the worker's packets, for ~0.4 ms.
+    closing: Vec<u32>,
+    closing_at: Vec<u32>,
     hand: usize,
     idle_ns: u64,
     close_ns: u64,
@@ -131,6 +138,8 @@ impl FlowTable {
             entries: sluice_sys::vec_on_huge_pages(capacity as usize, blank),
             expiry: sluice_sys::vec_on_huge_pages(capacity as usize, u64::MAX),
             free: (0..capacity).rev().collect(),
+            closing: Vec::with_capacity(capacity as usize),
+            closing_at: vec![0; capacity as usize],
             hand: 0,
             idle_ns,
             close_ns,
@@ -328,6 +337,8 @@ impl FlowTable {
         let e = &mut self.entries[id as usize];
         e.state = FlowState::Closing;
         e.marker_hop = 0;
+        self.closing_at[id as usize] = self.closing.len() as u32;
+        self.closing.push(id);
         self.stats.ended += 1;
         true
     }
@@ -339,6 +350,11 @@ impl FlowTable {
             if e.state == FlowState::Closing {
                 e.state = FlowState::Free;
                 self.free.push(id);
+                let at = self.closing_at[id as usize] as usize;
+                self.closing.swap_remove(at);
+                if let Some(&moved) = self.closing.get(at) {
+                    self.closing_at[moved as usize] = at as u32;
+                }
             }
         }
     }
@@ -371,11 +387,7 @@ impl FlowTable {
 
     /// Ids of flows whose end marker is on its way.
     pub fn closing_ids(&self) -> impl Iterator<Item = u32> + '_ {
-        self.entries
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e.state == FlowState::Closing)
-            .map(|(i, _)| i as u32)
+        self.closing.iter().copied()
     }
 
     /// Moves flow `id` to chain `chain` (its own chain was removed).
@@ -558,6 +570,44 @@ mod tests {
                         model.retain(|_, &mut (_, d, _)| d > now);
                     }
                 }
+            }
+        }
+
+        /// The list of closing flows is always exactly the entries in
+        /// `Closing`, under inserts, closes and releases in any order.
+        #[test]
+        fn closing_ids_are_the_closing_entries(
+            ops in proptest::collection::vec((0u32..16, 0u8..3), 1..300)
+        ) {
+            let mut t = FlowTable::new(16, u64::MAX / 2, 1);
+            let mut ids: HashMap<u32, u32> = HashMap::new();
+            for (k, op) in ops {
+                let fk = key(k);
+                match op {
+                    0 => {
+                        if let Ok(id) = t.lookup_or_insert(&fk, fk.symmetric_hash(), 0, || Some(0)) {
+                            ids.insert(k, id);
+                        }
+                    }
+                    1 => {
+                        if let Some(&id) = ids.get(&k) {
+                            t.close(id);
+                        }
+                    }
+                    _ => {
+                        if let Some(id) = ids.remove(&k) {
+                            t.release(id);
+                        }
+                    }
+                }
+                let mut listed: Vec<u32> = t.closing_ids().collect();
+                let mut scanned: Vec<u32> = (t.entries.iter().enumerate())
+                    .filter(|(_, e)| e.state == FlowState::Closing)
+                    .map(|(i, _)| i as u32)
+                    .collect();
+                listed.sort_unstable();
+                scanned.sort_unstable();
+                prop_assert_eq!(listed, scanned);
             }
         }
 

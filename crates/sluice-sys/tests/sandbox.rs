@@ -60,6 +60,7 @@ fn the_loop_runs_confined() {
         };
         std::thread::sleep(std::time::Duration::from_micros(50));
         let _ = std::collections::HashMap::<u32, u32>::new(); // hash seeds
+        sluice_sys::set_thread_name("nf:renamed"); // a standby's hand-over
         let n = rustix::io::write(&w, b"ok").unwrap_or(0);
         eprint!(""); // stderr
         i32::from(n != 2)
@@ -76,7 +77,7 @@ fn the_loop_runs_confined() {
 /// Every forbidden act ends the NF by SIGSYS, at the call.
 fn forbidden_acts_kill() {
     type Act = fn() -> i32;
-    let acts: [(&str, Act); 7] = [
+    let acts: [(&str, Act); 8] = [
         ("open a file", || {
             std::fs::File::open("/etc/hostname").map_or(1, |_| 2)
         }),
@@ -109,6 +110,10 @@ fn forbidden_acts_kill() {
                 0 => unsafe { libc::_exit(0) },
                 _ => 3,
             }
+        }),
+        ("prctl other than reading the auxiliary vector or renaming itself", || {
+            // SAFETY: PR_SET_DUMPABLE takes integers only.
+            unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) }
         }),
         ("execve", || {
             let e = std::process::Command::new("/bin/true").status();

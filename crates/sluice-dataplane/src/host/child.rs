@@ -42,7 +42,7 @@ pub(super) fn nf_main(
         Ordering::Relaxed,
     );
     let registry = nf.0;
-    match prepare(arena, req, nf, template, Some(filter)) {
+    match prepare(arena, req, nf, template, filter) {
         Ok(nf) => run(arena, (worker, registry), req, req.restarts, nf),
         Err(code) => {
             // Said on stderr already; the platform reads the state.
@@ -55,10 +55,11 @@ pub(super) fn nf_main(
 }
 
 /// Runs a standby of `req`'s slot (`super::standby`): made ready exactly
-/// as [`nf_main`] makes an instance, without touching the slot (another
-/// instance may run in it), then parked on `handover` until the template
-/// hands it a start. A failure before that is the template's to see; an
-/// end of `handover` (the template let it go) is a clean exit.
+/// as [`nf_main`] makes an instance, sandbox closed, without touching the
+/// slot (another instance may run in it), then parked on its stdin until
+/// the template hands it a start. A failure before that is the
+/// template's to see; the end of its stdin (the template let it go) is a
+/// clean exit.
 pub(super) fn standby_main(
     arena: &mut Arena,
     worker: u32,
@@ -69,7 +70,7 @@ pub(super) fn standby_main(
 ) -> i32 {
     let registry = nf.0;
     let name = &req.recipe.name;
-    let nf = match prepare(arena, req, nf, template, None) {
+    let nf = match prepare(arena, req, nf, template, filter) {
         Ok(nf) => nf,
         Err(code) => return code,
     };
@@ -83,11 +84,9 @@ pub(super) fn standby_main(
         eprintln!("sluice: standby of NF {name}: {e}");
         return exit_code::SPAWN_FAILED;
     }
+    // Allowed by its filter (`prctl(PR_SET_NAME)`): renaming itself is
+    // all the hand-over needs; the sandbox closed before it waited.
     sluice_sys::set_thread_name(&format!("nf:{name}"));
-    if let Err(e) = req.sandbox.install_filter(filter) {
-        eprintln!("sluice: NF {name} cannot close its sandbox: {e}");
-        return exit_code::SANDBOX_FAILED;
-    }
     arena.nf_control(req.slot).pid.store(
         sluice_sys::getpid().as_raw_nonzero().get() as u32,
         Ordering::Relaxed,
@@ -96,15 +95,14 @@ pub(super) fn standby_main(
 }
 
 /// Everything before the first packet: trust domain, sandbox, pinning,
-/// the NF (from its shell or built) and its handles; the allow-list too
-/// when `filter` is `Some` (a standby installs it once handed a start).
-/// An error is printed and returned as the exit code.
+/// the NF (from its shell or built) and its handles. An error is printed
+/// and returned as the exit code.
 fn prepare(
     arena: &mut Arena,
     req: &SpawnRequest,
     (registry, built): (&[NfType], Option<Box<dyn sluice_nf::NetworkFunction>>),
     template: Pid,
-    filter: Option<Option<&RunFilter>>,
+    filter: Option<&RunFilter>,
 ) -> Result<Box<dyn sluice_nf::NetworkFunction>, i32> {
     let name = &req.recipe.name;
     // Another trust domain's packets leave this address space before any
@@ -145,11 +143,7 @@ fn prepare(
     // Back to the NFs' priority (the template's, inherited, is for the
     // start only), before the sandbox closes over setpriority.
     let _ = sluice_sys::set_own_nice(0);
-    let closed = match filter {
-        Some(f) => req.sandbox.confine(req.slot, template, f),
-        None => req.sandbox.confine_identity(req.slot, template),
-    };
-    if let Err(e) = closed {
+    if let Err(e) = req.sandbox.confine(req.slot, template, filter) {
         return Err(sandbox_failed("close", e));
     }
     Ok(nf)

@@ -147,13 +147,19 @@ impl ForkHost {
         let mut msgs = Vec::new();
         let program = self.cfg.program.display();
         let stopped = |child: &mut std::process::Child| {
-            let why = match child.wait() {
+            let status = child.wait();
+            let why = match &status {
                 Ok(s) => format!("it exited ({s})"),
                 Err(e) => e.to_string(),
             };
+            // A template that failed said why on stderr (the platform's);
+            // any other exit is a program that did not act as a template.
+            let hint = match status.ok().and_then(|s| s.code()) {
+                Some(super::template::START_FAILED) => "its reason is on standard error above",
+                _ => "was it built with `template_main_if_invoked` in main?",
+            };
             io::Error::other(format!(
-                "the NF template ({program}) stopped before it was ready: {why}; was it built \
-                 with `template_main_if_invoked` in main?"
+                "the NF template ({program}) stopped before it was ready: {why}; {hint}"
             ))
         };
         let ready = match setup {

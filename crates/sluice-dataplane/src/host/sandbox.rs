@@ -118,15 +118,6 @@ impl SandboxPlan {
         template: sluice_sys::Pid,
         filter: Option<&RunFilter>,
     ) -> std::io::Result<()> {
-        self.confine_identity(slot, template)?;
-        self.install_filter(filter)
-    }
-
-    /// Step 2 without the allow-list: namespaces, uid, capabilities. A
-    /// standby (`super::standby`) stops here until it is handed a start,
-    /// so it can still take its NF's name; [`Self::install_filter`] ends
-    /// the step.
-    pub fn confine_identity(&self, slot: u32, template: sluice_sys::Pid) -> std::io::Result<()> {
         if self.is_off() {
             return Ok(());
         }
@@ -139,22 +130,9 @@ impl SandboxPlan {
                 mount: self.mount,
             },
             drop_capabilities: !self.capabilities,
-            seccomp: false,
+            seccomp: self.seccomp,
         };
-        sluice_sys::sandbox::confine(&c, template, None)
-    }
-
-    /// The allow-list, last of step 2 (a no-op without `seccomp`).
-    pub fn install_filter(&self, filter: Option<&RunFilter>) -> std::io::Result<()> {
-        if self.is_off() || !self.seccomp {
-            return Ok(());
-        }
-        let c = Confinement {
-            seccomp: true,
-            ..Confinement::default()
-        };
-        // Its pid is only the template's stand-in until now: unused.
-        sluice_sys::sandbox::confine(&c, sluice_sys::getpid(), filter)
+        sluice_sys::sandbox::confine(&c, template, filter)
     }
 }
 

@@ -115,18 +115,30 @@ struct Template<'a> {
     limit_keys: HashSet<u32>,
 }
 
+/// The exit code of a template that could not start; it has said why on
+/// its stderr (the platform's, as it has no tracing subscriber).
+pub(super) const START_FAILED: i32 = 2;
+
+fn start_failed(why: impl std::fmt::Display) -> i32 {
+    eprintln!("sluice-template: {why}");
+    START_FAILED
+}
+
 fn template_main(registry: &'static [NfType]) -> i32 {
     sluice_sys::ignore_terminal_signals();
     sluice_sys::set_thread_name("sluice-template");
     sluice_sys::raise_nofile_limit();
-    let Ok(sock) = std::io::stdin().as_fd().try_clone_to_owned() else {
-        return 2;
+    let sock = match std::io::stdin().as_fd().try_clone_to_owned() {
+        Ok(s) => s,
+        Err(e) => return start_failed(format_args!("no control socket on stdin: {e}")),
     };
-    let Ok(mut chan) = Chan::new(UnixStream::from(sock)) else {
-        return 2;
+    let mut chan = match Chan::new(UnixStream::from(sock)) {
+        Ok(c) => c,
+        Err(e) => return start_failed(format_args!("unusable control socket: {e}")),
     };
-    let Ok(fds) = chan.recv_fds(10_000) else {
-        return 2;
+    let fds = match chan.recv_fds(10_000) {
+        Ok(f) => f,
+        Err(e) => return start_failed(format_args!("cannot receive the arena: {e}")),
     };
     let hello = loop {
         let mut msgs = Vec::new();
@@ -136,7 +148,7 @@ fn template_main(registry: &'static [NfType]) -> i32 {
             break h;
         }
         if chan.is_closed() {
-            return 2;
+            return start_failed("the platform closed the socket before its hello");
         }
     };
     if let Some(p) = Pid::from_raw(hello.platform_pid) {
@@ -147,12 +159,7 @@ fn template_main(registry: &'static [NfType]) -> i32 {
     let l = hello.arena;
     let arena = match Arena::attach(fds, l.config(), l.len, l.hugepages) {
         Ok(a) => a,
-        Err(e) => {
-            // This process has no tracing subscriber: its stderr is the
-            // platform's, and the platform reports the exit as well.
-            eprintln!("sluice-template: cannot map the arena: {e}");
-            return 2;
-        }
+        Err(e) => return start_failed(format_args!("cannot map the arena: {e}")),
     };
     let setup = (|| -> std::io::Result<(OwnedFd, ChildExits)> {
         let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
@@ -171,8 +178,9 @@ fn template_main(registry: &'static [NfType]) -> i32 {
         )?;
         Ok((ep, exits))
     })();
-    let Ok((epoll, exits)) = setup else {
-        return 2;
+    let (epoll, exits) = match setup {
+        Ok(s) => s,
+        Err(e) => return start_failed(format_args!("cannot watch its socket and children: {e}")),
     };
     let mut t = Template {
         chan,

@@ -45,7 +45,7 @@ macro_rules! entries {
 /// What an NF may do once it runs. Anything else kills it (`SIGSYS`).
 /// `mmap` and `mprotect` are allowed without `PROT_EXEC` only, `tgkill`
 /// and `tkill` only at the NF itself, `prctl` only to read the auxiliary
-/// vector, `fcntl` only to read flags (see [`run_filter`]).
+/// vector or rename itself, `fcntl` only to read flags (see [`run_filter`]).
 pub const RUN_ALLOWED: &[Entry] = entries! {
     SYS_write => "log lines (its stderr is a pipe to the template) and records to handles opened before the sandbox closed",
     SYS_writev => "vectored writes of the same",
@@ -82,7 +82,7 @@ pub const RUN_ALLOWED: &[Entry] = entries! {
     SYS_restart_syscall => "a sleep interrupted by a stop/continue",
     SYS_tgkill => "abort() signals itself",
     SYS_tkill => "same, older libcs",
-    SYS_prctl => "PR_GET_AUXV only: std's CPU feature detection reads the auxiliary vector on first use",
+    SYS_prctl => "PR_GET_AUXV: std's CPU feature detection reads the auxiliary vector on first use; PR_SET_NAME: a standby takes its NF's name when handed its start (it renames only itself)",
     SYS_exit => "ending",
     SYS_exit_group => "ending",
 };
@@ -127,7 +127,10 @@ impl RunFilter {
                 libc::SYS_tgkill | libc::SYS_tkill => {
                     vec![vec![Cond::Eq(0, u64::from(PID_PLACEHOLDER))]]
                 }
-                libc::SYS_prctl => vec![vec![Cond::Eq(0, PR_GET_AUXV)]],
+                libc::SYS_prctl => vec![
+                    vec![Cond::Eq(0, PR_GET_AUXV)],
+                    vec![Cond::Eq(0, libc::PR_SET_NAME as u64)],
+                ],
                 libc::SYS_fcntl => vec![
                     vec![Cond::Eq(1, libc::F_GETFD as u64)],
                     vec![Cond::Eq(1, libc::F_GETFL as u64)],
