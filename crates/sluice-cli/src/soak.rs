@@ -50,6 +50,8 @@ struct Soak {
     restarts: u64,
     restart_us_mean: f64,
     restart_us_max: f64,
+    /// Restarts that took more than 1 ms.
+    restarts_over_1ms: u64,
     /// The same per NF: where restart time goes (an NF's build, its
     /// tables, is most of it).
     restarts_by_nf: std::collections::BTreeMap<String, sluice_dataplane::nf_rt::RestartTimes>,
@@ -289,6 +291,7 @@ fn add_last_run(s: &mut Soak, daemon: &Daemon) -> Result<(), String> {
             .or_default()
             .merge(t);
         s.restarts += u64::from(t.count);
+        s.restarts_over_1ms += u64::from(t.over_1ms);
         s.shell_starts += u64::from(nf.shell_starts);
         s.standby_starts += u64::from(nf.standby_starts);
         s.restart_us_mean += t.total_us;
@@ -365,8 +368,14 @@ fn print_table(s: &Soak) {
         s.packets_in, s.packets_out, s.lost, s.held, s.loss_vs_held
     );
     println!(
-        "  kills {}  restarts {} (mean {:.0} µs, max {:.0} µs)  changes {} ({} refused)",
-        s.kills, s.restarts, s.restart_us_mean, s.restart_us_max, s.changes, s.changes_failed
+        "  kills {}  restarts {} (mean {:.0} µs, max {:.0} µs, {} over 1 ms)  changes {} ({} refused)",
+        s.kills,
+        s.restarts,
+        s.restart_us_mean,
+        s.restart_us_max,
+        s.restarts_over_1ms,
+        s.changes,
+        s.changes_failed
     );
     println!(
         "  shells {}  starts from a shell {}  standby {}  restarts taken over by one {}",

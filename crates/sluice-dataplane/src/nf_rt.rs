@@ -246,6 +246,10 @@ pub struct RestartTimes {
     pub total_us: f64,
     /// The longest, µs.
     pub max_us: f64,
+    /// Those that took more than 1 ms (the isolation issue's bound for
+    /// each restart).
+    #[serde(default)]
+    pub over_1ms: u32,
 }
 
 impl RestartTimes {
@@ -254,6 +258,7 @@ impl RestartTimes {
         self.count += 1;
         self.total_us += us;
         self.max_us = self.max_us.max(us);
+        self.over_1ms += u32::from(us > 1_000.0);
     }
 
     /// Adds `other`'s restarts (another worker's instances of one NF).
@@ -261,5 +266,25 @@ impl RestartTimes {
         self.count += other.count;
         self.total_us += other.total_us;
         self.max_us = self.max_us.max(other.max_us);
+        self.over_1ms += other.over_1ms;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RestartTimes;
+
+    #[test]
+    fn restart_times_count_those_over_the_bound_and_merge() {
+        let mut a = RestartTimes::default();
+        for us in [250.0, 1_000.0, 1_000.5, 4_000.0] {
+            a.record(us);
+        }
+        assert_eq!((a.count, a.over_1ms, a.max_us), (4, 2, 4_000.0));
+        let mut b = RestartTimes::default();
+        b.record(1_500.0);
+        a.merge(&b);
+        assert_eq!((a.count, a.over_1ms), (5, 3));
+        assert_eq!(a.total_us, 7_750.5);
     }
 }

@@ -111,10 +111,13 @@ fn forbidden_acts_kill() {
                 _ => 3,
             }
         }),
-        ("prctl other than reading the auxiliary vector or renaming itself", || {
-            // SAFETY: PR_SET_DUMPABLE takes integers only.
-            unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) }
-        }),
+        (
+            "prctl other than reading the auxiliary vector or renaming itself",
+            || {
+                // SAFETY: PR_SET_DUMPABLE takes integers only.
+                unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) }
+            },
+        ),
         ("execve", || {
             let e = std::process::Command::new("/bin/true").status();
             e.map_or(1, |_| 2)
