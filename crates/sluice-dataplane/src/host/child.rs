@@ -3,7 +3,7 @@
 //! or build it, open its handles, close the sandbox and run the NF loop;
 //! or, as a standby, do all of that but the loop and wait to be handed a
 //! start.
-//! Apart from the template's own loop (`template.rs`) because this code
+//! Apart from the template's own loop (`template/`) because this code
 //! runs in another process, after the fork, with none of the template's
 //! descriptors.
 

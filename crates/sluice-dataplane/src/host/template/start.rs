@@ -1,0 +1,217 @@
+//! How the template starts an NF: by handing the start to the slot's
+//! standby (`super::super::standby`), or by forking an instance (or a
+//! standby) from the recipe's shell. Apart from the template's loop
+//! (`mod.rs`) because this is the code that forks: what runs in the child
+//! and what the template keeps of it.
+
+use rustix::event::epoll;
+use sluice_sys::sandbox::RunFilter;
+use sluice_sys::{ChildExits, Forked, LimitGroups};
+
+use super::super::child::{nf_main, standby_main};
+use super::super::proto::{FromTemplate, SpawnRequest};
+use super::super::shells::ShellId;
+use super::super::standby::Taken;
+use super::{Child, Template, TEMPLATE_SLOT};
+use crate::nf_loop::exit_code;
+
+impl Template<'_> {
+    /// Starts an NF: hands the start to the slot's standby, or forks.
+    pub(super) fn spawn(&mut self, req: SpawnRequest) {
+        let (slot, generation) = (req.slot, req.generation);
+        if self.arena.slot_domain(slot) != Some(usize::from(req.domain)) {
+            // The child keeps only its domain's slots: one in another
+            // domain would be withdrawn under its feet.
+            let error = format!(
+                "slot {slot} is not one of trust domain {}'s slots",
+                req.domain
+            );
+            self.fail(slot, generation, error);
+            return;
+        }
+        let now = sluice_sys::monotonic_ns();
+        if !req.standby {
+            // Standbys were turned off since this slot's was made.
+            self.standbys.release(slot);
+        }
+        if req.standby {
+            if let Taken::Handed { pid } = self.standbys.take(&req) {
+                if let Some(c) = self.children.get_mut(&pid) {
+                    c.generation = generation;
+                    c.standby = false;
+                }
+                let _ = self.chan.send(&FromTemplate::Spawned {
+                    slot,
+                    generation,
+                    pid,
+                    shell: true,
+                    standby: true,
+                });
+                self.standbys.want(&req, now);
+                return;
+            }
+        }
+        match self.fork_nf(&req, false) {
+            Ok((pid, shell)) => {
+                let _ = self.chan.send(&FromTemplate::Spawned {
+                    slot,
+                    generation,
+                    pid,
+                    shell: shell.is_some(),
+                    standby: false,
+                });
+                if req.standby && shell.is_some_and(|id| self.shells.serves_every_start(id)) {
+                    self.standbys.want(&req, now);
+                }
+            }
+            Err(e) => self.fail(slot, generation, e),
+        }
+    }
+
+    fn fail(&mut self, slot: u32, generation: u32, error: String) {
+        let _ = self.chan.send(&FromTemplate::SpawnFailed {
+            slot,
+            generation,
+            error,
+        });
+    }
+
+    /// Makes the standbys that are due (`super::standby`).
+    pub(super) fn make_standbys(&mut self) {
+        for req in self.standbys.due(sluice_sys::monotonic_ns()) {
+            if let Err(e) = self.fork_nf(&req, true) {
+                let line = format!("cannot make a standby for slot {}: {e}", req.slot);
+                self.send_log(TEMPLATE_SLOT, 0, line);
+            }
+        }
+    }
+
+    /// Forks an instance of `req` (a standby when `standby`): its pid and
+    /// the shell it was forked from. The child never returns.
+    fn fork_nf(
+        &mut self,
+        req: &SpawnRequest,
+        standby: bool,
+    ) -> Result<(i32, Option<ShellId>), String> {
+        let slot = req.slot;
+        let (r, w) =
+            sluice_sys::output_pipe().map_err(|e| format!("cannot create its output pipe: {e}"))?;
+        // A standby's stdin: where its start comes from.
+        let (input, handover) = if standby {
+            let (i, h) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+                .map_err(|e| format!("cannot create its hand-over pipe: {e}"))?;
+            (Some(i), Some(h))
+        } else {
+            (None, None)
+        };
+        // An instance and its standby are two processes: limit groups of
+        // their own, two per slot.
+        let limits = req.sandbox.limits().any().then(|| {
+            let key = slot.wrapping_mul(2);
+            if self.limit_keys.contains(&key) {
+                key + 1
+            } else {
+                key
+            }
+        });
+        let join = match limits {
+            Some(key) => super::super::sandbox::prepare_limits(&mut self.limits, key, &req.sandbox)
+                .map_err(|e| format!("cannot set its limits: {e}"))?,
+            None => Vec::new(),
+        };
+        let release_limits = |t: &mut Self| {
+            if let (Some(key), Some(g)) = (limits, &t.limits) {
+                g.remove(key);
+            }
+        };
+        if req.sandbox.seccomp && self.run_filter.is_none() {
+            match RunFilter::compile() {
+                Ok(f) => self.run_filter = Some(f),
+                Err(e) => {
+                    release_limits(self);
+                    return Err(format!("cannot compile its sandbox: {e}"));
+                }
+            }
+        }
+        // Built here once per recipe (and kept), or `None`: the child
+        // builds its own, as without shells.
+        let shell = self.shells.acquire(req, self.registry);
+        let me = sluice_sys::getpid();
+        match sluice_sys::fork_single_threaded() {
+            Ok(Forked::Child) => {
+                drop(r);
+                drop(handover);
+                ChildExits::unblock_in_child();
+                let _ = sluice_sys::die_with_parent(me);
+                if sluice_sys::isolate_child_stdio(w, input).is_err() {
+                    std::process::exit(exit_code::SPAWN_FAILED);
+                }
+                // Into its limit groups before any of its own code runs.
+                if let Err(e) = LimitGroups::join(&join) {
+                    eprintln!(
+                        "sluice: NF {} cannot join its limit groups: {e}",
+                        req.recipe.name
+                    );
+                    std::process::exit(exit_code::SANDBOX_FAILED);
+                }
+                // The template's descriptors are closed in this process, so
+                // its objects must never be dropped here: a panic must not
+                // unwind into the template's frames (dropping an already
+                // closed descriptor aborts). The hook has printed the panic;
+                // exit as a panicking Rust program does.
+                let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    let filter = self.run_filter.as_ref();
+                    let built = shell.and_then(|id| self.shells.take_in_child(id));
+                    let main = if standby { standby_main } else { nf_main };
+                    main(
+                        &mut self.arena,
+                        self.hello.worker,
+                        req,
+                        (self.registry, built),
+                        me,
+                        filter,
+                    )
+                }))
+                .unwrap_or(exit_code::PANICKED);
+                std::process::exit(code);
+            }
+            Ok(Forked::Parent(pid)) => {
+                drop(w);
+                drop(input);
+                let raw = pid.as_raw_nonzero().get();
+                let _ = epoll::add(
+                    &self.epoll,
+                    &r,
+                    epoll::EventData::new_u64(raw as u64),
+                    epoll::EventFlags::IN,
+                );
+                if let Some(key) = limits {
+                    self.limit_keys.insert(key);
+                }
+                self.children.insert(
+                    raw,
+                    Child {
+                        slot,
+                        generation: if standby { u32::MAX } else { req.generation },
+                        limits,
+                        standby,
+                        out: r,
+                        partial: Vec::new(),
+                        shell,
+                    },
+                );
+                if let Some(h) = handover {
+                    self.standbys.parked(req, raw, h);
+                }
+                Ok((raw, shell))
+            }
+            Err(e) => {
+                release_limits(self);
+                if let Some(id) = shell {
+                    self.shells.release(id);
+                }
+                Err(format!("fork failed: {e}"))
+            }
+        }
+    }
+}
