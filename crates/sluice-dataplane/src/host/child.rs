@@ -17,8 +17,25 @@ use sluice_sys::Pid;
 use super::proto::SpawnRequest;
 use crate::nf_loop::{exit_code, run_nf_loop};
 
-/// Runs the NF of `req` as this process (a fresh fork of the template):
-/// `built` is its NF from a shell, or `None` to build it from the recipe.
+/// What a freshly forked NF process starts from.
+pub(super) struct Fork<'a> {
+    /// The template's arena, this process's copy of the mapping.
+    pub arena: &'a mut Arena,
+    /// The worker its NF wakes.
+    pub worker: u32,
+    /// What to run.
+    pub req: &'a SpawnRequest,
+    /// The NF types the platform knows.
+    pub registry: &'a [NfType],
+    /// Its NF from a shell, or `None` to build it from the recipe.
+    pub built: Option<Box<dyn sluice_nf::NetworkFunction>>,
+    /// The template (its parent).
+    pub template: Pid,
+    /// The template's compiled allow-list.
+    pub filter: Option<&'a RunFilter>,
+}
+
+/// Runs the NF of `f.req` as this process (a fresh fork of the template).
 ///
 /// What it writes on stderr is its log: a pipe the template relays to the
 /// platform as `Log` events (`sluice logs NF`), so it uses `eprintln!`.
@@ -27,26 +44,14 @@ use crate::nf_loop::{exit_code, run_nf_loop};
 /// before the NF's own code runs, the rest (namespaces, uid, capabilities,
 /// the allow-list) once the NF is built and has opened its handles, before
 /// its first packet.
-pub(super) fn nf_main(
-    arena: &mut Arena,
-    worker: u32,
-    req: &SpawnRequest,
-    nf: (&[NfType], Option<Box<dyn sluice_nf::NetworkFunction>>),
-    template: Pid,
-    filter: Option<&RunFilter>,
-) -> i32 {
-    let ctl = arena.nf_control(req.slot);
+pub(super) fn nf_main(mut f: Fork<'_>) -> i32 {
     // The platform learns the pid here before the template's word arrives.
-    ctl.pid.store(
-        sluice_sys::getpid().as_raw_nonzero().get() as u32,
-        Ordering::Relaxed,
-    );
-    let registry = nf.0;
-    match prepare(arena, req, nf, template, filter) {
-        Ok(nf) => run(arena, (worker, registry), req, req.restarts, nf),
+    record_pid(f.arena, f.req.slot);
+    match prepare(&mut f, "nf") {
+        Ok(nf) => run(&f, f.req.restarts, nf),
         Err(code) => {
             // Said on stderr already; the platform reads the state.
-            let ctl = arena.nf_control(req.slot);
+            let ctl = f.arena.nf_control(f.req.slot);
             ctl.state
                 .store(sluice_mem::control::state::FAILED, Ordering::Release);
             code
@@ -54,60 +59,51 @@ pub(super) fn nf_main(
     }
 }
 
-/// Runs a standby of `req`'s slot (`super::standby`): made ready exactly
-/// as [`nf_main`] makes an instance, sandbox closed, without touching the
-/// slot (another instance may run in it), then parked on its stdin until
-/// the template hands it a start. A failure before that is the
-/// template's to see; the end of its stdin (the template let it go) is a
-/// clean exit.
-pub(super) fn standby_main(
-    arena: &mut Arena,
-    worker: u32,
-    req: &SpawnRequest,
-    nf: (&[NfType], Option<Box<dyn sluice_nf::NetworkFunction>>),
-    template: Pid,
-    filter: Option<&RunFilter>,
-) -> i32 {
-    let registry = nf.0;
-    let name = &req.recipe.name;
-    let nf = match prepare(arena, req, nf, template, filter) {
+/// Runs a standby of `f.req`'s slot (`super::standby`): made ready
+/// exactly as [`nf_main`] makes an instance, sandbox closed, without
+/// touching the slot (another instance may run in it), then parked on its
+/// stdin until the template hands it a start. A failure before that is
+/// the template's to see; the end of its stdin (the template let it go)
+/// is a clean exit.
+pub(super) fn standby_main(mut f: Fork<'_>) -> i32 {
+    // Not `nf:NAME` while it stands by: what looks for the NF's process
+    // by name finds the one that serves.
+    let nf = match prepare(&mut f, "sb") {
         Ok(nf) => nf,
         Err(code) => return code,
     };
-    // Not `nf:NAME` while it stands by: what looks for the NF's process
-    // by name finds the one that serves.
-    sluice_sys::set_thread_name(&format!("sb:{name}"));
     let Some(start) = super::standby::wait_for_start() else {
         return exit_code::STOPPED;
     };
-    if let Err(e) = start.check(req) {
+    let name = &f.req.recipe.name;
+    if let Err(e) = start.check(f.req) {
         eprintln!("sluice: standby of NF {name}: {e}");
         return exit_code::SPAWN_FAILED;
     }
     // Allowed by its filter (`prctl(PR_SET_NAME)`): renaming itself is
     // all the hand-over needs; the sandbox closed before it waited.
     sluice_sys::set_thread_name(&format!("nf:{name}"));
-    arena.nf_control(req.slot).pid.store(
+    record_pid(f.arena, f.req.slot);
+    run(&f, start.restarts, nf)
+}
+
+/// Writes this process's pid into `slot`'s control block.
+fn record_pid(arena: &Arena, slot: u32) {
+    arena.nf_control(slot).pid.store(
         sluice_sys::getpid().as_raw_nonzero().get() as u32,
         Ordering::Relaxed,
     );
-    run(arena, (worker, registry), req, start.restarts, nf)
 }
 
 /// Everything before the first packet: trust domain, sandbox, pinning,
-/// the NF (from its shell or built) and its handles. An error is printed
-/// and returned as the exit code.
-fn prepare(
-    arena: &mut Arena,
-    req: &SpawnRequest,
-    (registry, built): (&[NfType], Option<Box<dyn sluice_nf::NetworkFunction>>),
-    template: Pid,
-    filter: Option<&RunFilter>,
-) -> Result<Box<dyn sluice_nf::NetworkFunction>, i32> {
+/// the NF (from its shell or built) and its handles; the process is named
+/// `{prefix}:NAME`. An error is printed and returned as the exit code.
+fn prepare(f: &mut Fork<'_>, prefix: &str) -> Result<Box<dyn sluice_nf::NetworkFunction>, i32> {
+    let req = f.req;
     let name = &req.recipe.name;
     // Another trust domain's packets leave this address space before any
     // of the NF's own code runs (its shell was built in the template).
-    let kept = arena.keep_domain(usize::from(req.domain));
+    let kept = f.arena.keep_domain(usize::from(req.domain));
     let sandbox_failed = |step: &str, e: std::io::Error| {
         eprintln!("sluice: NF {name} cannot {step} its sandbox: {e}");
         exit_code::SANDBOX_FAILED
@@ -118,13 +114,13 @@ fn prepare(
     if let Err(e) = kept {
         return Err(sandbox_failed("enter", e));
     }
-    sluice_sys::set_thread_name(&format!("nf:{name}"));
+    sluice_sys::set_thread_name(&format!("{prefix}:{name}"));
     if let Err(e) = sluice_sys::pin_to_cpu(req.cpu as usize) {
         eprintln!("sluice: NF {name} cannot be pinned to CPU {}: {e}", req.cpu);
     }
-    let built = match built {
+    let built = match f.built.take() {
         Some(nf) => Ok(nf),
-        None => req.recipe.build(registry, req.restarts),
+        None => req.recipe.build(f.registry, req.restarts),
     };
     let mut nf = match built {
         Ok(nf) => nf,
@@ -143,29 +139,24 @@ fn prepare(
     // Back to the NFs' priority (the template's, inherited, is for the
     // start only), before the sandbox closes over setpriority.
     let _ = sluice_sys::set_own_nice(0);
-    if let Err(e) = req.sandbox.confine(req.slot, template, filter) {
+    if let Err(e) = req.sandbox.confine(req.slot, f.template, f.filter) {
         return Err(sandbox_failed("close", e));
     }
     Ok(nf)
 }
 
 /// The NF loop, from the first packet on.
-fn run(
-    arena: &Arena,
-    (worker, registry): (u32, &[NfType]),
-    req: &SpawnRequest,
-    restarts: u32,
-    mut nf: Box<dyn sluice_nf::NetworkFunction>,
-) -> i32 {
+fn run(f: &Fork<'_>, restarts: u32, mut nf: Box<dyn sluice_nf::NetworkFunction>) -> i32 {
+    let (req, registry) = (f.req, f.registry);
     let rebuild = |bytes: &[u8]| -> Result<Box<dyn sluice_nf::NetworkFunction>, String> {
         let recipe: crate::recipe::NfRecipe =
             postcard::from_bytes(bytes).map_err(|e| format!("unreadable config message: {e}"))?;
         recipe.build(registry, restarts).map_err(|e| e.to_string())
     };
     run_nf_loop(
-        arena,
+        f.arena,
         req.slot,
-        worker,
+        f.worker,
         usize::from(req.domain),
         req.loop_cfg,
         nf.as_mut(),

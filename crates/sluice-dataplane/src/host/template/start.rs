@@ -8,7 +8,7 @@ use rustix::event::epoll;
 use sluice_sys::sandbox::RunFilter;
 use sluice_sys::{ChildExits, Forked, LimitGroups};
 
-use super::super::child::{nf_main, standby_main};
+use super::super::child::{nf_main, standby_main, Fork};
 use super::super::proto::{FromTemplate, SpawnRequest};
 use super::super::shells::ShellId;
 use super::super::standby::Taken;
@@ -160,17 +160,20 @@ impl Template<'_> {
                 // closed descriptor aborts). The hook has printed the panic;
                 // exit as a panicking Rust program does.
                 let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    let filter = self.run_filter.as_ref();
-                    let built = shell.and_then(|id| self.shells.take_in_child(id));
-                    let main = if standby { standby_main } else { nf_main };
-                    main(
-                        &mut self.arena,
-                        self.hello.worker,
+                    let f = Fork {
+                        built: shell.and_then(|id| self.shells.take_in_child(id)),
+                        arena: &mut self.arena,
+                        worker: self.hello.worker,
                         req,
-                        (self.registry, built),
-                        me,
-                        filter,
-                    )
+                        registry: self.registry,
+                        template: me,
+                        filter: self.run_filter.as_ref(),
+                    };
+                    if standby {
+                        standby_main(f)
+                    } else {
+                        nf_main(f)
+                    }
                 }))
                 .unwrap_or(exit_code::PANICKED);
                 std::process::exit(code);
