@@ -108,7 +108,7 @@ fn nat_refuses_to_run_as_per_worker_copies() {
     assert_eq!(out.status.code(), Some(2), "{r:#}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains(":9:13: nfs[0].config: NF nat: nat keeps mappings and a port pool shared by all flows, so it cannot run as 2 per-worker copies"),
+        err.contains(":9:13: nfs[0].config: NF nat: nat keeps mappings and a port pool shared by all flows, so it cannot run as 2 copies side by side"),
         "{err}"
     );
 }

@@ -120,8 +120,23 @@ pub struct NfView {
     pub domain_copies: u64,
     /// Drops under its own reasons.
     pub drops: std::collections::BTreeMap<String, u64>,
-    /// Its instances, one per worker.
+    /// Its instances, one per worker and replica.
     pub instances: Vec<Instance>,
+    /// With `replicas` above 1: each replica's share (the figures above
+    /// are their sums), replica 0 first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<ReplicaView>,
+}
+
+/// One replica of an NF with `replicas` (named `NAME`, `NAME.1`, …).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ReplicaView {
+    /// The replica's name.
+    pub name: String,
+    /// Packets it processed.
+    pub packets: u64,
+    /// Its restarts after crashes.
+    pub restarts: u32,
 }
 
 /// A chain: its definition and path.

@@ -18,6 +18,7 @@ use sluice_spec::{Location, Spec, SpecError};
 
 use crate::plan::{ChainPlan, Hop, NfPlan, Plan, PortPlan, Route, MAX_CHAIN_NFS, MAX_ROUTES};
 use crate::recipe::{Names, NfRecipe};
+use crate::replicas::{replica_name, ReplicaSet};
 use crate::wakeup::WakePolicy;
 
 /// What compilation needs besides the spec: facts about the platform
@@ -44,7 +45,7 @@ impl Target {
             replicas: u32::from(spec.settings.workers.max(1)),
             flow_capacity: spec.settings.flow_table.capacity,
             max_ports: spec.ports.len(),
-            max_nfs: spec.nfs.len(),
+            max_nfs: spec.nfs.iter().map(|n| n.replicas as usize).sum(),
             max_chains: spec.chains.len(),
         }
     }
@@ -165,9 +166,15 @@ pub fn compile(
     for p in &spec.ports {
         sluice_nic::check_options(&p.kind)?;
     }
+    // Every replica is an NF of the plan.
+    let nf_names: Vec<String> = spec
+        .nfs
+        .iter()
+        .flat_map(|n| (0..n.replicas).map(|k| replica_name(&n.name, k)))
+        .collect();
     for (what, n, max) in [
         ("ports", spec.ports.len(), target.max_ports),
-        ("nfs", spec.nfs.len(), target.max_nfs),
+        ("nfs", nf_names.len(), target.max_nfs),
         ("chains", spec.chains.len(), target.max_chains),
     ] {
         if n > max {
@@ -186,7 +193,7 @@ pub fn compile(
         prev.ports_in_order().map(|(i, p)| (i, p.name.as_str())),
     );
     let nf_ids = IdMap::assign(
-        spec.nfs.iter().map(|n| n.name.as_str()),
+        nf_names.iter().map(String::as_str),
         prev.nfs_in_order().map(|(i, n)| (i, n.name.as_str())),
     );
     let chain_ids = IdMap::assign(
@@ -212,6 +219,7 @@ pub fn compile(
             .iter()
             .map(|d| d.name.clone())
             .collect(),
+        sets: vec![None; nf_ids.table_len()],
         ..Plan::default()
     };
     for p in &spec.ports {
@@ -225,37 +233,62 @@ pub fn compile(
     let entries = chain_entries(spec);
     let wakeup = spec.wakeup_rules();
     for n in &spec.nfs {
-        let id = nf_ids.get(&n.name).expect("assigned above");
         let nf_type = registry
             .iter()
             .find(|t| t.name == n.nf_type)
             .expect("validate() checked NF types");
-        let kept = prev.nf(id).filter(|p| {
-            std::ptr::eq(p.nf_type, nf_type)
-                && p.isolation == n.isolation
-                && p.recipe.config == n.config
-                && p.recipe.replicas == target.replicas
-                && p.recipe.flow_capacity == target.flow_capacity
-                && p.recipe.answers_hold(&names)
-                && p.sandbox == crate::host::SandboxPlan::of(&n.sandbox_or_default())
-                && p.domain == domain_of(spec, n)
-        });
-        let mut nf = match kept {
-            Some(p) => p.clone(),
-            None => build_nf(nf_type, n, &names, target)?,
-        };
-        nf.cpu_weight = n.cpu_weight;
-        // An inline NF never sleeps: no rule applies to it.
-        nf.wakeup = match n.isolation {
-            sluice_spec::Isolation::Process => {
-                let entry = entries.contains(n.name.as_str());
-                let rule = wakeup.get(n.name.as_str()).copied();
-                WakePolicy::for_hop(&rule.unwrap_or(spec.settings.wakeup.rule), entry)
-            }
-            sluice_spec::Isolation::Inline => WakePolicy::IMMEDIATE,
-        };
-        plan.nfs[id as usize] = Some(nf);
-        plan.nf_order.push(id);
+        // Instances side by side: one per worker, times the replicas.
+        let copies = target.replicas.saturating_mul(n.replicas);
+        let base = nf_ids.get(&n.name).expect("assigned above");
+        let mut built: Option<NfPlan> = None;
+        let mut members = Vec::with_capacity(n.replicas as usize);
+        for k in 0..n.replicas {
+            let id = nf_ids
+                .get(&replica_name(&n.name, k))
+                .expect("assigned above");
+            // A type tells one copy from several, not how many (the
+            // `Resolver::replicas` contract): a replica kept across a
+            // change of `replicas` keeps running.
+            let kept = prev.nf(id).filter(|p| {
+                std::ptr::eq(p.nf_type, nf_type)
+                    && p.isolation == n.isolation
+                    && p.recipe.config == n.config
+                    && (p.recipe.replicas > 1) == (copies > 1)
+                    && p.recipe.flow_capacity == target.flow_capacity
+                    && p.recipe.answers_hold(&names)
+                    && p.sandbox == crate::host::SandboxPlan::of(&n.sandbox_or_default())
+                    && p.domain == domain_of(spec, n)
+            });
+            let mut nf = match (kept, &built) {
+                (Some(p), _) => p.clone(),
+                (None, Some(b)) => b.clone(),
+                (None, None) => {
+                    let b = build_nf(nf_type, n, &names, copies, target.flow_capacity)?;
+                    built.insert(b).clone()
+                }
+            };
+            nf.name = replica_name(&n.name, k);
+            nf.set = (n.replicas > 1).then_some(base);
+            nf.cpu_weight = n.cpu_weight;
+            // An inline NF never sleeps: no rule applies to it.
+            nf.wakeup = match n.isolation {
+                sluice_spec::Isolation::Process => {
+                    let entry = entries.contains(n.name.as_str());
+                    let rule = wakeup.get(n.name.as_str()).copied();
+                    WakePolicy::for_hop(&rule.unwrap_or(spec.settings.wakeup.rule), entry)
+                }
+                sluice_spec::Isolation::Inline => WakePolicy::IMMEDIATE,
+            };
+            plan.nfs[id as usize] = Some(nf);
+            plan.nf_order.push(id);
+            members.push(id);
+        }
+        if n.replicas > 1 {
+            plan.sets[base as usize] = Some(ReplicaSet {
+                members,
+                steer: n.steer,
+            });
+        }
     }
     // Routes: a chain whose path is unchanged keeps its route.
     for c in &spec.chains {
@@ -282,7 +315,7 @@ pub fn compile(
         let mut path: Vec<Hop> = resolved
             .nfs
             .iter()
-            .map(|n| Hop::Nf(nf_ids.get(n).expect("validated NF name")))
+            .map(|n| plan.hop_of(nf_ids.get(n).expect("validated NF name")))
             .collect();
         path.push(Hop::Port(
             ports.get(resolved.output).expect("validated port name"),
@@ -349,19 +382,14 @@ fn build_nf(
     nf_type: &'static NfType,
     n: &sluice_spec::NfSpec,
     names: &SpecNames<'_>,
-    target: &Target,
+    copies: u32,
+    flow_capacity: u32,
 ) -> Result<NfPlan, SpecError> {
     // Building must not touch files (this is all `sluice validate` does):
     // NFs open them when they first run. The built instance also names its
     // drop reasons and counters when they depend on its config.
-    let (recipe, nf) = NfRecipe::first_build(
-        nf_type,
-        &n.name,
-        &n.config,
-        names,
-        target.replicas,
-        target.flow_capacity,
-    )?;
+    let (recipe, nf) =
+        NfRecipe::first_build(nf_type, &n.name, &n.config, names, copies, flow_capacity)?;
     Ok(NfPlan {
         name: n.name.clone(),
         nf_type,
@@ -385,6 +413,8 @@ fn build_nf(
         wakeup: WakePolicy::IMMEDIATE,
         sandbox: crate::host::SandboxPlan::of(&n.sandbox_or_default()),
         domain: domain_of(names.spec, n),
+        // Set by the caller, which knows the replica.
+        set: None,
     })
 }
 

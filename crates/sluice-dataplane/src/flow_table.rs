@@ -54,6 +54,9 @@ pub struct FlowEntry {
     pub fins: u8,
     /// Position of the end marker on its route while `Closing`.
     pub marker_hop: u16,
+    /// The NF the end marker waits at (the hop's NF, or the flow's
+    /// replica when the hop is a replica set).
+    pub marker_nf: u16,
     /// The route the end marker walks (the chain's route when the flow
     /// ended; the chain may have moved on since).
     pub marker_route: u16,
@@ -109,6 +112,10 @@ pub struct FlowTable {
 
 const EMPTY: u64 = 0;
 
+// An entry fills 72 bytes (the prefetch threshold in `worker/ingress.rs`
+// assumes it); `marker_nf` took padding, not a new word.
+const _: () = assert!(std::mem::size_of::<FlowEntry>() <= 72);
+
 fn pack(hash: u32, id: u32) -> u64 {
     (hash as u64) << 32 | (id as u64 + 1)
 }
@@ -127,6 +134,7 @@ impl FlowTable {
             expires_ns: 0,
             fins: 0,
             marker_hop: 0,
+            marker_nf: u16::MAX,
             marker_route: 0,
             packets: 0,
         };
@@ -250,6 +258,7 @@ impl FlowTable {
             expires_ns: now_ns + self.idle_ns,
             fins: 0,
             marker_hop: 0,
+            marker_nf: u16::MAX,
             marker_route: 0,
             packets: 1,
         };

@@ -27,6 +27,7 @@ pub mod plan;
 pub mod polling;
 pub mod ports;
 pub mod recipe;
+pub mod replicas;
 pub mod report;
 pub mod report_merge;
 pub mod route;

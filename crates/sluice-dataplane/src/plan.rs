@@ -21,6 +21,7 @@ use sluice_packet::flow::FlowKey;
 use sluice_spec::{Isolation, MatchSpec, PortKind};
 
 use crate::recipe::NfRecipe;
+use crate::replicas::ReplicaSet;
 use crate::wakeup::WakePolicy;
 
 /// One step of a route.
@@ -28,6 +29,9 @@ use crate::wakeup::WakePolicy;
 pub enum Hop {
     /// Visit NF `i`.
     Nf(u16),
+    /// Visit one replica of the NF with id `i` (its set, [`Plan::sets`]),
+    /// chosen per flow by the worker ([`crate::replicas`]).
+    Set(u16),
     /// Leave through port `i`.
     Port(u16),
 }
@@ -88,6 +92,9 @@ pub struct NfPlan {
     /// Its trust domain (0: the platform's; see [`Plan::domains`]). Part
     /// of how it is built too: the process maps only that domain.
     pub domain: u8,
+    /// The id of replica 0 when it is one of an NF's replicas (that id
+    /// names the set, [`Plan::sets`]); `None` for an NF of one instance.
+    pub set: Option<u16>,
 }
 
 impl NfPlan {
@@ -150,7 +157,10 @@ pub struct Route {
 impl Route {
     /// A route for `chain` along `path`.
     pub fn new(chain: u16, path: Vec<Hop>) -> Route {
-        let nfs = path.iter().filter(|h| matches!(h, Hop::Nf(_))).count();
+        let nfs = path
+            .iter()
+            .filter(|h| matches!(h, Hop::Nf(_) | Hop::Set(_)))
+            .count();
         Route {
             chain,
             max_visits: (nfs as u16).saturating_add(DETOUR_VISITS),
@@ -186,6 +196,9 @@ pub struct Plan {
     /// Names of the named trust domains, 1 on (`settings.domains`;
     /// domain 0 is the platform's).
     pub domains: Vec<String>,
+    /// Replica sets by the id of their replica 0 (`None` elsewhere; as
+    /// long as `nfs`).
+    pub sets: Vec<Option<ReplicaSet>>,
 }
 
 impl Plan {
@@ -216,6 +229,32 @@ impl Plan {
     #[inline]
     pub fn chain(&self, id: u16) -> Option<&ChainPlan> {
         self.chains.get(id as usize)?.as_ref()
+    }
+
+    /// The replica set named by NF `base`, if it has one.
+    #[inline]
+    pub fn set(&self, base: u16) -> Option<&ReplicaSet> {
+        self.sets.get(base as usize)?.as_ref()
+    }
+
+    /// The NFs hop `h` may visit: its NF, or every member of its set.
+    #[inline]
+    pub fn hop_nfs<'h>(&'h self, h: &'h Hop) -> &'h [u16] {
+        match h {
+            Hop::Nf(i) => std::slice::from_ref(i),
+            Hop::Set(b) => self.set(*b).map_or(&[], |s| &s.members[..]),
+            Hop::Port(_) => &[],
+        }
+    }
+
+    /// The hop NF `id` is visited as on a route: its set's when it is a
+    /// replica, else its own.
+    #[inline]
+    pub fn hop_of(&self, id: u16) -> Hop {
+        match self.nf(id).and_then(|n| n.set) {
+            Some(base) => Hop::Set(base),
+            None => Hop::Nf(id),
+        }
     }
 
     /// Route `id`, if it exists (current or retired).

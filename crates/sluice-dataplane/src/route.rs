@@ -17,6 +17,9 @@ const NEXT: u32 = 0;
 pub enum Dest {
     /// NF slot.
     Nf(u16),
+    /// One replica of the set named by NF `.0`, which the worker picks by
+    /// the packet's flow before it groups the packet.
+    Set(u16),
     /// Output port.
     Port(u16),
     /// Drop under a platform or malformed reason.
@@ -46,6 +49,7 @@ fn enter(plan: &Plan, pkt: &mut Pkt<'_>, route: u16, hop: usize) -> Dest {
     };
     match r.path.get(hop) {
         Some(Hop::Nf(i)) => visit(pkt, *i, r.max_visits),
+        Some(Hop::Set(b)) => visit(pkt, *b, r.max_visits).into_set(),
         Some(Hop::Port(p)) => Dest::Port(*p),
         None => Dest::Drop(DropReason::INVALID_METADATA),
     }
@@ -61,6 +65,17 @@ fn visit(pkt: &mut Pkt<'_>, nf: u16, max_visits: u16) -> Dest {
     }
     pkt.set_visits(v);
     Dest::Nf(nf)
+}
+
+impl Dest {
+    /// `Nf(b)` as the set `b` names (a drop stays a drop).
+    #[inline]
+    fn into_set(self) -> Dest {
+        match self {
+            Dest::Nf(b) => Dest::Set(b),
+            d => d,
+        }
+    }
 }
 
 /// Destination of a packet that NF `from` has just processed.
@@ -88,15 +103,19 @@ pub fn after_nf(plan: &Plan, pkt: &mut Pkt<'_>, from: u16) -> Dest {
             }
             // If the NF is further along this route, the packet skips ahead
             // to it; otherwise it is a detour and the route resumes after.
-            if let Some(pos) = route.and_then(|r| {
-                r.path
-                    .iter()
-                    .skip(hop + 1)
-                    .position(|h| *h == Hop::Nf(id.0))
-            }) {
+            // An NF with replicas is named by its replica 0 and means its
+            // whole set: the flow's replica serves the packet.
+            let target = plan.hop_of(id.0);
+            if let Some(pos) =
+                route.and_then(|r| r.path.iter().skip(hop + 1).position(|h| *h == target))
+            {
                 pkt.set_hop((hop + 1 + pos) as u16);
             }
-            visit(pkt, id.0, route.map_or(DETOUR_VISITS, |r| r.max_visits))
+            let max = route.map_or(DETOUR_VISITS, |r| r.max_visits);
+            match target {
+                Hop::Set(b) => visit(pkt, b, max).into_set(),
+                _ => visit(pkt, id.0, max),
+            }
         }
         Some(Verdict::ToPort(p)) => match plan.port(p.0) {
             Some(port) if port.kind.is_output() => Dest::Port(p.0),
@@ -152,9 +171,11 @@ pub fn uniform_next(
     }
     let dest = match route.path.get(next)? {
         Hop::Nf(i) => Dest::Nf(*i),
+        // The caller splits the batch over the set's members.
+        Hop::Set(b) => Dest::Set(*b),
         Hop::Port(p) => Dest::Port(*p),
     };
-    let nf_next = matches!(dest, Dest::Nf(_));
+    let nf_next = matches!(dest, Dest::Nf(_) | Dest::Set(_));
     for i in 0..batch.len() {
         let h = batch.get_mut(i)?;
         let mut p = arena.pkt(h);

@@ -133,7 +133,9 @@ pub trait Resolver {
         Vec::new()
     }
     /// How many instances of this NF run side by side, each seeing its own
-    /// share of the flows (`settings.workers`). An NF whose state must span
+    /// share of the flows (`settings.workers` × the NF's `replicas`). Only
+    /// 1 against more is meant to matter: an instance kept running while
+    /// its NF's `replicas` changes keeps the count it was built with. An NF whose state must span
     /// flows that may land on different workers (e.g. NAT's
     /// endpoint-independent mappings and shared port pool) refuses more
     /// than 1 with a config error.

@@ -349,7 +349,7 @@ fn mirror_refuses_per_worker_copies() {
         .expect("two copies of one mirror must be refused");
     assert!(
         e.to_string()
-            .contains("mirror writes one pcap file, so it cannot run as 2 per-worker copies"),
+            .contains("mirror writes one pcap file, so it cannot run as 2 copies side by side"),
         "{e}"
     );
     assert!(!path.exists(), "a refused mirror must not create its file");

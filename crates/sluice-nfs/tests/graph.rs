@@ -119,6 +119,6 @@ fn elements_see_the_graphs_per_worker_copies() {
         .err()
         .expect("a nat element in a graph copied per worker must be refused")
         .to_string();
-    assert!(e.contains("cannot run as 2 per-worker copies"), "{e}");
+    assert!(e.contains("cannot run as 2 copies side by side"), "{e}");
     assert!(try_build_replicated("graph", config, 1).is_ok());
 }

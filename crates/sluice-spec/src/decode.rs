@@ -8,7 +8,7 @@ use crate::config_node::{ConfigNode, ConfigValue};
 use crate::fields::{self, Fields, Res};
 use crate::limits;
 use crate::location::SourceName;
-use crate::model::{Isolation, NfSpec, Spec};
+use crate::model::{Isolation, NfSpec, Spec, Steer};
 use crate::settings::{
     BackpressureMode, BackpressureSettings, FlowTableSettings, KernelClass, RestartMode,
     RestartPolicy, SchedulerPolicy, SchedulerSettings, Settings, WakeupSettings,
@@ -253,6 +253,8 @@ fn nf(node: &ConfigNode) -> Res<NfSpec> {
             "sandbox",
             "tenant",
             "domain",
+            "replicas",
+            "steer",
         ],
     )?;
     let name = fields::string(f.req("name", "every NF needs a unique name")?)?;
@@ -289,6 +291,11 @@ fn nf(node: &ConfigNode) -> Res<NfSpec> {
             .opt("domain")
             .map(|n| fields::string(n).map(str::to_string))
             .transpose()?,
+        replicas: opt_int(&f, "replicas", limits::REPLICAS)?.unwrap_or(1),
+        steer: match f.opt("steer") {
+            Some(n) => fields::choice(n, "steer", &Steer::ALL)?,
+            None => Steer::default(),
+        },
         location: node.location(),
     })
 }

@@ -9,7 +9,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::model::{ChainSpec, MatchSpec, NfSpec, Spec};
+use crate::model::{ChainSpec, MatchSpec, NfSpec, Spec, Steer};
 use crate::net::proto_name;
 use crate::ports::{IpVersionChoice, PortKind, PortSpec, Protocol, SizeSpec};
 use crate::settings::Settings;
@@ -165,6 +165,12 @@ fn nf(n: &NfSpec) -> Value {
     }
     if let Some(d) = &n.domain {
         v["domain"] = json!(d);
+    }
+    if n.replicas != 1 {
+        v["replicas"] = json!(n.replicas);
+    }
+    if n.steer != Steer::default() {
+        v["steer"] = json!(n.steer.name());
     }
     v
 }

@@ -62,6 +62,15 @@ pub struct NfSpec {
     /// `platform`); `None`: the platform's own ([`crate::PLATFORM_DOMAIN`]).
     /// A named domain needs `isolation: process` and seccomp on.
     pub domain: Option<String>,
+    /// Instances of it side by side in each chain that passes it
+    /// (`replicas`, 1..=64, default 1), each flow served by one of them
+    /// (NetVM's load-aware steering, Flurries' NF replicas). Replica 0
+    /// keeps the NF's name, the others are `NAME.1`, `NAME.2`, … (a name
+    /// no spec object can take), so changing `replicas` adds or retires
+    /// replicas at the end and leaves the others running.
+    pub replicas: u32,
+    /// How a new flow picks its replica (`steer`, default `hash`).
+    pub steer: Steer,
     /// Where the NF was declared ([`Location::GENERATED`] if built by code).
     pub location: Location,
 }
@@ -84,8 +93,48 @@ impl NfSpec {
             sandbox: None,
             tenant: None,
             domain: None,
+            replicas: 1,
+            steer: Steer::default(),
             location: Location::GENERATED,
         }
+    }
+}
+
+/// How packets are spread over an NF's replicas. Either way every packet
+/// of a flow, both directions, reaches the same replica for the flow's
+/// whole life, so per-flow state stays in one place.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Steer {
+    /// By the flow's symmetric hash, with jump consistent hashing
+    /// (`hash`): no per-flow state, and going from N to N+1 replicas moves
+    /// only 1/(N+1) of the flows (to the new one).
+    #[default]
+    Hash,
+    /// A new flow goes to the replica with the fewest packets waiting in
+    /// its ring, and stays there (`shortest_queue`; NetVM's load-aware
+    /// steering).
+    ShortestQueue,
+}
+
+impl Steer {
+    /// All steering modes with their spec names.
+    pub const ALL: [(&'static str, Steer); 2] = [
+        ("hash", Steer::Hash),
+        ("shortest_queue", Steer::ShortestQueue),
+    ];
+
+    /// The spec name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Steer::Hash => "hash",
+            Steer::ShortestQueue => "shortest_queue",
+        }
+    }
+}
+
+impl fmt::Display for Steer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 

@@ -141,6 +141,12 @@ pub(crate) fn validate(spec: &Spec, known_nf_types: &[&str], locator: &dyn Locat
                  whose core it does not share by weight",
             ));
         }
+        if !(1..=64).contains(&nf.replicas) {
+            return Err(cx.err(
+                format!("nfs[{i}].replicas"),
+                format!("replicas {} is out of range (1 to 64)", nf.replicas),
+            ));
+        }
         if nf.sandbox.is_some() && nf.isolation == Isolation::Inline {
             return Err(cx.err(
                 format!("nfs[{i}].sandbox"),

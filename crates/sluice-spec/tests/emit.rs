@@ -157,3 +157,37 @@ chains:
         .all(|n| n.get("domain").is_none()));
     round_trip(&plain);
 }
+
+#[test]
+fn replicas_and_steering_survive_a_round_trip_and_are_written_only_when_set() {
+    let text = "ports:
+  - { name: g, kind: generator }
+  - { name: s, kind: sink }
+nfs:
+  - { name: a, type: monitor, replicas: 4, steer: shortest_queue }
+  - { name: b, type: monitor, replicas: 2 }
+  - { name: c, type: monitor }
+chains:
+  - { name: c1, from: g, nfs: [a, b, c], to: s }
+";
+    let s = sluice_spec::parse_str(text, "<generated>", TYPES).unwrap();
+    assert_eq!(
+        (s.nfs[0].replicas, s.nfs[0].steer),
+        (4, sluice_spec::Steer::ShortestQueue)
+    );
+    assert_eq!(
+        (s.nfs[1].replicas, s.nfs[1].steer),
+        (2, sluice_spec::Steer::Hash)
+    );
+    assert_eq!(
+        (s.nfs[2].replicas, s.nfs[2].steer),
+        (1, sluice_spec::Steer::Hash)
+    );
+    let v = s.to_json();
+    assert_eq!(v["nfs"][0]["replicas"], 4);
+    assert_eq!(v["nfs"][0]["steer"], "shortest_queue");
+    assert_eq!(v["nfs"][1]["replicas"], 2);
+    assert!(v["nfs"][1].get("steer").is_none());
+    assert!(v["nfs"][2].get("replicas").is_none());
+    round_trip(&s);
+}

@@ -505,6 +505,38 @@ settings:
 ",
         "bad.yaml:3:23: settings.restart.standby: a standby is forked from its NF's shell: `standby: true` needs `shells: true`",
     );
+    check(
+        "
+ports:
+  - { name: gen, kind: generator }
+nfs:
+  - { name: fw, type: acl, replicas: 65 }
+",
+        "bad.yaml:4:38: nfs[0].replicas: must be an integer between 1 and 64, got 65",
+    );
+    check(
+        "
+ports:
+  - { name: gen, kind: generator }
+nfs:
+  - { name: fw, type: acl, replicas: 2, steer: least_loaded }
+",
+        "bad.yaml:4:48: nfs[0].steer: unknown steer \"least_loaded\" (valid: hash, shortest_queue)",
+    );
+}
+
+#[test]
+fn replicas_built_by_code_are_range_checked() {
+    let mut spec = parse_str(
+        &with_base("chains:\n  - { name: c, from: gen, nfs: [acl], to: out }\n"),
+        "bad.yaml",
+        TYPES,
+    )
+    .unwrap();
+    spec.nfs[0].replicas = 0;
+    let e = spec.validate(TYPES).unwrap_err();
+    assert_eq!(e.field, "nfs[0].replicas");
+    assert_eq!(e.message, "replicas 0 is out of range (1 to 64)");
 }
 
 #[test]

@@ -28,7 +28,7 @@ use sluice_nf::FrameNeeds;
 use sluice_nic::{NicError, NicPort};
 use sluice_packet::gso::{complete_checksum, segment, GsoError, Segments};
 
-use crate::plan::{Hop, Plan};
+use crate::plan::Plan;
 
 /// Large buffers in the arena when some port has `offload: true`: enough
 /// for every port's receive burst and NF rings full of super-packets
@@ -378,7 +378,7 @@ pub fn plan_ports(plan: &Plan, offloads: &[bool]) -> Vec<(bool, bool)> {
                     usize::from(c.from) == p
                         && plan.chain_path(id).is_some_and(|path| {
                             path.iter()
-                                .any(|h| matches!(h, Hop::Nf(i) if needs_mtu(*i)))
+                                .any(|h| plan.hop_nfs(h).iter().any(|&i| needs_mtu(i)))
                         })
                 });
             (rx, !offloads_at(p))

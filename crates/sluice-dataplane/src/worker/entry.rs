@@ -4,8 +4,6 @@
 
 use std::rc::Rc;
 
-use crate::plan::Hop;
-
 use super::Worker;
 
 /// What the worker keeps for entry decisions.
@@ -70,8 +68,8 @@ impl Worker<'_> {
         }
         let plan = Rc::clone(&self.plan);
         let mut worst = 0;
-        for hop in plan.route(route).map_or(&[][..], |rt| &rt.path[..]) {
-            let Hop::Nf(i) = *hop else { continue };
+        let hops = plan.route(route).map_or(&[][..], |rt| &rt.path[..]);
+        for &i in hops.iter().flat_map(|h| plan.hop_nfs(h)) {
             let Some(p) = self.nf_mut(i).and_then(|n| n.process()) else {
                 continue;
             };

@@ -27,8 +27,12 @@ impl<'a> Worker<'a> {
         }
         let chains = self.plan.ingress.get(port as usize).map_or(0, Vec::len);
         for k in 0..chains {
-            let c = self.plan.ingress[port as usize][k];
-            if let Some(&Some(q)) = self.derived.chain_queue.get(c as usize) {
+            let c = self.plan.ingress[port as usize][k] as usize;
+            // A replica set's members each need the room (a batch's flows
+            // may all belong to one).
+            let queues = self.derived.chain_queue.get(c).map_or(0, Vec::len);
+            for j in 0..queues {
+                let q = self.derived.chain_queue[c][j];
                 // Ports receive into the platform's domain (0).
                 budget = budget.min(self.room(q, 0));
             }

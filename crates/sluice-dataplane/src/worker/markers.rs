@@ -18,10 +18,14 @@ impl<'a> Worker<'a> {
             .and_then(|e| self.plan.chain(e.chain))
             .map(|c| c.route);
         match (route, self.flows.entry_mut(id)) {
-            (Some(r), Some(e)) => e.marker_route = r,
+            (Some(r), Some(e)) => {
+                e.marker_route = r;
+                // At no NF until `advance_marker` hands it to one.
+                e.marker_nf = u16::MAX;
+            }
             _ => {
                 // Its chain is gone: no NF of it waits for the end.
-                self.flows.release(id);
+                self.release_flow(id);
                 return;
             }
         }
@@ -45,9 +49,20 @@ impl<'a> Worker<'a> {
                 .route(e.marker_route)
                 .and_then(|r| r.path.get(hop))
                 .copied();
-            let Some(Hop::Nf(i)) = next else {
-                self.flows.release(id);
-                return;
+            let i = match next {
+                Some(Hop::Nf(i)) => i,
+                Some(Hop::Set(base)) => match self.member_of_flow(base, id) {
+                    Some(i) => i,
+                    // Never placed in the set: no replica saw the flow.
+                    None => {
+                        hop += 1;
+                        continue;
+                    }
+                },
+                Some(Hop::Port(_)) | None => {
+                    self.release_flow(id);
+                    return;
+                }
             };
             let Some(nf) = self.nf_mut(i) else {
                 // Removed from the plan meanwhile: nothing to tell it.
@@ -68,6 +83,7 @@ impl<'a> Worker<'a> {
                     }
                     if let Some(e) = self.flows.entry_mut(id) {
                         e.marker_hop = hop as u16;
+                        e.marker_nf = i;
                     }
                     return;
                 }
@@ -84,11 +100,7 @@ impl<'a> Worker<'a> {
             return;
         };
         let hop = e.marker_hop as usize;
-        let at = self
-            .plan
-            .route(e.marker_route)
-            .and_then(|r| r.path.get(hop));
-        if e.state != FlowState::Closing || at != Some(&Hop::Nf(from)) {
+        if e.state != FlowState::Closing || e.marker_nf != from {
             self.drops.invalid_events += 1;
             return;
         }

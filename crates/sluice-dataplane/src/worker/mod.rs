@@ -50,6 +50,7 @@ use crate::logbook::LogBook;
 use crate::nf_rt::{Exec, NfRt};
 use crate::plan::{Hop, Plan};
 use crate::ports::PortRt;
+use crate::replicas::Pins;
 use crate::route::Dest;
 use crate::sched::{Member, SchedPolicy, Scheduler};
 use crate::stall::StallMeter;
@@ -65,6 +66,7 @@ pub mod mailbox;
 mod markers;
 mod police;
 mod reconfig;
+mod replica;
 mod report;
 mod steering;
 mod supervise;
@@ -108,9 +110,9 @@ pub struct WorkerConfig {
 /// recomputed whenever either changes.
 #[derive(Default)]
 pub(crate) struct Derived {
-    /// Per chain id: the first process NF on its route (the queue ingress
-    /// feeds).
-    pub chain_queue: Vec<Option<u16>>,
+    /// Per chain id: the first process NFs on its route (the queue ingress
+    /// feeds: one NF, or every replica of a set).
+    pub chain_queue: Vec<Vec<u16>>,
     /// Per NF id: process NFs that directly follow it on some route.
     pub nf_next_queues: Vec<Vec<u16>>,
     /// Ids of live process NFs (the ones polled each pass).
@@ -136,6 +138,8 @@ pub struct Worker<'a> {
     /// Live ports by port id.
     pub(crate) ports: Vec<Option<PortRt>>,
     pub(crate) flows: FlowTable,
+    /// `shortest_queue` replica choices by flow id.
+    pins: Pins,
     pub(crate) drops: Drops,
     pub(crate) host: Option<Box<dyn NfHost + 'a>>,
     pub(crate) cfg: WorkerConfig,
@@ -222,6 +226,7 @@ impl<'a> Worker<'a> {
             nfs: Vec::new(),
             ports: Vec::new(),
             flows,
+            pins: Pins::default(),
             drops: Drops::default(),
             host,
             cfg,
@@ -271,20 +276,26 @@ impl<'a> Worker<'a> {
                 .and_then(Option::as_ref)
                 .is_some_and(|n| matches!(n.exec, Exec::Process(_)))
         };
-        let first_queue = |path: &[Hop]| -> Option<u16> {
-            path.iter().find_map(|h| match h {
-                Hop::Nf(i) if is_process(*i) => Some(*i),
-                _ => None,
-            })
-        };
         let plan = &self.plan;
+        // The process NFs of the first hop that has any: one NF, or the
+        // members of a replica set.
+        let first_queues = |path: &[Hop]| -> Vec<u16> {
+            path.iter()
+                .map(|h| -> Vec<u16> {
+                    let nfs = plan.hop_nfs(h).iter().copied();
+                    nfs.filter(|&i| is_process(i)).collect()
+                })
+                .find(|q| !q.is_empty())
+                .unwrap_or_default()
+        };
         let mut d = Derived {
             chain_queue: plan
                 .chains
                 .iter()
                 .map(|c| {
                     c.as_ref()
-                        .and_then(|c| first_queue(plan.route(c.route)?.path.as_slice()))
+                        .and_then(|c| plan.route(c.route))
+                        .map_or_else(Vec::new, |r| first_queues(&r.path))
                 })
                 .collect(),
             nf_next_queues: vec![Vec::new(); self.nfs.len()],
@@ -293,9 +304,10 @@ impl<'a> Worker<'a> {
         // Every route, retired ones too: packets on them still need room.
         for r in plan.routes.iter().flatten() {
             for (pos, h) in r.path.iter().enumerate() {
-                if let Hop::Nf(i) = h {
-                    if let Some(q) = first_queue(&r.path[pos + 1..]) {
-                        if let Some(v) = d.nf_next_queues.get_mut(*i as usize) {
+                let next = first_queues(&r.path[pos + 1..]);
+                for &i in plan.hop_nfs(h) {
+                    if let Some(v) = d.nf_next_queues.get_mut(i as usize) {
+                        for &q in &next {
                             if !v.contains(&q) {
                                 v.push(q);
                             }
@@ -347,6 +359,8 @@ impl<'a> Worker<'a> {
         }
         self.route_latency
             .resize_with(self.plan.routes.len(), Histogram::new);
+        // Allocates only for a set that is new to this plan.
+        self.pins.install(&self.plan.sets, self.flows.capacity());
         self.derived = d;
         let members = self.sched_members();
         self.sched.apply(self.arena, &members);
@@ -362,8 +376,8 @@ impl<'a> Worker<'a> {
                 continue;
             };
             for (h, hop) in route.path.iter().enumerate() {
-                if let Hop::Nf(i) = hop {
-                    if let Some(o) = order.get_mut(*i as usize) {
+                for &i in self.plan.hop_nfs(hop) {
+                    if let Some(o) = order.get_mut(i as usize) {
                         o.get_or_insert((c as u32, h as u32));
                     }
                 }

@@ -44,7 +44,11 @@ impl<'a> Worker<'a> {
             .map_or(0, |p| p.link.domain())
     }
 
-    pub(super) fn group(&mut self, dest: Dest, h: sluice_mem::PktHandle) {
+    pub(super) fn group(&mut self, dest: Dest, mut h: sluice_mem::PktHandle) {
+        let dest = match dest {
+            Dest::Set(base) => self.pick_member(base, &mut h),
+            d => d,
+        };
         if let Some((_, g)) = self.groups.iter_mut().find(|(d, _)| *d == dest) {
             if let Err(h) = g.push(h) {
                 // Group full (cannot happen with batches ≤ MAX_BATCH).
@@ -69,6 +73,12 @@ impl<'a> Worker<'a> {
         while let Some((dest, mut b)) = self.work.pop() {
             match dest {
                 Dest::Nf(i) => self.deliver_nf(i, &mut b, now),
+                Dest::Set(_) => {
+                    // A whole batch for one set (`uniform_next`): each
+                    // packet to its flow's replica.
+                    b.drain(|h| self.group(dest, h));
+                    self.flush_groups();
+                }
                 Dest::Port(p) if self.ports.get(p as usize).is_some_and(Option::is_some) => {
                     if !self.taps.is_empty() {
                         self.tap(TapPoint::PortTx(p), &mut b);

@@ -24,7 +24,6 @@ use crate::flow_table::FlowState;
 use crate::host::{HostEvent, NfHost};
 use crate::nf_loop::{exit_code, STOP_CALLS_MAX};
 use crate::nf_rt::{Exec, NfRt, Phase};
-use crate::plan::Hop;
 use crate::wakeup::WakeGate;
 
 /// Asks the host to start `nf` as a new generation in its slot, keeping a
@@ -297,14 +296,9 @@ impl<'a> Worker<'a> {
             .closing_ids()
             .filter(|&id| !(allowed && queued_events.contains(&id)))
             .filter(|&id| {
-                self.flows.entry(id).is_some_and(|e| {
-                    e.state == FlowState::Closing
-                        && self
-                            .plan
-                            .route(e.marker_route)
-                            .and_then(|r| r.path.get(e.marker_hop as usize))
-                            == Some(&Hop::Nf(i))
-                })
+                self.flows
+                    .entry(id)
+                    .is_some_and(|e| e.state == FlowState::Closing && e.marker_nf == i)
             })
             .collect();
         for id in stuck {

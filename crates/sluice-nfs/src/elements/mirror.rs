@@ -277,7 +277,7 @@ fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> 
         // from offset 0 through its own descriptor: the copies overwrite
         // each other's records, while the counters add them all up.
         return Err(ctx.config.error(format!(
-            "NF {}: mirror writes one pcap file, so it cannot run as {replicas} per-worker copies (they would overwrite each other's records); set settings.workers: 1",
+            "NF {}: mirror writes one pcap file, so it cannot run as {replicas} copies side by side (settings.workers × replicas; they would overwrite each other's records); run it as one",
             ctx.name
         )));
     }

@@ -212,9 +212,10 @@ pub fn build_nf(ctx: &BuildContext<'_>) -> Result<NatNf, SpecError> {
     if replicas > 1 {
         // A mapping spans flows (endpoint-independent mapping, inbound
         // packets from any outside endpoint) and the port pool is shared:
-        // per-worker copies would hand out the same external port twice.
+        // copies (per worker, or replicas) would hand out the same
+        // external port twice.
         return Err(ctx.config.error(format!(
-            "NF {}: nat keeps mappings and a port pool shared by all flows, so it cannot run as {replicas} per-worker copies; set settings.workers: 1",
+            "NF {}: nat keeps mappings and a port pool shared by all flows, so it cannot run as {replicas} copies side by side (settings.workers × replicas); run it as one",
             ctx.name
         )));
     }

@@ -1,0 +1,63 @@
+//! Steering among an NF's replicas (see [`crate::replicas`]): which
+//! member a packet's flow goes to, and where its end marker goes.
+
+use sluice_mem::PktHandle;
+use sluice_nf::DropReason;
+use sluice_spec::Steer;
+
+use super::Worker;
+use crate::route::Dest;
+
+/// What a member that takes no packets now (starting, down, restarting)
+/// counts as queued: new flows go elsewhere while any member serves.
+const DOWN: usize = usize::MAX / 2;
+
+impl<'a> Worker<'a> {
+    /// The member of the set named by NF `base` that packet `h`'s flow
+    /// belongs to. The flow id and hash are the packet's metadata, which
+    /// an NF may have written: a forged value only picks another replica
+    /// of the same NF (as a `ToNf` verdict could), and every index is
+    /// bounded by the set.
+    #[inline]
+    pub(super) fn pick_member(&mut self, base: u16, h: &mut PktHandle) -> Dest {
+        let Some(set) = self.plan.set(base) else {
+            // Removed by an apply while the packet was inside.
+            return Dest::Drop(DropReason::NF_REMOVED);
+        };
+        let pkt = self.arena.pkt(h);
+        match set.steer {
+            Steer::Hash => Dest::Nf(set.by_hash(pkt.flow_hash())),
+            Steer::ShortestQueue => {
+                let nfs = &self.nfs;
+                let queued = |m: u16| match nfs.get(m as usize).and_then(Option::as_ref) {
+                    Some(nf) => match nf.process_ref() {
+                        Some(p) if p.phase.accepts() => p.link.in_flight() as usize,
+                        Some(_) => DOWN,
+                        // Inline: runs to completion, nothing waits.
+                        None => 0,
+                    },
+                    None => DOWN,
+                };
+                Dest::Nf(self.pins.pick(base, set, pkt.flow_id(), queued))
+            }
+        }
+    }
+
+    /// The member of the set named by NF `base` that flow `id` went to,
+    /// from the flow table's own hash (not packet metadata); `None` if
+    /// the flow was never placed there (`shortest_queue` before its first
+    /// packet reached the set).
+    pub(super) fn member_of_flow(&self, base: u16, id: u32) -> Option<u16> {
+        let set = self.plan.set(base)?;
+        match set.steer {
+            Steer::Hash => Some(set.by_hash(self.flows.entry(id)?.hash)),
+            Steer::ShortestQueue => self.pins.pinned(base, set, id),
+        }
+    }
+
+    /// Frees flow `id`'s slot, and its replica choices with it.
+    pub(super) fn release_flow(&mut self, id: u32) {
+        self.flows.release(id);
+        self.pins.release(id);
+    }
+}
