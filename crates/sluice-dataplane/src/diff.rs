@@ -136,6 +136,13 @@ impl Diff {
                 d.chains.removed.push(o.name.clone());
             }
         }
+        // A replica set that gains or loses members, or steers another
+        // way, moves flows between replicas: a moved flow's next packet
+        // must not overtake the ones still inside its old replica.
+        let sets = old.sets.len().max(new.sets.len());
+        if (0..sets).any(|b| old.set(b as u16) != new.set(b as u16)) {
+            d.quiesce = true;
+        }
         d
     }
 }
@@ -203,6 +210,42 @@ mod tests {
         // The next apply may use the freed ids again.
         let again = crate::compile::compile(&a, registry, &target, Some(&new)).unwrap();
         assert_eq!(Diff::between(&new, &again).nfs.added, one("f"));
+    }
+
+    /// Scaling a replica set out adds only the new replica and scaling in
+    /// removes only the last; either moves flows between replicas, so the
+    /// workers drain first. A new `steer` moves flows too.
+    #[test]
+    fn changing_a_replica_set_adds_or_removes_its_last_replicas_after_a_drain() {
+        let registry = sluice_nfs::REGISTRY;
+        let types: Vec<&str> = registry.iter().map(|t| t.name).collect();
+        let spec = |replicas: u32, steer: &str| {
+            let text = format!(
+                "ports:\n  - {{ name: gen, kind: generator, count: 1 }}\n  - {{ name: out, kind: sink }}\n\
+                 nfs:\n  - {{ name: m, type: monitor, replicas: {replicas}, steer: {steer} }}\n\
+                 chains:\n  - {{ name: c, from: gen, nfs: [m], to: out }}\n"
+            );
+            sluice_spec::parse_str(&text, "t.yaml", &types).unwrap()
+        };
+        let big = spec(4, "hash");
+        let target = crate::compile::Target::of_spec(&big);
+        let compile = |s, prev| crate::compile::compile(&s, registry, &target, prev).unwrap();
+        let two = compile(spec(2, "hash"), None);
+        let three = compile(spec(3, "hash"), Some(&two));
+        let d = Diff::between(&two, &three);
+        assert_eq!(d.nfs.added, ["m.2"]);
+        assert!(d.nfs.changed.is_empty() && d.nfs.removed.is_empty());
+        assert!(d.chains.changed.is_empty(), "the route is the same set");
+        assert!(d.quiesce);
+        let back = compile(spec(2, "hash"), Some(&three));
+        let d = Diff::between(&three, &back);
+        assert_eq!(d.nfs.removed, ["m.2"]);
+        assert!(d.quiesce);
+        let steered = compile(spec(2, "shortest_queue"), Some(&back));
+        let d = Diff::between(&back, &steered);
+        assert!(d.nfs.is_empty() && d.quiesce);
+        let same = compile(spec(2, "shortest_queue"), Some(&steered));
+        assert!(!Diff::between(&steered, &same).quiesce);
     }
 
     /// Each NF gets its rule from the compiler; under `auto` only a

@@ -84,12 +84,16 @@ fn stamp_key(flow: u32) -> u64 {
 /// sequence-number check.  The sequence check sees every segment of the
 /// connection, stamped or not, so it catches reordering between stamped
 /// and stampless segments (IMIX); the stamp check is exact for duplicates.
-/// A TCP flow is a connection: only the sequence check's `First` counts.
+/// A TCP flow is a connection: only the sequence check's `First` counts,
+/// and only it says what is reordered. A generator's stamp flow spans
+/// its successive connections, which are flows of their own: a new
+/// connection's first segments may rightly pass the last ones of the
+/// one before (they may take different NF replicas), which the stamp
+/// order would count as reordering.
 #[inline]
 fn combine(by_stamp: Option<Order>, by_seq: Order) -> Order {
     match (by_stamp, by_seq) {
         (Some(Order::Duplicate), _) | (_, Order::Duplicate) => Order::Duplicate,
-        (Some(Order::Reordered), _) | (_, Order::Reordered) => Order::Reordered,
         (_, v) => v,
     }
 }

@@ -1,0 +1,116 @@
+//! Process NFs with replicas, scaled live: while a generator offers
+//! traffic to a running daemon (TCP connections of 200 packets, so new
+//! flows keep arriving: `shortest_queue` places only new flows), an NF of two process replicas grows to
+//! three and shrinks back to two. The replicas that stay keep their
+//! processes, the new one takes a share of the flows, nothing is lost,
+//! reordered or duplicated, and the API shows each replica's share.
+
+mod common;
+use common::*;
+
+use std::time::{Duration, Instant};
+
+const COUNT: u64 = 1_200_000;
+
+fn spec(replicas: u32, steer: &str) -> String {
+    format!(
+        "ports:\n  - {{ name: gen, kind: generator, flows: 256, protocol: tcp, packets_per_flow: 200, size: 64, rate_pps: 1000000, count: {COUNT} }}\n  - {{ name: out, kind: sink }}\nnfs:\n  - {{ name: mon, type: monitor, isolation: process, replicas: {replicas}, steer: {steer} }}\n  - {{ name: fw, type: forwarder, isolation: process }}\nchains:\n  - {{ name: main, from: gen, nfs: [mon, fw], to: out }}\n"
+    )
+}
+
+fn pid_of(d: &Daemon, nf: &str) -> Option<u64> {
+    d.instances()
+        .iter()
+        .find(|i| i["nf"] == nf)
+        .and_then(|i| i["pid"].as_u64())
+        .filter(|&p| p > 0)
+}
+
+fn scale_live(steer: &str) {
+    let d = Daemon::start();
+    d.apply(&spec(2, steer));
+    let wait_until = |packets: u64| {
+        let t = Instant::now();
+        while d.stats()["packets_in"].as_u64().unwrap_or(0) < packets {
+            assert!(t.elapsed() < Duration::from_secs(120), "traffic stalled");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_until(200_000);
+    let before = (pid_of(&d, "mon"), pid_of(&d, "mon.1"));
+    assert!(
+        before.0.is_some() && before.1.is_some(),
+        "{:#?}",
+        d.instances()
+    );
+    let r = d.apply(&spec(3, steer));
+    assert_eq!(
+        r["diff"]["nfs"]["added"],
+        serde_json::json!(["mon.2"]),
+        "{r:#}"
+    );
+    wait_until(600_000);
+    assert_eq!(
+        (pid_of(&d, "mon"), pid_of(&d, "mon.1")),
+        before,
+        "kept running"
+    );
+    let newcomer = nf(&d.stats(), "mon.2")["packets"].as_u64().unwrap_or(0);
+    assert!(newcomer > 0, "the new replica took flows");
+    let r = d.apply(&spec(2, steer));
+    assert_eq!(
+        r["diff"]["nfs"]["removed"],
+        serde_json::json!(["mon.2"]),
+        "{r:#}"
+    );
+    let t = Instant::now();
+    let s = loop {
+        let s = d.stats();
+        let done = s["packets_in"] == COUNT && s["packets_out"] == COUNT;
+        if done || t.elapsed() > Duration::from_secs(120) {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(s["packets_in"], COUNT, "{s:#}");
+    assert_eq!(s["drops_total"], 0, "no packet dropped: {s:#}");
+    assert_eq!(s["packets_out"], COUNT, "every packet left: {s:#}");
+    assert_eq!(
+        port(&s, "out")["reordered"],
+        0,
+        "per-flow order kept: {s:#}"
+    );
+    assert_eq!(port(&s, "out")["duplicates"], 0, "{s:#}");
+    assert_eq!(
+        (pid_of(&d, "mon"), pid_of(&d, "mon.1")),
+        before,
+        "kept running"
+    );
+    // The API's view of the NF: the sum, and each replica's share.
+    let (ok, v, err) = d.cli(&["get", "nf", "mon", "-o", "json"]);
+    assert!(ok, "{err}");
+    let shares: Vec<u64> = v["replicas"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v:#}"))
+        .iter()
+        .map(|r| r["packets"].as_u64().unwrap())
+        .collect();
+    assert_eq!(shares.len(), 2, "{v:#}");
+    assert!(shares.iter().all(|&p| p > 0), "{v:#}");
+    assert_eq!(
+        v["packets"].as_u64(),
+        Some(shares.iter().sum::<u64>()),
+        "{v:#}"
+    );
+    assert_eq!(v["instances"].as_array().map(Vec::len), Some(2), "{v:#}");
+}
+
+#[test]
+fn hash_replicas_scale_out_and_in_under_load_without_loss() {
+    scale_live("hash");
+}
+
+#[test]
+fn shortest_queue_replicas_scale_out_and_in_under_load_without_loss() {
+    scale_live("shortest_queue");
+}
