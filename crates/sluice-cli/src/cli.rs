@@ -125,6 +125,10 @@ pub enum BenchKind {
     /// The realistic chain firewall → NAT → monitor → router
     /// (`examples/bench-realistic.yaml`), with per-NF cost per packet.
     Nfs(NfsArgs),
+    /// What NF replicas cost and give: a forwarder against four replicas
+    /// of it (the steering's cost), a costly process NF against two
+    /// replicas of it, in alternating rounds.
+    Replicas(ReplicasArgs),
     /// A bump in the wire between two network namespaces against plain
     /// Linux forwarding of the same traffic (needs root).
     Wire(WireArgs),
@@ -223,6 +227,26 @@ pub struct NfsArgs {
     /// NF isolation.
     #[arg(long, value_enum, default_value_t = IsolationArg::Inline)]
     pub isolation: IsolationArg,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `sluice bench replicas`.
+#[derive(Debug, Args)]
+pub struct ReplicasArgs {
+    /// Seconds each setup runs per round (more than 0, at most 86400).
+    #[arg(long, default_value = "3", value_parser = bench_seconds)]
+    pub duration: Seconds,
+    /// Rounds (each runs every setup once; the median round is kept).
+    #[arg(long, default_value_t = 3, value_parser = value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
+    /// One round.
+    #[arg(long)]
+    pub quick: bool,
+    /// Concurrent UDP flows (1-1000000).
+    #[arg(long, default_value_t = 1024, value_parser = value_parser!(u32).range(1..=1_000_000))]
+    pub flows: u32,
     /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,

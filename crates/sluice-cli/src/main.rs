@@ -8,6 +8,7 @@ mod bench_deploy;
 mod bench_instantiate;
 mod bench_jitter;
 mod bench_nfs;
+mod bench_replicas;
 mod bench_sched;
 mod bench_setups;
 mod bench_share;
@@ -79,6 +80,7 @@ fn main() -> ExitCode {
         Command::Bench(b) => match b.which {
             BenchKind::Chain(a) => bench::chain(a),
             BenchKind::Nfs(a) => bench_nfs::run(a),
+            BenchKind::Replicas(a) => bench_replicas::run(a),
             BenchKind::Wire(a) => bench_wire::run(a),
             BenchKind::Jitter(a) => bench_jitter::run(a),
             BenchKind::Deploy(a) => bench_deploy::run(a),

@@ -4,7 +4,8 @@
 //! `sluice bench jitter` sees a stall it is given; `sluice bench sched`
 //! runs every experiment under both scheduling policies; `sluice bench
 //! instantiate` creates the NFs it says, all running, and reports each
-//! figure.
+//! figure; `sluice bench replicas` runs every setup, each replica taking
+//! a share.
 
 mod common;
 use common::*;
@@ -231,4 +232,27 @@ fn bench_instantiate_creates_every_nf_and_reports_its_figures() {
         v["crun_us"]["p50"].as_f64().is_some() || v["crun_note"].is_string(),
         "{v:#}"
     );
+}
+
+#[test]
+fn bench_replicas_runs_every_setup_and_every_replica_takes_a_share() {
+    let (out, r) = bench(&["replicas", "--quick", "--duration", "0.5", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (section, replicas) in [("steering", [1, 4, 4]), ("costly", [1, 2, 2])] {
+        let rows = r[section].as_array().unwrap_or_else(|| panic!("{r:#}"));
+        assert_eq!(rows.len(), 3, "{r:#}");
+        for (row, n) in rows.iter().zip(replicas) {
+            let shares = row["shares"].as_array().unwrap();
+            assert_eq!(shares.len(), n, "{row:#}");
+            assert!(shares.iter().all(|s| s.as_u64() > Some(0)), "{row:#}");
+            assert!(row["mpps"].as_f64() > Some(0.0), "{row:#}");
+            assert_eq!(row["leaked_buffers"], 0, "{row:#}");
+        }
+    }
+    assert!(r["steering_ratio_hash"].as_f64() > Some(0.0), "{r:#}");
+    assert_eq!(r["rounds"], 1);
 }

@@ -284,10 +284,7 @@ pub fn compile(
             members.push(id);
         }
         if n.replicas > 1 {
-            plan.sets[base as usize] = Some(ReplicaSet {
-                members,
-                steer: n.steer,
-            });
+            plan.sets[base as usize] = Some(ReplicaSet::new(members, n.steer));
         }
     }
     // Routes: a chain whose path is unchanged keeps its route.

@@ -23,6 +23,9 @@ pub struct LogLine {
     pub time_ms: u64,
     /// The worker whose instance it concerns.
     pub worker: u32,
+    /// The NF it concerns: the NF asked for, or one of its replicas
+    /// (`NAME.k`).
+    pub nf: String,
     /// `nf` for what the NF wrote, `platform` for what the platform says.
     #[schema(value_type = String)]
     pub source: &'static str,
@@ -59,20 +62,26 @@ impl LogBook {
             seq,
             time_ms,
             worker,
+            nf: nf.to_string(),
             source,
             line,
         });
     }
 
-    /// NF `nf`'s lines with a sequence number above `after`, oldest first.
+    /// NF `nf`'s lines with a sequence number above `after`, oldest first,
+    /// with those of its replicas (`nf.1`, `nf.2`, …) among them.
     pub fn since(&self, nf: &str, after: u64) -> Vec<LogLine> {
         let Ok(g) = self.inner.lock() else {
             return Vec::new();
         };
-        g.per_nf
-            .get(nf)
-            .map(|q| q.iter().filter(|l| l.seq > after).cloned().collect())
-            .unwrap_or_default()
+        let mut lines: Vec<LogLine> = g
+            .per_nf
+            .iter()
+            .filter(|(name, _)| crate::replicas::replica_of(name).0 == nf)
+            .flat_map(|(_, q)| q.iter().filter(|l| l.seq > after).cloned())
+            .collect();
+        lines.sort_by_key(|l| l.seq);
+        lines
     }
 
     /// Forgets NF `nf` (it was removed).
@@ -86,6 +95,26 @@ impl LogBook {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_nf_s_lines_include_its_replicas_in_order() {
+        let b = LogBook::default();
+        b.push("m", 0, "platform", "started".into());
+        b.push("m.1", 0, "platform", "started".into());
+        b.push("mx", 0, "nf", "another NF".into());
+        b.push("m", 0, "nf", "hello".into());
+        let lines = b.since("m", 0);
+        let got: Vec<(&str, &str)> = lines
+            .iter()
+            .map(|l| (l.nf.as_str(), l.line.as_str()))
+            .collect();
+        assert_eq!(got, [("m", "started"), ("m.1", "started"), ("m", "hello")]);
+        assert_eq!(
+            b.since("m.1", 0).len(),
+            1,
+            "a replica alone, by its own name"
+        );
+    }
 
     #[test]
     fn lines_follow_by_sequence_and_old_ones_fall_off() {
