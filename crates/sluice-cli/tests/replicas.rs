@@ -114,3 +114,60 @@ fn hash_replicas_scale_out_and_in_under_load_without_loss() {
 fn shortest_queue_replicas_scale_out_and_in_under_load_without_loss() {
     scale_live("shortest_queue");
 }
+
+/// A replica that crashes costs only its own flows' packets it held: the
+/// other replica keeps its process and its flows, the crashed one comes
+/// back under its own name (`nf:mon.1`), and nothing else is dropped.
+#[test]
+fn a_crashed_replica_costs_only_what_it_held() {
+    let spec = chain_spec(
+        200_000,
+        "  - { name: mon, type: monitor, isolation: process, replicas: 2 }\n",
+        "mon",
+        "policy: always, max_restarts: 10, backoff_ms: 0",
+    )
+    .replace("rate_pps: 200000 }", "rate_pps: 200000, count: 400000 }");
+    let (_d, path) = spec_file(&spec);
+    let child = sluice()
+        .args(["run", path.to_str().unwrap(), "--json", "--duration", "120"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let find = |comm: &str| {
+        let t = Instant::now();
+        loop {
+            let found = descendants_named(pid, comm);
+            if !found.is_empty() || t.elapsed() > Duration::from_secs(30) {
+                return found;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // Each replica names its process after itself.
+    let first = find("nf:mon");
+    let victim = find("nf:mon.1");
+    assert_eq!((first.len(), victim.len()), (1, 1), "one process each");
+    std::thread::sleep(Duration::from_millis(400));
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &victim[0].to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(killed);
+    let (out, r) = finish_json(child);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_accounted(&r);
+    assert_eq!(nf(&r, "mon.1")["restarts"], 1, "{r:#}");
+    assert_eq!(nf(&r, "mon")["restarts"], 0, "{r:#}");
+    // A monitor holds at most the batch it took in.
+    let crashed = r["drops"]["nf_crashed"].as_u64().unwrap_or(0);
+    assert!(crashed <= 32, "{crashed}: {r:#}");
+    assert_eq!(r["drops_total"].as_u64(), Some(crashed), "{r:#}");
+    assert_eq!(r["packets_out"].as_u64(), Some(400_000 - crashed), "{r:#}");
+}

@@ -65,7 +65,39 @@ fn build_owner(ctx: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecE
     }))
 }
 
+/// Sends every packet to the NF named `to` (`ToNf`), skipping the hops
+/// between.
+struct Detour(sluice_nf::NfId);
+
+impl NetworkFunction for Detour {
+    fn process(&mut self, batch: &mut Batch<'_>, _ctx: &mut Context<'_>) {
+        let to = self.0;
+        batch.for_each(|p| p.set_verdict(sluice_nf::Verdict::ToNf(to)));
+    }
+}
+
+fn build_detour(ctx: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> {
+    let to = ctx
+        .config
+        .get("to")
+        .and_then(|n| n.as_str())
+        .unwrap_or_default();
+    let id = ctx
+        .resolver
+        .nf(to)
+        .ok_or_else(|| ctx.config.error(format!("no NF named {to}")))?;
+    Ok(Box::new(Detour(id)))
+}
+
 static REGISTRY: &[NfType] = &[
+    NfType {
+        name: "detour",
+        summary: "test NF",
+        drop_reasons: &[],
+        counters: &[],
+        build: build_detour,
+        frames: sluice_nf::FrameNeeds::MtuFrames,
+    },
     NfType {
         name: "owner",
         summary: "test NF",
@@ -155,6 +187,24 @@ fn hash_steering_spreads_flows_evenly_over_the_replicas() {
         // replica within a few percent.
         assert!((8_500..11_500).contains(&n.packets), "{f:#?}");
     }
+}
+
+/// An NF named elsewhere (here a `ToNf` verdict by name, which resolves
+/// to replica 0's id) means the whole set: the packet skips ahead to the
+/// set's hop and reaches its flow's replica, like the route's own.
+#[test]
+fn naming_an_nf_with_replicas_reaches_the_flows_replica() {
+    let spec = format!(
+        "{TCP_FLOWS}nfs:\n  - {{ name: d, type: detour, isolation: inline, config: {{ to: m }} }}\n  - {{ name: x, type: forwarder, isolation: inline }}\n  - {{ name: m, type: monitor, isolation: inline, replicas: 3 }}\nchains:\n  - {{ name: c, from: gen, nfs: [d, x, m], to: out }}\n"
+    );
+    let r = run_spec(&spec);
+    assert_eq!(r.packets_out, 4000, "{r:#?}");
+    assert_eq!(rows(&r, "x")[0].packets, 0, "skipped ahead");
+    let m = rows(&r, "m");
+    assert_eq!(m.iter().map(|n| n.packets).sum::<u64>(), 4000);
+    assert!(m.iter().all(|n| n.packets > 0), "{m:#?}");
+    assert_eq!(sum(&m, "flows_ended"), 400);
+    assert_eq!(sum(&m, "flows_active"), 0);
 }
 
 fn plan_of(text: &str, prev: Option<&Plan>) -> Result<Plan, SpecError> {

@@ -75,7 +75,7 @@ pub(super) fn standby_main(mut f: Fork<'_>) -> i32 {
     let Some(start) = super::standby::wait_for_start() else {
         return exit_code::STOPPED;
     };
-    let name = &f.req.recipe.name;
+    let name = &f.req.name;
     if let Err(e) = start.check(f.req) {
         eprintln!("sluice: standby of NF {name}: {e}");
         return exit_code::SPAWN_FAILED;
@@ -100,7 +100,7 @@ fn record_pid(arena: &Arena, slot: u32) {
 /// `{prefix}:NAME`. An error is printed and returned as the exit code.
 fn prepare(f: &mut Fork<'_>, prefix: &str) -> Result<Box<dyn sluice_nf::NetworkFunction>, i32> {
     let req = f.req;
-    let name = &req.recipe.name;
+    let name = &req.name;
     // Another trust domain's packets leave this address space before any
     // of the NF's own code runs (its shell was built in the template).
     let kept = f.arena.keep_domain(usize::from(req.domain));

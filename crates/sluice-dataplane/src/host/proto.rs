@@ -103,6 +103,9 @@ pub struct SpawnRequest {
     pub loop_cfg: LoopConfig,
     /// How to build the NF.
     pub recipe: NfRecipe,
+    /// The instance's name: the NF's, or a replica's (`NAME.k`, while
+    /// the recipe keeps the NF's). Its process is named `nf:` + this.
+    pub name: String,
     /// Instances of this NF that ran before in this slot's history.
     pub restarts: u32,
     /// What the process may do.
@@ -149,6 +152,7 @@ impl SpawnRequest {
                 replicas: 1,
                 flow_capacity: 1024,
             },
+            name: "a".into(),
             restarts: 0,
             sandbox: super::SandboxPlan::default(),
             shell: true,

@@ -322,6 +322,7 @@ mod tests {
     fn req(type_name: &str, name: &str, restarts: u32, shell: bool) -> SpawnRequest {
         let mut r = SpawnRequest::test_request(0);
         r.recipe.name = name.into();
+        r.name = name.into();
         r.recipe.type_name = type_name.into();
         r.restarts = restarts;
         r.shell = shell;

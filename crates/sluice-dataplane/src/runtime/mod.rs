@@ -524,6 +524,7 @@ impl Runtime {
                         cpu: 0,
                         loop_cfg: LoopConfig::for_sharing(1, 1, None),
                         recipe: n.recipe.clone(),
+                        name: n.name.clone(),
                         restarts: 0,
                         sandbox: n
                             .sandbox
