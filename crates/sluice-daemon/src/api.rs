@@ -8,7 +8,6 @@ use axum::extract::{RawQuery, State};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::Value;
-use sluice_dataplane::replicas::replica_of;
 use sluice_dataplane::report::RunReport;
 use sluice_dataplane::worker::Instance;
 use utoipa::OpenApi;
@@ -16,6 +15,7 @@ use utoipa::OpenApi;
 use crate::control::State as Ctl;
 use crate::error::{ApiError, ErrorBody};
 pub use crate::extract::{parse_body, parse_query, AppState, Name, BODY_LIMIT};
+use crate::nf_view::nf_views;
 use crate::tenancy::Caller;
 use crate::types::*;
 
@@ -96,7 +96,7 @@ async fn put_spec(
 }
 
 /// The entries of `key` (`ports`, `nfs`, `chains`) in the desired spec.
-fn entries(s: &Ctl, key: &str) -> Vec<Value> {
+pub(crate) fn entries(s: &Ctl, key: &str) -> Vec<Value> {
     s.desired
         .as_ref()
         .and_then(|d| d.to_json().get(key).and_then(Value::as_array).cloned())
@@ -155,58 +155,6 @@ async fn get_port(
         })
         .await?
         .map(Json)
-}
-
-fn nf_views(s: &Ctl, report: &RunReport, instances: &[Instance]) -> Vec<NfView> {
-    entries(s, "nfs")
-        .into_iter()
-        .map(|d| {
-            let name = d["name"].as_str().unwrap_or_default().to_string();
-            // Its report rows: its own, then its replicas' (`NAME.k`).
-            let of_it = |n: &str| replica_of(n).0 == name;
-            let rows: Vec<_> = report.nfs.iter().filter(|n| of_it(&n.name)).collect();
-            let r = rows.first().copied();
-            let sum = |f: fn(&sluice_dataplane::report::NfReport) -> u64| -> u64 {
-                rows.iter().map(|r| f(r)).sum()
-            };
-            let mut drops = std::collections::BTreeMap::new();
-            for (k, v) in rows.iter().flat_map(|r| &r.drops) {
-                *drops.entry(k.clone()).or_insert(0) += v;
-            }
-            NfView {
-                nf_type: d["type"].as_str().unwrap_or_default().to_string(),
-                isolation: d["isolation"].as_str().unwrap_or_default().to_string(),
-                packets: sum(|r| r.packets),
-                cpu_ns: sum(|r| r.cpu_ns),
-                process_cpu_us: sum(|r| r.process_cpu_us),
-                process_switches: sum(|r| r.process_switches),
-                restarts: sum(|r| r.restarts.into()) as u32,
-                sandbox: r.and_then(|r| r.sandbox.clone()),
-                sandbox_kills: sum(|r| r.sandbox_kills.into()) as u32,
-                oom_kills: sum(|r| r.oom_kills.into()) as u32,
-                domain: r.map_or_else(
-                    || sluice_spec::PLATFORM_DOMAIN.to_string(),
-                    |r| r.domain.clone(),
-                ),
-                domain_copies: sum(|r| r.domain_copies),
-                drops,
-                instances: instances.iter().filter(|i| of_it(&i.nf)).cloned().collect(),
-                replicas: if rows.len() > 1 {
-                    rows.iter()
-                        .map(|r| ReplicaView {
-                            name: r.name.clone(),
-                            packets: r.packets,
-                            restarts: r.restarts,
-                        })
-                        .collect()
-                } else {
-                    Vec::new()
-                },
-                name,
-                definition: d,
-            }
-        })
-        .collect()
 }
 
 #[utoipa::path(get, path = "/v1/nfs", tag = "nfs",

@@ -16,6 +16,7 @@ mod dashboard;
 pub mod error;
 pub mod extract;
 mod metrics;
+mod nf_view;
 mod pcapng;
 pub mod socket;
 pub mod state;

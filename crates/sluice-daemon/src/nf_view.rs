@@ -1,0 +1,64 @@
+//! The API's view of an NF (`GET /v1/nfs`): its definition, with the
+//! figures of its report rows (its own and its replicas', summed) and its
+//! instances.
+
+use sluice_dataplane::replicas::replica_of;
+use sluice_dataplane::report::RunReport;
+use sluice_dataplane::worker::Instance;
+
+use crate::api::entries;
+use crate::control::State as Ctl;
+use crate::types::{NfView, ReplicaView};
+
+/// Every NF of the desired state as the API shows it.
+pub(crate) fn nf_views(s: &Ctl, report: &RunReport, instances: &[Instance]) -> Vec<NfView> {
+    entries(s, "nfs")
+        .into_iter()
+        .map(|d| {
+            let name = d["name"].as_str().unwrap_or_default().to_string();
+            // Its report rows: its own, then its replicas' (`NAME.k`).
+            let of_it = |n: &str| replica_of(n).0 == name;
+            let rows: Vec<_> = report.nfs.iter().filter(|n| of_it(&n.name)).collect();
+            let r = rows.first().copied();
+            let sum = |f: fn(&sluice_dataplane::report::NfReport) -> u64| -> u64 {
+                rows.iter().map(|r| f(r)).sum()
+            };
+            let mut drops = std::collections::BTreeMap::new();
+            for (k, v) in rows.iter().flat_map(|r| &r.drops) {
+                *drops.entry(k.clone()).or_insert(0) += v;
+            }
+            NfView {
+                nf_type: d["type"].as_str().unwrap_or_default().to_string(),
+                isolation: d["isolation"].as_str().unwrap_or_default().to_string(),
+                packets: sum(|r| r.packets),
+                cpu_ns: sum(|r| r.cpu_ns),
+                process_cpu_us: sum(|r| r.process_cpu_us),
+                process_switches: sum(|r| r.process_switches),
+                restarts: sum(|r| r.restarts.into()) as u32,
+                sandbox: r.and_then(|r| r.sandbox.clone()),
+                sandbox_kills: sum(|r| r.sandbox_kills.into()) as u32,
+                oom_kills: sum(|r| r.oom_kills.into()) as u32,
+                domain: r.map_or_else(
+                    || sluice_spec::PLATFORM_DOMAIN.to_string(),
+                    |r| r.domain.clone(),
+                ),
+                domain_copies: sum(|r| r.domain_copies),
+                drops,
+                instances: instances.iter().filter(|i| of_it(&i.nf)).cloned().collect(),
+                replicas: if rows.len() > 1 {
+                    rows.iter()
+                        .map(|r| ReplicaView {
+                            name: r.name.clone(),
+                            packets: r.packets,
+                            restarts: r.restarts,
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                },
+                name,
+                definition: d,
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,149 @@
+//! The NFs of a plan: each spec NF built once (or kept from the previous
+//! plan) and laid out as its replicas.
+
+use sluice_mem::MAX_BATCH;
+use sluice_nf::NfType;
+use sluice_spec::{Spec, SpecError};
+
+use super::{IdMap, SpecNames, Target};
+use crate::plan::{NfPlan, Plan};
+use crate::recipe::NfRecipe;
+use crate::replicas::{replica_name, ReplicaSet};
+use crate::wakeup::WakePolicy;
+
+/// Puts every NF of `spec` into `plan` under its id in `nf_ids`, with its
+/// replicas and their set, keeping `prev`'s instances that still serve.
+pub(super) fn add(
+    spec: &Spec,
+    registry: &'static [NfType],
+    target: &Target,
+    prev: &Plan,
+    names: &SpecNames<'_>,
+    nf_ids: &IdMap,
+    plan: &mut Plan,
+) -> Result<(), SpecError> {
+    let entries = chain_entries(spec);
+    let wakeup = spec.wakeup_rules();
+    for n in &spec.nfs {
+        let nf_type = registry
+            .iter()
+            .find(|t| t.name == n.nf_type)
+            .expect("validate() checked NF types");
+        // Instances side by side: one per worker, times the replicas.
+        let copies = target.replicas.saturating_mul(n.replicas);
+        let base = nf_ids.get(&n.name).expect("assigned above");
+        let mut built: Option<NfPlan> = None;
+        let mut members = Vec::with_capacity(n.replicas as usize);
+        for k in 0..n.replicas {
+            let id = nf_ids
+                .get(&replica_name(&n.name, k))
+                .expect("assigned above");
+            // A type tells one copy from several, not how many (the
+            // `Resolver::replicas` contract): a replica kept across a
+            // change of `replicas` keeps running.
+            let kept = prev.nf(id).filter(|p| {
+                std::ptr::eq(p.nf_type, nf_type)
+                    && p.isolation == n.isolation
+                    && p.recipe.config == n.config
+                    && (p.recipe.replicas > 1) == (copies > 1)
+                    && p.recipe.flow_capacity == target.flow_capacity
+                    && p.recipe.answers_hold(names)
+                    && p.sandbox == crate::host::SandboxPlan::of(&n.sandbox_or_default())
+                    && p.domain == domain_of(spec, n)
+            });
+            let mut nf = match (kept, &built) {
+                (Some(p), _) => p.clone(),
+                (None, Some(b)) => b.clone(),
+                (None, None) => {
+                    let b = build_nf(nf_type, n, names, copies, target.flow_capacity)?;
+                    built.insert(b).clone()
+                }
+            };
+            nf.name = replica_name(&n.name, k);
+            nf.set = (n.replicas > 1).then_some(base);
+            nf.cpu_weight = n.cpu_weight;
+            // An inline NF never sleeps: no rule applies to it.
+            nf.wakeup = match n.isolation {
+                sluice_spec::Isolation::Process => {
+                    let entry = entries.contains(n.name.as_str());
+                    let rule = wakeup.get(n.name.as_str()).copied();
+                    WakePolicy::for_hop(&rule.unwrap_or(spec.settings.wakeup.rule), entry)
+                }
+                sluice_spec::Isolation::Inline => WakePolicy::IMMEDIATE,
+            };
+            plan.nfs[id as usize] = Some(nf);
+            plan.nf_order.push(id);
+            members.push(id);
+        }
+        if n.replicas > 1 {
+            plan.sets[base as usize] = Some(ReplicaSet::new(members, n.steer));
+        }
+    }
+    Ok(())
+}
+
+fn build_nf(
+    nf_type: &'static NfType,
+    n: &sluice_spec::NfSpec,
+    names: &SpecNames<'_>,
+    copies: u32,
+    flow_capacity: u32,
+) -> Result<NfPlan, SpecError> {
+    // Building must not touch files (this is all `sluice validate` does):
+    // NFs open them when they first run. The built instance also names its
+    // drop reasons and counters when they depend on its config.
+    let (recipe, nf) =
+        NfRecipe::first_build(nf_type, &n.name, &n.config, names, copies, flow_capacity)?;
+    Ok(NfPlan {
+        name: n.name.clone(),
+        nf_type,
+        isolation: n.isolation,
+        recipe,
+        drop_reasons: nf
+            .drop_reason_names()
+            .unwrap_or_else(|| nf_type.drop_reasons.iter().map(|r| r.to_string()).collect()),
+        counters: nf.counter_names().unwrap_or_else(|| {
+            nf_type
+                .counters
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (i, c.to_string()))
+                .collect()
+        }),
+        alloc_reserve: nf.alloc_reserve().min(MAX_BATCH as u32),
+        live_reconfigure: nf.live_reconfigure(),
+        cpu_weight: n.cpu_weight,
+        // Set by the caller, which sees the chains.
+        wakeup: WakePolicy::IMMEDIATE,
+        sandbox: crate::host::SandboxPlan::of(&n.sandbox_or_default()),
+        domain: domain_of(names.spec, n),
+        // Set by the caller, which knows the replica.
+        set: None,
+    })
+}
+
+/// NF `n`'s trust domain (validation checked it names one).
+fn domain_of(spec: &Spec, n: &sluice_spec::NfSpec) -> u8 {
+    spec.domain_index(n).unwrap_or(0) as u8
+}
+
+/// The NFs that are the first process NF of one of the spec's chains
+/// (where `auto` may hold packets, `WakePolicy::for_hop`). Built once per
+/// compile: thousands of NFs and chains must not cost a scan per NF.
+fn chain_entries(spec: &Spec) -> std::collections::HashSet<&str> {
+    let process: std::collections::HashSet<&str> = spec
+        .nfs
+        .iter()
+        .filter(|n| n.isolation == sluice_spec::Isolation::Process)
+        .map(|n| n.name.as_str())
+        .collect();
+    spec.chains
+        .iter()
+        .filter_map(|c| {
+            c.nfs
+                .iter()
+                .map(String::as_str)
+                .find(|n| process.contains(n))
+        })
+        .collect()
+}
