@@ -96,6 +96,7 @@ fn metrics_are_openmetrics_that_match_the_stats() {
         "sluice_nf_packets_total",
         "sluice_nf_cpu_seconds_total",
         "sluice_nf_restarts_total",
+        "sluice_nf_starts_total",
         "sluice_nf_ring_occupancy",
         "sluice_nf_instance_up",
         "sluice_buffers",
@@ -110,6 +111,11 @@ fn metrics_are_openmetrics_that_match_the_stats() {
         );
     }
     assert_eq!(s[r#"sluice_nf_instance_up{nf="acl",worker="0"}"#], 1.0);
+    // The quickstart's process NFs each started once, from a shell
+    // (`settings.shells` is on by default).
+    assert_eq!(s[r#"sluice_nf_starts_total{nf="acl",from="shell"}"#], 1.0);
+    assert_eq!(s[r#"sluice_nf_starts_total{nf="acl",from="fork"}"#], 0.0);
+    assert_eq!(s[r#"sluice_nf_starts_total{nf="acl",from="standby"}"#], 0.0);
     let sent = s[r#"sluice_port_tx_packets_total{port="out",kind="sink"}"#];
     let stats = d.get("/v1/stats");
     let after = stats["packets_out"].as_f64().unwrap();

@@ -222,6 +222,12 @@ pub fn render(r: &RunReport, instances: &[Instance]) -> String {
         "Times an NF's process was restarted after it died",
         None,
     );
+    let nf_starts = counter_family(
+        &mut reg,
+        "nf_starts",
+        "Starts of a process NF by how its process came to be: fork (built in the new process), shell (forked from the NF built in its template) or standby (a prepared instance took over)",
+        None,
+    );
     let nf_contained = counter_family(
         &mut reg,
         "nf_sandbox_kills",
@@ -278,6 +284,19 @@ pub fn render(r: &RunReport, instances: &[Instance]) -> String {
         nf_restarts
             .get_or_create(&by_nf)
             .inc_by(f64::from(nf.restarts));
+        if nf.isolation == "process" {
+            // A standby's start is also a shell start (it came from one).
+            let shell = nf.shell_starts.saturating_sub(nf.standby_starts);
+            for (from, n) in [
+                ("fork", nf.starts.saturating_sub(nf.shell_starts)),
+                ("shell", shell),
+                ("standby", nf.standby_starts),
+            ] {
+                nf_starts
+                    .get_or_create(&l(&[("nf", &nf.name), ("from", from)]))
+                    .inc_by(f64::from(n));
+            }
+        }
         if nf.sandbox.is_some() {
             for (reason, n) in [
                 ("seccomp", nf.sandbox_kills),

@@ -142,6 +142,9 @@ pub struct NfRt<'a> {
     /// (later ones are in `restart_times`: an NF that crashes forever must
     /// not grow the platform's memory).
     pub startup_us: Vec<f64>,
+    /// Processes started for it: its first and each restart's (process
+    /// NFs).
+    pub starts: u32,
     /// Starts forked from a shell (its NF built once in the template).
     pub shell_starts: u32,
     /// Starts a standby took over (`settings.restart.standby`).

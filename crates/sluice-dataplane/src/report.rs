@@ -68,6 +68,11 @@ pub struct NfReport {
     /// and the start was a fork (process NFs; `settings.shells`).
     #[serde(default)]
     pub shell_starts: u32,
+    /// Processes started for it: its first and each restart's (process
+    /// NFs; `shell_starts` and `standby_starts` of them came from a
+    /// shell and a standby).
+    #[serde(default)]
+    pub starts: u32,
     /// Starts a standby took over: an instance forked, built and confined
     /// before the start (process NFs; `settings.restart.standby`).
     #[serde(default)]
@@ -417,6 +422,7 @@ pub(crate) fn nf_report(nf: &NfRt<'_>, counter_names: &[(usize, String)]) -> NfR
         sandbox: nf.process_ref().map(|p| p.spawn.sandbox.report(nf.slot)),
         startup_us: nf.startup_us.clone(),
         shell_starts: nf.shell_starts,
+        starts: nf.starts,
         standby_starts: nf.standby_starts,
         domain: String::new(),
         domain_copies: nf.domain_copies,

@@ -53,6 +53,7 @@ fn add_nf(into: &mut NfReport, from: &NfReport) {
     }
     into.startup_us.extend_from_slice(&from.startup_us);
     into.shell_starts += from.shell_starts;
+    into.starts += from.starts;
     into.standby_starts += from.standby_starts;
     into.domain_copies += from.domain_copies;
     into.restart_times.merge(&from.restart_times);

@@ -273,6 +273,7 @@ impl<'a> Worker<'a> {
             sandbox_kills: 0,
             oom_kills: 0,
             startup_us: Vec::new(),
+            starts: 0,
             shell_starts: 0,
             standby_starts: 0,
             restart_times: Default::default(),

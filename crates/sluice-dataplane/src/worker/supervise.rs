@@ -132,6 +132,7 @@ impl<'a> Worker<'a> {
                 };
                 p.pid = pid;
                 self.sched.spawned(slot, pid);
+                nf.starts += 1;
                 nf.shell_starts += u32::from(shell);
                 nf.standby_starts += u32::from(standby);
             }
