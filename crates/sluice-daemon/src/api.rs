@@ -95,14 +95,6 @@ async fn put_spec(
         .map(Json)
 }
 
-/// The entries of `key` (`ports`, `nfs`, `chains`) in the desired spec.
-pub(crate) fn entries(s: &Ctl, key: &str) -> Vec<Value> {
-    s.desired
-        .as_ref()
-        .and_then(|d| d.to_json().get(key).and_then(Value::as_array).cloned())
-        .unwrap_or_default()
-}
-
 fn named(entries: Vec<Value>, name: &str, what: &str) -> Result<Value, ApiError> {
     entries
         .into_iter()
@@ -111,7 +103,7 @@ fn named(entries: Vec<Value>, name: &str, what: &str) -> Result<Value, ApiError>
 }
 
 fn port_views(s: &Ctl, report: &RunReport) -> Vec<PortView> {
-    entries(s, "ports")
+    s.desired_entries("ports")
         .into_iter()
         .map(|d| {
             let name = d["name"].as_str().unwrap_or_default().to_string();
@@ -197,7 +189,7 @@ async fn nf_logs(
     let q: LogsQuery = parse_query(q)?;
     app.control
         .call(move |s| {
-            named(entries(s, "nfs"), &name, "NF")?;
+            named(s.desired_entries("nfs"), &name, "NF")?;
             caller.may_look_into(s.desired.as_ref(), &name)?;
             let after = q.after.unwrap_or(0);
             let lines = s.rt.logs(&name, after);
@@ -212,7 +204,7 @@ fn chain_views(s: &Ctl) -> Vec<ChainView> {
     let Some(spec) = &s.desired else {
         return Vec::new();
     };
-    entries(s, "chains")
+    s.desired_entries("chains")
         .into_iter()
         .map(|d| {
             let name = d["name"].as_str().unwrap_or_default().to_string();

@@ -140,6 +140,20 @@ pub struct Changed {
 }
 
 impl State {
+    /// The entries of `key` (`ports`, `nfs`, `chains`) in the desired
+    /// spec, as its JSON document has them.
+    pub fn desired_entries(&self, key: &str) -> Vec<serde_json::Value> {
+        self.desired
+            .as_ref()
+            .and_then(|d| {
+                d.to_json()
+                    .get(key)
+                    .and_then(serde_json::Value::as_array)
+                    .cloned()
+            })
+            .unwrap_or_default()
+    }
+
     /// Applies the persisted desired state, if any (a daemon restart).
     fn restore(&mut self) {
         let Some((version, text)) = self.dir.load() else {

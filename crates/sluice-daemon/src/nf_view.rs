@@ -6,13 +6,12 @@ use sluice_dataplane::replicas::replica_of;
 use sluice_dataplane::report::RunReport;
 use sluice_dataplane::worker::Instance;
 
-use crate::api::entries;
 use crate::control::State as Ctl;
 use crate::types::{NfView, ReplicaView};
 
 /// Every NF of the desired state as the API shows it.
 pub(crate) fn nf_views(s: &Ctl, report: &RunReport, instances: &[Instance]) -> Vec<NfView> {
-    entries(s, "nfs")
+    s.desired_entries("nfs")
         .into_iter()
         .map(|d| {
             let name = d["name"].as_str().unwrap_or_default().to_string();
