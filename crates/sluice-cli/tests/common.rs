@@ -98,6 +98,42 @@ pub fn descendants_named(pid: u32, comm: &str) -> Vec<u32> {
     found
 }
 
+/// Starts `sluice run SPEC --json --duration 120` (the spec's `count`
+/// ends the run; the duration only bounds a hang).
+pub fn start_run(spec: &Path) -> Child {
+    sluice()
+        .args(["run", spec.to_str().unwrap(), "--json", "--duration", "120"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until `n` processes named `comm` run under `pid` (panics after
+/// 20 s) and returns them.
+pub fn wait_for(pid: u32, comm: &str, n: usize) -> Vec<u32> {
+    let mut found = Vec::new();
+    for _ in 0..1000 {
+        found = descendants_named(pid, comm);
+        if found.len() >= n {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(found.len(), n, "{comm} processes");
+    found
+}
+
+/// `kill -9 PID`; panics if it fails.
+pub fn kill_9(pid: u32) {
+    let ok = Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -9 {pid}");
+}
+
 /// Waits for a child to exit and parses its stdout as the JSON report.
 pub fn finish_json(child: Child) -> (Output, Value) {
     let out = child.wait_with_output().unwrap();
@@ -170,6 +206,29 @@ impl Daemon {
         let (ok, v, err) = self.cli(&["apply", "-f", path.to_str().unwrap(), "-o", "json"]);
         assert!(ok, "apply failed: {err}\n{spec}");
         v
+    }
+
+    /// Waits until at least `packets` came in (panics after 120 s).
+    pub fn wait_packets_in(&self, packets: u64) {
+        let t = Instant::now();
+        while self.stats()["packets_in"].as_u64().unwrap_or(0) < packets {
+            assert!(t.elapsed() < Duration::from_secs(120), "traffic stalled");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits (up to 120 s) until `count` packets came in and went out,
+    /// and returns the stats then.
+    pub fn wait_done(&self, count: u64) -> Value {
+        let t = Instant::now();
+        loop {
+            let s = self.stats();
+            let done = s["packets_in"] == count && s["packets_out"] == count;
+            if done || t.elapsed() > Duration::from_secs(120) {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// `sluice stats -o json`.

@@ -7,8 +7,6 @@
 mod common;
 use common::*;
 
-use std::time::{Duration, Instant};
-
 const COUNT: u64 = 1_500_000;
 
 fn spec(isolation: &str, nfs: &[&str], acl_rule: &str, side: bool) -> String {
@@ -40,14 +38,8 @@ fn changes_lose_nothing(isolation: &str) {
     let never = "{ action: drop, proto: tcp, dst_port: 9 }";
     let never2 = "{ action: drop, proto: tcp, dst_port: 10 }";
     d.apply(&spec(isolation, &["acl", "mon"], never, false));
-    let wait_until = |packets: u64| {
-        let t = Instant::now();
-        while d.stats()["packets_in"].as_u64().unwrap_or(0) < packets {
-            assert!(t.elapsed() < Duration::from_secs(120), "traffic stalled");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
-    wait_until(100_000);
+
+    d.wait_packets_in(100_000);
     let acl_pid = |d: &Daemon| {
         d.instances()
             .iter()
@@ -58,7 +50,7 @@ fn changes_lose_nothing(isolation: &str) {
     // Insert an NF into the running chain.
     let r = d.apply(&spec(isolation, &["acl", "fw", "mon"], never, false));
     assert_eq!(r["diff"]["chains"]["changed"][0], "main", "{r:#}");
-    wait_until(300_000);
+    d.wait_packets_in(300_000);
     // The ACL takes new rules live: same instance, new config.
     let r = d.apply(&spec(isolation, &["acl", "fw", "mon"], never2, false));
     assert_eq!(r["diff"]["nfs"]["changed"][0], "acl", "{r:#}");
@@ -67,25 +59,17 @@ fn changes_lose_nothing(isolation: &str) {
         pid_before,
         "reconfigured in place, not replaced"
     );
-    wait_until(500_000);
+    d.wait_packets_in(500_000);
     // Remove the NF again (the chain drains before it takes the shorter path).
     d.apply(&spec(isolation, &["acl", "mon"], never2, false));
-    wait_until(700_000);
+    d.wait_packets_in(700_000);
     // A chain with its own port comes and goes.
     let r = d.apply(&spec(isolation, &["acl", "mon"], never2, true));
     assert_eq!(r["diff"]["ports"]["added"][0], "side", "{r:#}");
-    wait_until(900_000);
+    d.wait_packets_in(900_000);
     d.apply(&spec(isolation, &["acl", "mon"], never2, false));
     // Let the generator finish and everything drain.
-    let t = Instant::now();
-    let s = loop {
-        let s = d.stats();
-        let done = s["packets_in"] == COUNT && s["packets_out"] == COUNT;
-        if done || t.elapsed() > Duration::from_secs(120) {
-            break s;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let s = d.wait_done(COUNT);
     assert_eq!(s["packets_in"], COUNT, "{s:#}");
     assert_eq!(s["drops_total"], 0, "no packet dropped: {s:#}");
     assert_eq!(s["packets_out"], COUNT, "every packet left: {s:#}");

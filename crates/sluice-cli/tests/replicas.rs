@@ -8,7 +8,7 @@
 mod common;
 use common::*;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const COUNT: u64 = 1_200_000;
 
@@ -29,14 +29,8 @@ fn pid_of(d: &Daemon, nf: &str) -> Option<u64> {
 fn scale_live(steer: &str) {
     let d = Daemon::start();
     d.apply(&spec(2, steer));
-    let wait_until = |packets: u64| {
-        let t = Instant::now();
-        while d.stats()["packets_in"].as_u64().unwrap_or(0) < packets {
-            assert!(t.elapsed() < Duration::from_secs(120), "traffic stalled");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
-    wait_until(200_000);
+
+    d.wait_packets_in(200_000);
     let before = (pid_of(&d, "mon"), pid_of(&d, "mon.1"));
     assert!(
         before.0.is_some() && before.1.is_some(),
@@ -49,7 +43,7 @@ fn scale_live(steer: &str) {
         serde_json::json!(["mon.2"]),
         "{r:#}"
     );
-    wait_until(600_000);
+    d.wait_packets_in(600_000);
     assert_eq!(
         (pid_of(&d, "mon"), pid_of(&d, "mon.1")),
         before,
@@ -63,15 +57,7 @@ fn scale_live(steer: &str) {
         serde_json::json!(["mon.2"]),
         "{r:#}"
     );
-    let t = Instant::now();
-    let s = loop {
-        let s = d.stats();
-        let done = s["packets_in"] == COUNT && s["packets_out"] == COUNT;
-        if done || t.elapsed() > Duration::from_secs(120) {
-            break s;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let s = d.wait_done(COUNT);
     assert_eq!(s["packets_in"], COUNT, "{s:#}");
     assert_eq!(s["drops_total"], 0, "no packet dropped: {s:#}");
     assert_eq!(s["packets_out"], COUNT, "every packet left: {s:#}");
@@ -128,34 +114,12 @@ fn a_crashed_replica_costs_only_what_it_held() {
     )
     .replace("rate_pps: 200000 }", "rate_pps: 200000, count: 400000 }");
     let (_d, path) = spec_file(&spec);
-    let child = sluice()
-        .args(["run", path.to_str().unwrap(), "--json", "--duration", "120"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let find = |comm: &str| {
-        let t = Instant::now();
-        loop {
-            let found = descendants_named(pid, comm);
-            if !found.is_empty() || t.elapsed() > Duration::from_secs(30) {
-                return found;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
-    // Each replica names its process after itself.
-    let first = find("nf:mon");
-    let victim = find("nf:mon.1");
-    assert_eq!((first.len(), victim.len()), (1, 1), "one process each");
+    let child = start_run(&path);
+    // Each replica names its process after itself: one process each.
+    wait_for(child.id(), "nf:mon", 1);
+    let victim = wait_for(child.id(), "nf:mon.1", 1);
     std::thread::sleep(Duration::from_millis(400));
-    let killed = std::process::Command::new("kill")
-        .args(["-9", &victim[0].to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(killed);
+    kill_9(victim[0]);
     let (out, r) = finish_json(child);
     assert!(
         out.status.success(),

@@ -10,40 +10,6 @@ use common::*;
 use std::process::Stdio;
 use std::time::Duration;
 
-/// Starts `sluice run SPEC --json --duration 120` (the spec's `count`
-/// ends the run; the duration only bounds a hang).
-fn start(spec: &std::path::Path) -> std::process::Child {
-    sluice()
-        .args(["run", spec.to_str().unwrap(), "--json", "--duration", "120"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-/// Waits until `n` processes named `comm` run under `pid`.
-fn wait_for(pid: u32, comm: &str, n: usize) -> Vec<u32> {
-    let mut found = Vec::new();
-    for _ in 0..1000 {
-        found = descendants_named(pid, comm);
-        if found.len() >= n {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(found.len(), n, "{comm} processes");
-    found
-}
-
-fn kill_9(pid: u32) {
-    let ok = std::process::Command::new("kill")
-        .args(["-9", &pid.to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "kill -9 {pid}");
-}
-
 #[test]
 fn repeated_kills_lose_only_what_the_killed_nf_held() {
     // Four process NFs at 200 000 packets/s; one is SIGKILLed every
@@ -62,7 +28,7 @@ fn repeated_kills_lose_only_what_the_killed_nf_held() {
     )
     .replace("rate_pps: 200000 }", "rate_pps: 200000, count: 800000 }");
     let (_d, path) = spec_file(&spec);
-    let child = start(&path);
+    let child = start_run(&path);
     let pid = child.id();
     for n in names {
         wait_for(pid, &format!("nf:{n}"), 1);
@@ -147,7 +113,7 @@ fn kill_router_twice_with(shells: bool, restart: &str) -> serde_json::Value {
     .replace("rate_pps: 100000 }", "rate_pps: 100000, count: 300000 }")
     .replace("settings:\n", &format!("settings:\n  shells: {shells}\n"));
     let (_d, path) = spec_file(&spec);
-    let child = start(&path);
+    let child = start_run(&path);
     let pid = child.id();
     wait_for(pid, "nf:f", 1);
     for _ in 0..2 {
@@ -280,7 +246,7 @@ fn a_killed_template_is_restarted_with_its_nfs() {
     let spec = chain_spec(200_000, nfs, "f, m", "policy: always, backoff_ms: 5")
         .replace("rate_pps: 200000 }", "rate_pps: 200000, count: 400000 }");
     let (_d, path) = spec_file(&spec);
-    let child = start(&path);
+    let child = start_run(&path);
     let pid = child.id();
     wait_for(pid, "nf:f", 1);
     wait_for(pid, "nf:m", 1);
