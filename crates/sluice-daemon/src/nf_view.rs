@@ -2,7 +2,7 @@
 //! figures of its report rows (its own and its replicas', summed) and its
 //! instances.
 
-use sluice_dataplane::replicas::replica_of;
+use sluice_dataplane::naming::instance_of;
 use sluice_dataplane::report::RunReport;
 use sluice_dataplane::worker::Instance;
 
@@ -15,8 +15,9 @@ pub(crate) fn nf_views(s: &Ctl, report: &RunReport, instances: &[Instance]) -> V
         .into_iter()
         .map(|d| {
             let name = d["name"].as_str().unwrap_or_default().to_string();
-            // Its report rows: its own, then its replicas' (`NAME.k`).
-            let of_it = |n: &str| replica_of(n).0 == name;
+            // Its report rows: its own, then its replicas' (`NAME.k`) and
+            // other generations' (`NAME@g`).
+            let of_it = |n: &str| instance_of(n).nf == name;
             let rows: Vec<_> = report.nfs.iter().filter(|n| of_it(&n.name)).collect();
             let r = rows.first().copied();
             let sum = |f: fn(&sluice_dataplane::report::NfReport) -> u64| -> u64 {

@@ -125,7 +125,14 @@ impl Diff {
                     if path_changed || o.from != c.from || o.matcher != c.matcher {
                         d.chains.changed.push(c.name.clone());
                     }
-                    if path_changed && !only_gains_nfs(op.unwrap_or(&[]), np.unwrap_or(&[])) {
+                    // A rollout's old route is held for the flows on it
+                    // (`worker/held.rs`): they cannot be reordered, and a
+                    // flow new to the route has no packet inside.
+                    let held = new.route(o.route).is_some_and(|r| r.held);
+                    if path_changed
+                        && !held
+                        && !only_gains_nfs(op.unwrap_or(&[]), np.unwrap_or(&[]))
+                    {
                         d.quiesce = true;
                     }
                 }
@@ -140,7 +147,10 @@ impl Diff {
         // way, moves flows between replicas: a moved flow's next packet
         // must not overtake the ones still inside its old replica.
         let sets = old.sets.len().max(new.sets.len());
-        if (0..sets).any(|b| old.set(b as u16) != new.set(b as u16)) {
+        // A set new with its NF (a rollout's new version) moves nothing.
+        let moves =
+            |b: u16| old.set(b) != new.set(b) && (old.set(b).is_some() || old.nf(b).is_some());
+        if (0..sets).any(|b| moves(b as u16)) {
             d.quiesce = true;
         }
         d

@@ -406,6 +406,15 @@ impl FlowTable {
         }
     }
 
+    /// Every active flow: its id and chain.
+    pub fn active(&self) -> impl Iterator<Item = (u32, u16)> + '_ {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.state == FlowState::Active)
+            .map(|(i, e)| (i as u32, e.chain))
+    }
+
     /// Ids of all active flows (for shutdown).
     pub fn active_ids(&self) -> Vec<u32> {
         (0..self.entries.len() as u32)

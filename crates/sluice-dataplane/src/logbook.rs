@@ -77,7 +77,7 @@ impl LogBook {
         let mut lines: Vec<LogLine> = g
             .per_nf
             .iter()
-            .filter(|(name, _)| *name == nf || crate::replicas::replica_of(name).0 == nf)
+            .filter(|(name, _)| *name == nf || crate::naming::instance_of(name).nf == nf)
             .flat_map(|(_, q)| q.iter().filter(|l| l.seq > after).cloned())
             .collect();
         lines.sort_by_key(|l| l.seq);

@@ -95,6 +95,10 @@ pub struct NfPlan {
     /// The id of replica 0 when it is one of an NF's replicas (that id
     /// names the set, [`Plan::sets`]); `None` for an NF of one instance.
     pub set: Option<u16>,
+    /// It is an NF's previous version during a rolling upgrade
+    /// (`nfs[].draining`): only the flows it served when the rollout began
+    /// reach it, over routes the compiler holds for them ([`Route::held`]).
+    pub draining: bool,
 }
 
 impl NfPlan {
@@ -152,6 +156,11 @@ pub struct Route {
     /// `None` while the chain uses it; once retired, the compilation
     /// number that retired it (older retired routes are reused first).
     pub retired: Option<u64>,
+    /// Retired, but held for the flows that were on it when a rolling
+    /// upgrade began: it passes a draining NF version and every NF on it
+    /// still runs. Workers keep those flows on it until they end
+    /// (`worker/held.rs`); everything else takes the chain's route.
+    pub held: bool,
 }
 
 impl Route {
@@ -166,6 +175,7 @@ impl Route {
             max_visits: (nfs as u16).saturating_add(DETOUR_VISITS),
             path,
             retired: None,
+            held: false,
         }
     }
 }

@@ -73,28 +73,6 @@ impl ReplicaSet {
     }
 }
 
-/// The name of replica `k` of NF `name`: the NF's own for 0, `name.k`
-/// after (a dot no spec name may contain, so no clash is possible).
-pub fn replica_name(name: &str, k: u32) -> String {
-    if k == 0 {
-        name.to_string()
-    } else {
-        format!("{name}.{k}")
-    }
-}
-
-/// The NF a report row or instance named `name` belongs to, and its
-/// replica number: `("fw", 2)` for `fw.2`, `("fw", 0)` for `fw`.
-pub fn replica_of(name: &str) -> (&str, u32) {
-    match name.rsplit_once('.') {
-        Some((base, k)) => match k.parse() {
-            Ok(k) => (base, k),
-            Err(_) => (name, 0),
-        },
-        None => (name, 0),
-    }
-}
-
 /// The replica of each bucket for a set of `n` replicas (1..=64). Built
 /// up one replica at a time from everything in replica 0: replica `k`
 /// takes from each earlier replica what it holds above its new share,
@@ -228,15 +206,6 @@ mod tests {
 
     fn set(n: u16, steer: Steer) -> ReplicaSet {
         ReplicaSet::new((0..n).map(|i| 10 + i).collect(), steer)
-    }
-
-    #[test]
-    fn replica_names_keep_the_first_and_number_the_rest() {
-        assert_eq!(replica_name("fw", 0), "fw");
-        assert_eq!(replica_name("fw", 3), "fw.3");
-        assert_eq!(replica_of("fw.3"), ("fw", 3));
-        assert_eq!(replica_of("fw"), ("fw", 0));
-        assert_eq!(replica_of("fw.x"), ("fw.x", 0));
     }
 
     proptest! {

@@ -35,6 +35,13 @@ pub fn first_hop(plan: &Plan, pkt: &mut Pkt<'_>, chain: u16) -> Dest {
     let Some(route) = plan.chain(chain).map(|c| c.route) else {
         return Dest::Drop(DropReason::NO_CHAIN);
     };
+    first_hop_on(plan, pkt, route)
+}
+
+/// Sends a classified packet to hop 0 of route `route` (a held route, for
+/// a flow kept on it; see [`crate::held`]).
+#[inline]
+pub fn first_hop_on(plan: &Plan, pkt: &mut Pkt<'_>, route: u16) -> Dest {
     pkt.set_chain(route);
     pkt.set_hop(0);
     pkt.set_visits(0);

@@ -134,7 +134,7 @@ fn run_spec(text: &str) -> RunReport {
 fn rows<'r>(r: &'r RunReport, name: &str) -> Vec<&'r sluice_dataplane::report::NfReport> {
     r.nfs
         .iter()
-        .filter(|n| sluice_dataplane::replicas::replica_of(&n.name).0 == name)
+        .filter(|n| sluice_dataplane::naming::instance_of(&n.name).nf == name)
         .collect()
 }
 

@@ -255,6 +255,8 @@ fn nf(node: &ConfigNode) -> Res<NfSpec> {
             "domain",
             "replicas",
             "steer",
+            "generation",
+            "draining",
         ],
     )?;
     let name = fields::string(f.req("name", "every NF needs a unique name")?)?;
@@ -296,6 +298,24 @@ fn nf(node: &ConfigNode) -> Res<NfSpec> {
             Some(n) => fields::choice(n, "steer", &Steer::ALL)?,
             None => Steer::default(),
         },
+        generation: opt_int(&f, "generation", limits::GENERATION)?.unwrap_or(0),
+        draining: f.opt("draining").map(draining).transpose()?,
         location: node.location(),
+    })
+}
+
+/// `nfs[].draining`: the version a rollout is retiring.
+fn draining(node: &ConfigNode) -> Res<crate::model::Draining> {
+    let f = Fields::of(node, "a draining version")?;
+    f.deny_unknown("draining", &["generation", "config", "replicas"])?;
+    Ok(crate::model::Draining {
+        generation: fields::int_as(
+            f.req("generation", "the generation of the version being retired")?,
+            limits::GENERATION,
+        )?,
+        config: f
+            .req("config", "the config the version being retired runs")?
+            .clone(),
+        replicas: opt_int(&f, "replicas", limits::REPLICAS)?.unwrap_or(1),
     })
 }

@@ -172,6 +172,16 @@ fn nf(n: &NfSpec) -> Value {
     if n.steer != Steer::default() {
         v["steer"] = json!(n.steer.name());
     }
+    if n.generation != 0 {
+        v["generation"] = json!(n.generation);
+    }
+    if let Some(d) = &n.draining {
+        v["draining"] = json!({
+            "generation": d.generation,
+            "config": d.config.to_json(),
+            "replicas": d.replicas,
+        });
+    }
     v
 }
 

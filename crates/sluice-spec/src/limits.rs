@@ -60,6 +60,9 @@ pub(crate) const CPU_WEIGHT: Limit = range(1, 10_000);
 /// `nfs[].replicas`: a replica number fits the `.N` suffix of a name and
 /// a pin of the steering table (8 bits).
 pub(crate) const REPLICAS: Limit = range(1, 64);
+/// `nfs[].generation` and `nfs[].draining.generation`: a rollout a
+/// second for 30 years fits.
+pub(crate) const GENERATION: Limit = range(0, 1_000_000_000);
 /// `nfs[].sandbox.memory_max_mib` (1 MiB to 1 TiB).
 pub(crate) const MEMORY_MAX_MIB: Limit = range(1, 1 << 20);
 /// `nfs[].sandbox.pids_max` (the kernel's `pid_max` ceiling).

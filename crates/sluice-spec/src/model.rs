@@ -71,6 +71,16 @@ pub struct NfSpec {
     pub replicas: u32,
     /// How a new flow picks its replica (`steer`, default `hash`).
     pub steer: Steer,
+    /// Which version of the NF runs (`generation`, default 0), set by a
+    /// rolling upgrade (`sluice rollout`): generation 0's instances are
+    /// `NAME`, `NAME.1`, …; generation g's are `NAME@g`, `NAME@g.1`, …, so
+    /// a new version runs beside the old one under names of its own.
+    pub generation: u32,
+    /// The previous version while its flows finish on it (`draining`,
+    /// set by `sluice rollout` and cleared when it retires): it takes no
+    /// new flow, and the flows it served when the rollout began stay on
+    /// it until they end.
+    pub draining: Option<Draining>,
     /// Where the NF was declared ([`Location::GENERATED`] if built by code).
     pub location: Location,
 }
@@ -79,6 +89,12 @@ impl NfSpec {
     /// The sandbox it runs in as a process NF.
     pub fn sandbox_or_default(&self) -> Sandbox {
         self.sandbox.clone().unwrap_or_default()
+    }
+
+    /// Plan NFs it runs as: its replicas, and its draining version's
+    /// during a rollout.
+    pub fn instances(&self) -> u32 {
+        self.replicas + self.draining.as_ref().map_or(0, |d| d.replicas)
     }
 
     /// An NF built by code: default isolation, empty config, generated location.
@@ -95,9 +111,22 @@ impl NfSpec {
             domain: None,
             replicas: 1,
             steer: Steer::default(),
+            generation: 0,
+            draining: None,
             location: Location::GENERATED,
         }
     }
+}
+
+/// An NF's previous version during a rolling upgrade (`nfs[].draining`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Draining {
+    /// Its generation (not the NF's current one).
+    pub generation: u32,
+    /// The config it runs.
+    pub config: ConfigNode,
+    /// Its replicas (1..=64).
+    pub replicas: u32,
 }
 
 /// How packets are spread over an NF's replicas. Either way every packet

@@ -147,6 +147,24 @@ pub(crate) fn validate(spec: &Spec, known_nf_types: &[&str], locator: &dyn Locat
                 format!("replicas {} is out of range (1 to 64)", nf.replicas),
             ));
         }
+        if let Some(d) = &nf.draining {
+            if d.generation == nf.generation {
+                return Err(cx.err(
+                    format!("nfs[{i}].draining.generation"),
+                    format!(
+                        "the draining version's generation {} is the NF's own: a rollout \
+                         retires an earlier version",
+                        d.generation
+                    ),
+                ));
+            }
+            if !(1..=64).contains(&d.replicas) {
+                return Err(cx.err(
+                    format!("nfs[{i}].draining.replicas"),
+                    format!("replicas {} is out of range (1 to 64)", d.replicas),
+                ));
+            }
+        }
         if nf.sandbox.is_some() && nf.isolation == Isolation::Inline {
             return Err(cx.err(
                 format!("nfs[{i}].sandbox"),

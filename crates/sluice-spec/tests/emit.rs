@@ -191,3 +191,27 @@ chains:
     assert!(v["nfs"][2].get("replicas").is_none());
     round_trip(&s);
 }
+
+#[test]
+fn a_rollout_in_progress_survives_a_round_trip_and_is_written_only_when_set() {
+    let text = "ports:
+  - { name: g, kind: generator }
+  - { name: s, kind: sink }
+nfs:
+  - { name: a, type: monitor, generation: 3, draining: { generation: 2, config: { x: 1 }, replicas: 2 } }
+  - { name: b, type: monitor, generation: 1 }
+  - { name: c, type: monitor }
+chains:
+  - { name: c1, from: g, nfs: [a, b, c], to: s }
+";
+    let s = sluice_spec::parse_str(text, "<generated>", TYPES).unwrap();
+    let d = s.nfs[0].draining.as_ref().unwrap();
+    assert_eq!((s.nfs[0].generation, d.generation, d.replicas), (3, 2, 2));
+    assert_eq!(s.nfs[0].instances(), 3);
+    let v = s.to_json();
+    assert_eq!(v["nfs"][0]["draining"]["config"]["x"], 1);
+    assert_eq!(v["nfs"][1]["generation"], 1);
+    assert!(v["nfs"][1].get("draining").is_none());
+    assert!(v["nfs"][2].get("generation").is_none());
+    round_trip(&s);
+}

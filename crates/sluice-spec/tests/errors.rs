@@ -526,6 +526,37 @@ nfs:
 }
 
 #[test]
+fn a_draining_version_is_checked() {
+    check(
+        "
+ports:
+  - { name: gen, kind: generator }
+nfs:
+  - { name: fw, type: acl, generation: 2, draining: { generation: 2, config: {} } }
+",
+        "bad.yaml:4:67: nfs[0].draining.generation: the draining version's generation 2 is the NF's own: a rollout retires an earlier version",
+    );
+    check(
+        "
+ports:
+  - { name: gen, kind: generator }
+nfs:
+  - { name: fw, type: acl, generation: 1, draining: { generation: 0 } }
+",
+        "bad.yaml:4:53: nfs[0].draining: missing required key \"config\" (the config the version being retired runs)",
+    );
+    check(
+        "
+ports:
+  - { name: gen, kind: generator }
+nfs:
+  - { name: fw, type: acl, generation: 1, draining: { generation: 0, config: {}, steer: hash } }
+",
+        "bad.yaml:4:82: nfs[0].draining.steer: unknown key \"steer\" in draining (valid keys: generation, config, replicas)",
+    );
+}
+
+#[test]
 fn replicas_built_by_code_are_range_checked() {
     let mut spec = parse_str(
         &with_base("chains:\n  - { name: c, from: gen, nfs: [acl], to: out }\n"),

@@ -17,7 +17,6 @@ use sluice_spec::{Location, Spec, SpecError};
 
 use crate::plan::{ChainPlan, Hop, Plan, PortPlan, Route, MAX_CHAIN_NFS, MAX_ROUTES};
 use crate::recipe::Names;
-use crate::replicas::replica_name;
 
 mod nfs;
 
@@ -45,7 +44,7 @@ impl Target {
             replicas: u32::from(spec.settings.workers.max(1)),
             flow_capacity: spec.settings.flow_table.capacity,
             max_ports: spec.ports.len(),
-            max_nfs: spec.nfs.iter().map(|n| n.replicas as usize).sum(),
+            max_nfs: spec.nfs.iter().map(|n| n.instances() as usize).sum(),
             max_chains: spec.chains.len(),
         }
     }
@@ -105,13 +104,15 @@ impl IdMap {
 
 struct SpecNames<'a> {
     spec: &'a Spec,
-    nfs: &'a IdMap,
     ports: &'a IdMap,
+    /// Spec NF name → id of the instance routes and verdicts reach:
+    /// replica 0 of its current version.
+    current: HashMap<&'a str, u16>,
 }
 
 impl Names for SpecNames<'_> {
     fn nf(&self, name: &str) -> Option<u16> {
-        self.nfs.get(name)
+        self.current.get(name).copied()
     }
     fn output_port(&self, name: &str) -> Option<u16> {
         let p = self.spec.port(name)?;
@@ -166,12 +167,8 @@ pub fn compile(
     for p in &spec.ports {
         sluice_nic::check_options(&p.kind)?;
     }
-    // Every replica is an NF of the plan.
-    let nf_names: Vec<String> = spec
-        .nfs
-        .iter()
-        .flat_map(|n| (0..n.replicas).map(|k| replica_name(&n.name, k)))
-        .collect();
+    // Every replica of every running version is an NF of the plan.
+    let nf_names: Vec<String> = spec.nfs.iter().flat_map(nfs::instance_names).collect();
     for (what, n, max) in [
         ("ports", spec.ports.len(), target.max_ports),
         ("nfs", nf_names.len(), target.max_nfs),
@@ -202,8 +199,15 @@ pub fn compile(
     );
     let names = SpecNames {
         spec,
-        nfs: &nf_ids,
         ports: &ports,
+        current: spec
+            .nfs
+            .iter()
+            .map(|n| {
+                let id = nf_ids.get(&nfs::base_name(n)).expect("assigned above");
+                (n.name.as_str(), id)
+            })
+            .collect(),
     };
     let mut plan = Plan {
         ports: vec![None; ports.table_len()],
@@ -256,7 +260,7 @@ pub fn compile(
         let mut path: Vec<Hop> = resolved
             .nfs
             .iter()
-            .map(|n| plan.hop_of(nf_ids.get(n).expect("validated NF name")))
+            .map(|n| plan.hop_of(names.nf(n).expect("validated NF name")))
             .collect();
         path.push(Hop::Port(
             ports.get(resolved.output).expect("validated port name"),
@@ -300,11 +304,37 @@ pub fn compile(
             }
         }
     }
+    hold_routes(&mut plan);
     Ok(plan)
 }
 
+/// Marks the retired routes that flows may stay on ([`Route::held`]):
+/// each passes a draining NF version, and every NF it passes still runs.
+/// A route that passes a removed NF is never held, so the flows once kept
+/// on it take their chain's route (and none is lost to `nf_removed`).
+fn hold_routes(plan: &mut Plan) {
+    let mut held = vec![false; plan.routes.len()];
+    for (i, r) in plan.routes.iter().enumerate() {
+        let Some(r) = r.as_ref().filter(|r| r.retired.is_some()) else {
+            continue;
+        };
+        let alive = r.path.iter().all(|h| match h {
+            Hop::Nf(i) => plan.nf(*i).is_some(),
+            Hop::Set(b) => plan.set(*b).is_some(),
+            Hop::Port(p) => plan.port(*p).is_some(),
+        });
+        let draining = |&id: &u16| plan.nf(id).is_some_and(|n| n.draining);
+        held[i] = alive && r.path.iter().any(|h| plan.hop_nfs(h).iter().any(draining));
+    }
+    for (r, h) in plan.routes.iter_mut().zip(held) {
+        if let Some(r) = r {
+            r.held = h;
+        }
+    }
+}
+
 /// A route id: a never-used one while any is left, else the one retired
-/// longest ago.
+/// longest ago that no flow is held on.
 fn allocate_route(routes: &mut Vec<Option<Route>>) -> Option<u16> {
     if routes.len() < MAX_ROUTES {
         routes.push(None);
@@ -313,7 +343,7 @@ fn allocate_route(routes: &mut Vec<Option<Route>>) -> Option<u16> {
     let (i, _) = routes
         .iter()
         .enumerate()
-        .filter_map(|(i, r)| Some((i, r.as_ref()?.retired?)))
+        .filter_map(|(i, r)| Some((i, r.as_ref().filter(|r| !r.held)?.retired?)))
         .min_by_key(|&(_, gen)| gen)?;
     routes[i] = None;
     Some(i as u16)

@@ -6,13 +6,54 @@ use sluice_nf::NfType;
 use sluice_spec::{Spec, SpecError};
 
 use super::{IdMap, SpecNames, Target};
+use crate::naming::instance_name;
 use crate::plan::{NfPlan, Plan};
 use crate::recipe::NfRecipe;
-use crate::replicas::{replica_name, ReplicaSet};
+use crate::replicas::ReplicaSet;
 use crate::wakeup::WakePolicy;
 
+/// One version of a spec NF: the current one, or the one a rolling
+/// upgrade retires.
+struct Version<'s> {
+    generation: u32,
+    config: &'s sluice_spec::ConfigNode,
+    replicas: u32,
+    draining: bool,
+}
+
+/// The versions of `n` that run: its current one, and the draining one
+/// while a rollout retires it.
+fn versions(n: &sluice_spec::NfSpec) -> impl Iterator<Item = Version<'_>> {
+    let current = Version {
+        generation: n.generation,
+        config: &n.config,
+        replicas: n.replicas,
+        draining: false,
+    };
+    let old = n.draining.as_ref().map(|d| Version {
+        generation: d.generation,
+        config: &d.config,
+        replicas: d.replicas,
+        draining: true,
+    });
+    std::iter::once(current).chain(old)
+}
+
+/// The plan names of every instance of `n`: each version's replicas.
+pub(super) fn instance_names(n: &sluice_spec::NfSpec) -> impl Iterator<Item = String> + '_ {
+    versions(n)
+        .flat_map(move |v| (0..v.replicas).map(move |k| instance_name(&n.name, v.generation, k)))
+}
+
+/// The plan name of the instance routes to `n` go to: replica 0 of its
+/// current version.
+pub(super) fn base_name(n: &sluice_spec::NfSpec) -> String {
+    instance_name(&n.name, n.generation, 0)
+}
+
 /// Puts every NF of `spec` into `plan` under its id in `nf_ids`, with its
-/// replicas and their set, keeping `prev`'s instances that still serve.
+/// replicas and their set (and, during a rollout, its draining version
+/// the same way), keeping `prev`'s instances that still serve.
 pub(super) fn add(
     spec: &Spec,
     registry: &'static [NfType],
@@ -29,54 +70,58 @@ pub(super) fn add(
             .iter()
             .find(|t| t.name == n.nf_type)
             .expect("validate() checked NF types");
-        // Instances side by side: one per worker, times the replicas.
-        let copies = target.replicas.saturating_mul(n.replicas);
-        let base = nf_ids.get(&n.name).expect("assigned above");
-        let mut built: Option<NfPlan> = None;
-        let mut members = Vec::with_capacity(n.replicas as usize);
-        for k in 0..n.replicas {
-            let id = nf_ids
-                .get(&replica_name(&n.name, k))
+        for v in versions(n) {
+            // Instances side by side: one per worker, times the replicas.
+            let copies = target.replicas.saturating_mul(v.replicas);
+            let base = nf_ids
+                .get(&instance_name(&n.name, v.generation, 0))
                 .expect("assigned above");
-            // A type tells one copy from several, not how many (the
-            // `Resolver::replicas` contract): a replica kept across a
-            // change of `replicas` keeps running.
-            let kept = prev.nf(id).filter(|p| {
-                std::ptr::eq(p.nf_type, nf_type)
-                    && p.isolation == n.isolation
-                    && p.recipe.config == n.config
-                    && (p.recipe.replicas > 1) == (copies > 1)
-                    && p.recipe.flow_capacity == target.flow_capacity
-                    && p.recipe.answers_hold(names)
-                    && p.sandbox == crate::host::SandboxPlan::of(&n.sandbox_or_default())
-                    && p.domain == domain_of(spec, n)
-            });
-            let mut nf = match (kept, &built) {
-                (Some(p), _) => p.clone(),
-                (None, Some(b)) => b.clone(),
-                (None, None) => {
-                    let b = build_nf(nf_type, n, names, copies, target.flow_capacity)?;
-                    built.insert(b).clone()
-                }
-            };
-            nf.name = replica_name(&n.name, k);
-            nf.set = (n.replicas > 1).then_some(base);
-            nf.cpu_weight = n.cpu_weight;
-            // An inline NF never sleeps: no rule applies to it.
-            nf.wakeup = match n.isolation {
-                sluice_spec::Isolation::Process => {
-                    let entry = entries.contains(n.name.as_str());
-                    let rule = wakeup.get(n.name.as_str()).copied();
-                    WakePolicy::for_hop(&rule.unwrap_or(spec.settings.wakeup.rule), entry)
-                }
-                sluice_spec::Isolation::Inline => WakePolicy::IMMEDIATE,
-            };
-            plan.nfs[id as usize] = Some(nf);
-            plan.nf_order.push(id);
-            members.push(id);
-        }
-        if n.replicas > 1 {
-            plan.sets[base as usize] = Some(ReplicaSet::new(members, n.steer));
+            let mut built: Option<NfPlan> = None;
+            let mut members = Vec::with_capacity(v.replicas as usize);
+            for k in 0..v.replicas {
+                let name = instance_name(&n.name, v.generation, k);
+                let id = nf_ids.get(&name).expect("assigned above");
+                // A type tells one copy from several, not how many (the
+                // `Resolver::replicas` contract): a replica kept across a
+                // change of `replicas` keeps running.
+                let kept = prev.nf(id).filter(|p| {
+                    std::ptr::eq(p.nf_type, nf_type)
+                        && p.isolation == n.isolation
+                        && p.recipe.config == *v.config
+                        && (p.recipe.replicas > 1) == (copies > 1)
+                        && p.recipe.flow_capacity == target.flow_capacity
+                        && p.recipe.answers_hold(names)
+                        && p.sandbox == crate::host::SandboxPlan::of(&n.sandbox_or_default())
+                        && p.domain == domain_of(spec, n)
+                });
+                let mut nf = match (kept, &built) {
+                    (Some(p), _) => p.clone(),
+                    (None, Some(b)) => b.clone(),
+                    (None, None) => {
+                        let b = build_nf(nf_type, n, v.config, names, copies, target)?;
+                        built.insert(b).clone()
+                    }
+                };
+                nf.name = name;
+                nf.set = (v.replicas > 1).then_some(base);
+                nf.draining = v.draining;
+                nf.cpu_weight = n.cpu_weight;
+                // An inline NF never sleeps: no rule applies to it.
+                nf.wakeup = match n.isolation {
+                    sluice_spec::Isolation::Process => {
+                        let entry = entries.contains(n.name.as_str());
+                        let rule = wakeup.get(n.name.as_str()).copied();
+                        WakePolicy::for_hop(&rule.unwrap_or(spec.settings.wakeup.rule), entry)
+                    }
+                    sluice_spec::Isolation::Inline => WakePolicy::IMMEDIATE,
+                };
+                plan.nfs[id as usize] = Some(nf);
+                plan.nf_order.push(id);
+                members.push(id);
+            }
+            if v.replicas > 1 {
+                plan.sets[base as usize] = Some(ReplicaSet::new(members, n.steer));
+            }
         }
     }
     Ok(())
@@ -85,15 +130,22 @@ pub(super) fn add(
 fn build_nf(
     nf_type: &'static NfType,
     n: &sluice_spec::NfSpec,
+    config: &sluice_spec::ConfigNode,
     names: &SpecNames<'_>,
     copies: u32,
-    flow_capacity: u32,
+    target: &Target,
 ) -> Result<NfPlan, SpecError> {
     // Building must not touch files (this is all `sluice validate` does):
     // NFs open them when they first run. The built instance also names its
     // drop reasons and counters when they depend on its config.
-    let (recipe, nf) =
-        NfRecipe::first_build(nf_type, &n.name, &n.config, names, copies, flow_capacity)?;
+    let (recipe, nf) = NfRecipe::first_build(
+        nf_type,
+        &n.name,
+        config,
+        names,
+        copies,
+        target.flow_capacity,
+    )?;
     Ok(NfPlan {
         name: n.name.clone(),
         nf_type,
@@ -117,8 +169,9 @@ fn build_nf(
         wakeup: WakePolicy::IMMEDIATE,
         sandbox: crate::host::SandboxPlan::of(&n.sandbox_or_default()),
         domain: domain_of(names.spec, n),
-        // Set by the caller, which knows the replica.
+        // Set by the caller, which knows the replica and version.
         set: None,
+        draining: false,
     })
 }
 

@@ -768,6 +768,16 @@ impl Runtime {
         })
     }
 
+    /// Flows the workers keep on a rollout's held routes (see
+    /// [`crate::held`]): the draining version retires when this is 0.
+    /// Current as of each worker's last install or flow release.
+    pub fn held_flows(&self) -> u64 {
+        self.workers
+            .iter()
+            .map(|w| u64::from(w.mail.held_flows.load(std::sync::atomic::Ordering::Relaxed)))
+            .sum()
+    }
+
     /// Drains, stops every NF and worker, audits the buffers and returns
     /// the final report.
     pub fn stop(mut self) -> RunReport {

@@ -88,7 +88,7 @@ impl PlatformSettings {
             backpressure: s.backpressure,
             shells: s.shells,
             // Every replica is an NF with a slot of its own.
-            max_nfs: spec.nfs.iter().map(|n| n.replicas).sum::<u32>().max(1),
+            max_nfs: spec.nfs.iter().map(|n| n.instances()).sum::<u32>().max(1),
             max_ports: spec.ports.len().max(1) as u32,
             max_chains: spec.chains.len().max(1) as u32,
             template_program: std::env::current_exe().unwrap_or_default(),

@@ -355,7 +355,14 @@ impl<'a> Worker<'a> {
                 self.remove_port(old);
             }
         }
+        let before: Vec<Option<u16>> = self
+            .plan
+            .chains
+            .iter()
+            .map(|c| c.as_ref().map(|c| c.route))
+            .collect();
         self.plan = plan;
+        self.hold_flows(&before);
         // Where super-packets are cut depends on every port and chain.
         let offloads: Vec<bool> = self
             .ports

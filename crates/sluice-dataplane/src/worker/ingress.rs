@@ -9,7 +9,7 @@ use sluice_nf::DropReason;
 use super::classify::{classify_keyed, key_frame, Keyed};
 use super::tap::TapPoint;
 use super::Worker;
-use crate::route::{first_hop, Dest};
+use crate::route::{first_hop, first_hop_on, Dest};
 
 /// Live flows above which ingress prefetches the flow table for a whole
 /// batch: slots and entries (72 B per flow) at twice this development
@@ -156,7 +156,11 @@ impl<'a> Worker<'a> {
                 if self.entry_refuses(chain) {
                     return Dest::Drop(DropReason::BACKPRESSURE);
                 }
-                first_hop(&self.plan, pkt, chain)
+                match self.held.route(chain, flow_id) {
+                    // Kept on the route it was on when a rollout began.
+                    Some(route) => first_hop_on(&self.plan, pkt, route),
+                    None => first_hop(&self.plan, pkt, chain),
+                }
             }
             Err(reason) => Dest::Drop(reason),
         }

@@ -3,7 +3,7 @@
 //! checks once per pass.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 
@@ -158,6 +158,9 @@ pub struct Mailbox {
     freed: Mutex<Vec<u32>>,
     /// Every input port of this worker is exhausted.
     pub inputs_done: AtomicBool,
+    /// Flows this worker keeps on a rollout's held routes
+    /// ([`crate::held::Held::count`]; relaxed: a figure to poll).
+    pub held_flows: AtomicU32,
 }
 
 impl Default for Mailbox {
@@ -169,6 +172,7 @@ impl Default for Mailbox {
             flag: AtomicBool::new(false),
             freed: Mutex::new(Vec::new()),
             inputs_done: AtomicBool::new(false),
+            held_flows: AtomicU32::new(0),
         }
     }
 }

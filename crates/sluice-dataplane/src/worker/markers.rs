@@ -12,11 +12,11 @@ impl<'a> Worker<'a> {
     /// Starts flow `id`'s end marker (the flow just ended) on the current
     /// route of its chain.
     pub(super) fn start_marker(&mut self, id: u32, now: u64) {
-        let route = self
-            .flows
-            .entry(id)
-            .and_then(|e| self.plan.chain(e.chain))
-            .map(|c| c.route);
+        // A flow kept on a held route (a rollout) ends on it.
+        let route = self.flows.entry(id).and_then(|e| {
+            let chain = self.plan.chain(e.chain)?;
+            Some(self.held.route(e.chain, id).unwrap_or(chain.route))
+        });
         match (route, self.flows.entry_mut(id)) {
             (Some(r), Some(e)) => {
                 e.marker_route = r;

@@ -140,6 +140,8 @@ pub struct Worker<'a> {
     pub(crate) flows: FlowTable,
     /// `shortest_queue` replica choices by flow id.
     pins: Pins,
+    /// Flows kept on a rollout's held routes.
+    pub(crate) held: crate::held::Held,
     pub(crate) drops: Drops,
     pub(crate) host: Option<Box<dyn NfHost + 'a>>,
     pub(crate) cfg: WorkerConfig,
@@ -227,6 +229,7 @@ impl<'a> Worker<'a> {
             ports: Vec::new(),
             flows,
             pins: Pins::default(),
+            held: Default::default(),
             drops: Drops::default(),
             host,
             cfg,
@@ -292,10 +295,23 @@ impl<'a> Worker<'a> {
             chain_queue: plan
                 .chains
                 .iter()
-                .map(|c| {
-                    c.as_ref()
+                .enumerate()
+                .map(|(i, c)| {
+                    let mut q = c
+                        .as_ref()
                         .and_then(|c| plan.route(c.route))
-                        .map_or_else(Vec::new, |r| first_queues(&r.path))
+                        .map_or_else(Vec::new, |r| first_queues(&r.path));
+                    // Kept flows enter on the held route (a rollout).
+                    let held = self.held.route_of_chain(i as u16);
+                    let kept = held
+                        .and_then(|r| plan.route(r))
+                        .map(|r| first_queues(&r.path));
+                    for i in kept.into_iter().flatten() {
+                        if !q.contains(&i) {
+                            q.push(i);
+                        }
+                    }
+                    q
                 })
                 .collect(),
             nf_next_queues: vec![Vec::new(); self.nfs.len()],

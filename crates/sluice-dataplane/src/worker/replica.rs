@@ -55,9 +55,40 @@ impl<'a> Worker<'a> {
         }
     }
 
-    /// Frees flow `id`'s slot, and its replica choices with it.
+    /// Frees flow `id`'s slot, and its replica choices and held route
+    /// with it.
     pub(super) fn release_flow(&mut self, id: u32) {
         self.flows.release(id);
         self.pins.release(id);
+        if self.held.release(id) {
+            self.publish_held();
+        }
+    }
+
+    /// Keeps the live flows of chains whose route moved off a held one
+    /// on it (`crate::held`), after a plan install; `before` is the old
+    /// plan's route by chain.
+    pub(super) fn hold_flows(&mut self, before: &[Option<u16>]) {
+        let of_chain: Vec<Option<u16>> = self
+            .plan
+            .chains
+            .iter()
+            .map(|c| c.as_ref().map(|c| c.route))
+            .collect();
+        let plan = &self.plan;
+        let held = |r: u16| plan.route(r).is_some_and(|r| r.held);
+        let now = crate::held::Routes {
+            of_chain: &of_chain,
+            held: &held,
+        };
+        self.held
+            .install(before, &now, self.flows.active(), self.flows.capacity());
+        self.publish_held();
+    }
+
+    fn publish_held(&self) {
+        self.mail
+            .held_flows
+            .store(self.held.count(), std::sync::atomic::Ordering::Relaxed);
     }
 }
