@@ -44,6 +44,10 @@ pub enum Command {
     Get(crate::ctl_args::GetArgs),
     /// Remove a port, NF or chain from a daemon's desired state.
     Delete(crate::ctl_args::DeleteArgs),
+    /// Upgrade an NF to a new config without disturbing its flows: new
+    /// flows go to the new version, live ones finish on the old one, which
+    /// then retires.
+    Rollout(crate::ctl_args::RolloutArgs),
     /// A daemon's NF instances: pid, CPU, state, rate, restarts.
     Ps(crate::ctl_args::ListArgs),
     /// A daemon's counters (the keys of `sluice run --json`).

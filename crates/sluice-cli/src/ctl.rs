@@ -39,13 +39,13 @@ pub fn client(conn: &ConnArgs) -> Result<Client, String> {
     Client::new(endpoint)
 }
 
-fn fail(msg: impl std::fmt::Display) -> ExitCode {
+pub(crate) fn fail(msg: impl std::fmt::Display) -> ExitCode {
     eprintln!("sluice: {msg}");
     ExitCode::from(EXIT_FAILED)
 }
 
 /// Reports a non-2xx answer; 4xx means the daemon refused.
-fn refused(a: &Answer) -> ExitCode {
+pub(crate) fn refused(a: &Answer) -> ExitCode {
     eprintln!("sluice: {}", a.error_text());
     if (400..500).contains(&a.status) {
         ExitCode::from(EXIT_REFUSED)
@@ -54,7 +54,7 @@ fn refused(a: &Answer) -> ExitCode {
     }
 }
 
-fn emit(v: &Value, format: Format) {
+pub(crate) fn emit(v: &Value, format: Format) {
     let text = match format {
         Format::Yaml => crate::yaml_out::to_yaml(v),
         _ => serde_json::to_string_pretty(v).unwrap_or_default() + "\n",
@@ -63,7 +63,7 @@ fn emit(v: &Value, format: Format) {
 }
 
 /// Lines of the diff: `nf/acl added`, ...
-fn diff_lines(diff: &Value) -> Vec<String> {
+pub(crate) fn diff_lines(diff: &Value) -> Vec<String> {
     let mut lines = Vec::new();
     for (kind, key) in [("port", "ports"), ("nf", "nfs"), ("chain", "chains")] {
         for (what, verb) in [

@@ -149,6 +149,26 @@ pub struct DeleteArgs {
     pub name: String,
 }
 
+/// `sluice rollout`.
+#[derive(Debug, Args)]
+pub struct RolloutArgs {
+    /// The NF to upgrade.
+    pub nf: String,
+    /// A YAML or JSON file holding its new config (the `config` mapping).
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Seconds the old version may drain before it is removed and its
+    /// remaining flows move to the new one.
+    #[arg(long, default_value_t = 300)]
+    pub timeout: u64,
+    /// Wait until the old version has retired.
+    #[arg(long)]
+    pub wait: bool,
+    /// Output format of the result.
+    #[arg(short, long, value_enum)]
+    pub output: Option<Format>,
+}
+
 /// `sluice ps` and `sluice stats`.
 #[derive(Debug, Args)]
 pub struct ListArgs {

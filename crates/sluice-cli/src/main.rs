@@ -21,6 +21,7 @@ mod ctl;
 mod ctl_args;
 mod daemon_cmd;
 mod logfmt;
+mod rollout_cmd;
 mod soak;
 mod tcpdump;
 mod top;
@@ -111,6 +112,7 @@ fn main() -> ExitCode {
         Command::Apply(a) => ctl::apply(&cli.conn, a),
         Command::Get(a) => ctl::get(&cli.conn, a),
         Command::Delete(a) => ctl::delete(&cli.conn, a),
+        Command::Rollout(a) => rollout_cmd::rollout(&cli.conn, a),
         Command::Ps(a) => ctl::ps(&cli.conn, a),
         Command::Stats(a) => ctl::stats(&cli.conn, a),
         Command::Logs(a) => ctl::logs(&cli.conn, a),

@@ -29,6 +29,10 @@ pub fn routes(state: AppState) -> Router {
         .route("/v1/nfs", get(list_nfs))
         .route("/v1/nfs/{name}", get(get_nf).delete(delete_nf))
         .route("/v1/nfs/{name}/logs", get(nf_logs))
+        .route(
+            "/v1/nfs/{name}/rollout",
+            axum::routing::post(crate::rollout::post_rollout),
+        )
         .route("/v1/chains", get(list_chains))
         .route("/v1/chains/{name}", get(get_chain).delete(delete_chain))
         .route("/v1/instances", get(instances))
@@ -75,9 +79,10 @@ async fn put_spec(
     app.control
         .call(move |s| {
             let source = req.source.as_deref().unwrap_or("<api>");
-            let spec = s
+            let mut spec = s
                 .parse(&req.spec, source)
                 .map_err(|e| ApiError::invalid_spec(&e))?;
+            s.carry_versions(&mut spec);
             caller.may_change(s.desired.as_ref(), &spec)?;
             let c = s.change(spec, req.resource_version, req.dry_run)?;
             Ok(ApplyResponse {
@@ -347,7 +352,7 @@ async fn openapi() -> Json<utoipa::openapi::OpenApi> {
     paths(
         version, get_spec, put_spec, list_ports, get_port, delete_port, list_nfs, get_nf,
         delete_nf, nf_logs, list_chains, get_chain, delete_chain, instances, stats, openapi,
-        crate::capture::capture
+        crate::capture::capture, crate::rollout::post_rollout
     ),
     tags(
         (name = "daemon", description = "The daemon itself"),

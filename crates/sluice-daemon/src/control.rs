@@ -34,9 +34,15 @@ pub struct State {
     pub platform: PlatformSettings,
     /// NF types.
     pub registry: &'static [NfType],
+    /// Deadlines of rollouts in progress.
+    pub rollouts: crate::rollout::Rollouts,
 }
 
 type Job = Box<dyn FnOnce(&mut State) + Send>;
+
+/// How often the control thread looks whether a rollout's old version
+/// can retire when no request comes.
+const ROLLOUT_TICK: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// A handle on the control thread.
 #[derive(Clone)]
@@ -71,11 +77,19 @@ impl Control {
                     dir,
                     platform,
                     registry,
+                    rollouts: Default::default(),
                 };
                 state.restore();
                 let _ = ready_tx.send(Ok(()));
-                while let Ok(job) = rx.recv() {
-                    job(&mut state);
+                // Between requests, at least every ROLLOUT_TICK: retire
+                // a rollout's old version once its flows have ended.
+                loop {
+                    match rx.recv_timeout(ROLLOUT_TICK) {
+                        Ok(job) => job(&mut state),
+                        Err(mpsc::RecvTimeoutError::Timeout) => {}
+                        Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                    }
+                    state.tick_rollouts();
                 }
                 // Every handle is gone: the daemon is shutting down.
                 let State { rt, dir, .. } = state;

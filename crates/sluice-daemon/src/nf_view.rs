@@ -56,6 +56,7 @@ pub(crate) fn nf_views(s: &Ctl, report: &RunReport, instances: &[Instance]) -> V
                 } else {
                     Vec::new()
                 },
+                rollout: s.rollout_view(&name),
                 name,
                 definition: d,
             }

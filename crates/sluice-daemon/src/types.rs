@@ -126,6 +126,9 @@ pub struct NfView {
     /// are their sums), replica 0 first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub replicas: Vec<ReplicaView>,
+    /// Its rollout in progress (`sluice rollout`), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<crate::rollout::RolloutView>,
 }
 
 /// One replica of an NF with `replicas` (named `NAME`, `NAME.1`, …).

@@ -74,7 +74,7 @@ pub use domains::{DomainSpec, MAX_DOMAINS, PLATFORM_DOMAIN};
 pub use error::SpecError;
 pub use file::{read_regular_file, read_text_file, MAX_DATA_FILE_BYTES, MAX_SPEC_BYTES};
 pub use ipnet::IpNet;
-pub use load::{load, parse_str};
+pub use load::{load, parse_str, parse_value};
 pub use location::{Location, SourceName};
 pub use model::{ChainSpec, Draining, Isolation, MatchSpec, NfSpec, Spec, Steer};
 pub use net::{proto_name, proto_number, PortRange};

@@ -60,6 +60,16 @@ pub fn parse_str(text: &str, source: &str, known_nf_types: &[&str]) -> Result<Sp
     parse(text, source.clone(), base_dir, known_nf_types)
 }
 
+/// Parses YAML (or JSON) text that is not a spec, such as one NF's
+/// config for `sluice rollout`, into JSON; `source` names it in errors.
+///
+/// # Errors
+/// A [`SpecError`] with the line and column of a syntax error.
+pub fn parse_value(text: &str, source: &str) -> Result<serde_json::Value, SpecError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    Ok(yaml::parse(text, &SourceName::new(source))?.to_json())
+}
+
 fn parse(
     text: &str,
     source: SourceName,
