@@ -105,12 +105,21 @@ pub struct FlowTable {
     closing: Vec<u32>,
     closing_at: Vec<u32>,
     hand: usize,
+    /// Flows that saw a FIN, with their linger's deadline, oldest first:
+    /// the sweep (`hand`) visits a slot about once a second, too late for
+    /// a short `close_timeout_ms` (a `per_flow` instance is recycled when
+    /// its flow ends). At most [`LINGER_QUEUE`] entries; flows beyond
+    /// that wait for the sweep.
+    lingering: std::collections::VecDeque<(u32, u64)>,
     idle_ns: u64,
     close_ns: u64,
     stats: FlowStats,
 }
 
 const EMPTY: u64 = 0;
+
+/// Longest [`FlowTable::lingering`] queue (1 MiB).
+const LINGER_QUEUE: usize = 65_536;
 
 // An entry fills 72 bytes (the prefetch threshold in `worker/ingress.rs`
 // assumes it); `marker_nf` took padding, not a new word.
@@ -149,6 +158,9 @@ impl FlowTable {
             closing: Vec::with_capacity(capacity as usize),
             closing_at: vec![0; capacity as usize],
             hand: 0,
+            lingering: std::collections::VecDeque::with_capacity(
+                (capacity as usize * 2).min(LINGER_QUEUE),
+            ),
             idle_ns,
             close_ns,
             stats: FlowStats::default(),
@@ -292,11 +304,18 @@ impl FlowTable {
             return true;
         }
         if fin {
-            e.fins |= if forward { 1 } else { 2 };
+            let bit = if forward { 1 } else { 2 };
+            let first = e.fins & bit == 0;
+            e.fins |= bit;
             // Linger briefly so the closing handshake's last packets still
             // belong to this flow, as conntrack's TIME_WAIT does.
             e.expires_ns = now_ns + close_ns;
             self.expiry[id as usize] = e.expires_ns;
+            // Once per direction, so the queue holds at most two per flow
+            // and never grows past its reserve.
+            if first && self.lingering.len() < self.lingering.capacity() {
+                self.lingering.push_back((id, e.expires_ns));
+            }
         }
         false
     }
@@ -371,6 +390,25 @@ impl FlowTable {
     /// Examines up to `budget` slots round-robin and closes expired active
     /// flows, pushing their ids into `ended`.
     pub fn expire(&mut self, now_ns: u64, budget: usize, ended: &mut Vec<u32>) {
+        // Lingering flows first, on time: the queue is in deadline order
+        // (one linger for all), and an entry whose flow's deadline moved
+        // (a later FIN) goes to the back with its new one.
+        while let Some(&(id, deadline)) = self.lingering.front() {
+            if deadline > now_ns {
+                break;
+            }
+            self.lingering.pop_front();
+            let e = &self.entries[id as usize];
+            if e.state != FlowState::Active || e.fins == 0 {
+                continue; // ended already (its id may name a new flow)
+            }
+            if e.expires_ns > now_ns {
+                self.lingering.push_back((id, e.expires_ns));
+                continue;
+            }
+            self.close(id);
+            ended.push(id);
+        }
         let n = self.entries.len();
         for _ in 0..budget.min(n) {
             let id = self.hand as u32;
@@ -516,6 +554,34 @@ mod tests {
             t.note_tcp_flags(id, true, false, true, 5),
             "RST ends at once"
         );
+    }
+
+    /// A lingering flow ends at its deadline even when the sweep looks
+    /// elsewhere (budget 0), once; a later FIN moves its deadline.
+    #[test]
+    fn a_fin_ends_the_flow_at_its_linger_deadline_without_the_sweep() {
+        let mut t = FlowTable::new(1024, 1_000_000, 10);
+        let (a, b) = (key(1), key(2));
+        let ia = t
+            .lookup_or_insert(&a, a.symmetric_hash(), 0, || Some(0))
+            .unwrap();
+        let ib = t
+            .lookup_or_insert(&b, b.symmetric_hash(), 0, || Some(0))
+            .unwrap();
+        t.note_tcp_flags(ia, true, true, false, 5);
+        t.note_tcp_flags(ib, true, true, false, 6);
+        t.note_tcp_flags(ib, false, true, false, 12);
+        let mut ended = Vec::new();
+        t.expire(14, 0, &mut ended);
+        assert!(ended.is_empty(), "before the deadline");
+        t.expire(15, 0, &mut ended);
+        assert_eq!(ended, vec![ia]);
+        t.expire(16, 0, &mut ended);
+        assert_eq!(ended, vec![ia], "b's second FIN moved its deadline to 22");
+        t.expire(22, 0, &mut ended);
+        assert_eq!(ended, vec![ia, ib]);
+        t.expire(1_000, 0, &mut ended);
+        assert_eq!(ended, vec![ia, ib], "once each");
     }
 
     #[test]

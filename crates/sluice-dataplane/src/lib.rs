@@ -14,6 +14,7 @@ pub mod compile;
 pub mod cpu_clock;
 pub mod diff;
 pub mod drops;
+pub mod exclusive;
 pub mod flow_table;
 pub mod held;
 pub mod host;

@@ -209,6 +209,12 @@ pub fn run_nf_loop(
                         let _ = pkts.push(h);
                     }
                 }
+                Some(RxEntry::Event(sluice_mem::link::RESET_EVENT)) => {
+                    // Recycled for its next flow: the packets before the
+                    // reset were the last flow's.
+                    flush(nf, arena, &mut ep, &mut pkts, &mut io, now);
+                    sluice_nf::runtime::run_reset(nf, io.services(arena, now));
+                }
                 Some(RxEntry::Event(flow)) => {
                     // Keep ring order: packets before the event go first.
                     flush(nf, arena, &mut ep, &mut pkts, &mut io, now);

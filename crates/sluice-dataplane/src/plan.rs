@@ -99,6 +99,9 @@ pub struct NfPlan {
     /// (`nfs[].draining`): only the flows it served when the rollout began
     /// reach it, over routes the compiler holds for them ([`Route::held`]).
     pub draining: bool,
+    /// Its type's `reset` returns it to its just-built state
+    /// (`NetworkFunction::resets`), as `steer: per_flow` needs.
+    pub resets: bool,
 }
 
 impl NfPlan {

@@ -41,6 +41,8 @@ pub struct ReplicaSet {
     pub members: Vec<u16>,
     /// How flows are spread.
     pub steer: Steer,
+    /// `per_flow`: what a new flow gets when every member serves one.
+    pub fallback: sluice_spec::Fallback,
     /// Replica number by hash bucket (`hash` steering; see
     /// [`BUCKET_BITS`]); at most 64 replicas, so a byte each.
     buckets: Box<[u8]>,
@@ -59,6 +61,7 @@ impl ReplicaSet {
         ReplicaSet {
             members,
             steer,
+            fallback: sluice_spec::Fallback::default(),
             buckets,
         }
     }

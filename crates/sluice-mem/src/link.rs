@@ -34,6 +34,11 @@ pub const SPARE_BIT: u32 = 1 << 30;
 /// below 2²⁹; see [`crate::link_blob`]).
 pub const BLOB_BIT: u32 = 1 << 29;
 
+/// The event payload that tells an NF to reset (`NetworkFunction::reset`:
+/// a `per_flow` NF's instance between two flows). No flow id takes it:
+/// flow tables hold at most 2²⁴ flows. The NF does not echo it back.
+pub const RESET_EVENT: u32 = BLOB_BIT - 1;
+
 /// Most spares sent to one NF per poll (keeps one NF's refill short).
 const SPARE_REFILL_MAX: u64 = MAX_BATCH as u64;
 

@@ -64,6 +64,9 @@ platform_reasons! {
     /// The packet was bound for an NF of a named trust domain but is a
     /// super-packet, larger than that domain's ordinary buffers.
     TOO_LARGE_FOR_DOMAIN = 17, "too_large_for_domain";
+    /// The packet's flow needed an instance of a `per_flow` NF, every
+    /// instance served a flow, and its `fallback` is `drop`.
+    NF_POOL_EXHAUSTED = 18, "nf_pool_exhausted";
 }
 
 impl DropReason {

@@ -25,6 +25,13 @@ pub trait NetworkFunction: Send + std::any::Any {
     /// all state must return to its just-built condition.
     fn reset(&mut self) {}
 
+    /// Whether [`Self::reset`] does return every state to its just-built
+    /// condition, so an instance may serve one flow after another
+    /// (`steer: per_flow`). Default: no (the type is refused there).
+    fn resets(&self) -> bool {
+        false
+    }
+
     /// Whether this NF takes a new config live with [`Self::reconfigure`],
     /// keeping its state: Click's live reconfiguration. Default: no, and a
     /// config change replaces the instance (its state starts afresh).

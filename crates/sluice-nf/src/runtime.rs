@@ -81,6 +81,16 @@ pub fn run_flow_end(nf: &mut dyn NetworkFunction, flow_id: u32, svc: Services<'_
     NfStats::add(&control.stats.events, 1);
 }
 
+/// Resets the NF for its next flow (`per_flow` pools), counting it as an
+/// event.
+pub fn run_reset(nf: &mut dyn NetworkFunction, svc: Services<'_>) {
+    let control = svc.control;
+    control.stats.inside.store(1, Relaxed);
+    nf.reset();
+    control.stats.inside.store(0, Relaxed);
+    NfStats::add(&control.stats.events, 1);
+}
+
 /// Runs the NF's timer hook, charging its time to the NF.
 pub fn run_tick(nf: &mut dyn NetworkFunction, svc: Services<'_>) {
     let control = svc.control;

@@ -201,6 +201,10 @@ impl NetworkFunction for Acl {
     fn reset(&mut self) {
         self.cache.iter_mut().for_each(|c| *c = 0);
     }
+
+    fn resets(&self) -> bool {
+        true
+    }
 }
 
 fn compile(ctx: &BuildContext<'_>) -> Result<Acl, SpecError> {

@@ -30,6 +30,11 @@ impl NetworkFunction for Forwarder {
         true
     }
 
+    /// No state but its config: nothing to reset.
+    fn resets(&self) -> bool {
+        true
+    }
+
     fn reconfigure(
         &mut self,
         fresh: Box<dyn NetworkFunction>,

@@ -86,11 +86,19 @@ impl NetworkFunction for Monitor {
     }
 
     fn reset(&mut self) {
-        self.flows
-            .iter_mut()
-            .for_each(|f| *f = FlowCounters::default());
+        // Only a flow still counted (`active`) holds counters: after its
+        // flow's end a per-flow instance resets in O(1).
+        if self.active > 0 {
+            self.flows
+                .iter_mut()
+                .for_each(|f| *f = FlowCounters::default());
+        }
         self.active = 0;
         self.largest_ended = 0;
+    }
+
+    fn resets(&self) -> bool {
+        true
     }
 }
 

@@ -171,12 +171,17 @@ fn restart(node: &ConfigNode) -> Res<RestartPolicy> {
 
 fn flow_table(node: &ConfigNode) -> Res<FlowTableSettings> {
     let f = Fields::of(node, "flow table settings")?;
-    f.deny_unknown("flow_table", &["capacity", "idle_timeout_ms"])?;
+    f.deny_unknown(
+        "flow_table",
+        &["capacity", "idle_timeout_ms", "close_timeout_ms"],
+    )?;
     let d = FlowTableSettings::default();
     Ok(FlowTableSettings {
         capacity: opt_int(&f, "capacity", limits::FLOW_CAPACITY)?.unwrap_or(d.capacity),
         idle_timeout_ms: opt_int(&f, "idle_timeout_ms", limits::IDLE_TIMEOUT_MS)?
             .unwrap_or(d.idle_timeout_ms),
+        close_timeout_ms: opt_int(&f, "close_timeout_ms", limits::CLOSE_TIMEOUT_MS)?
+            .unwrap_or(d.close_timeout_ms),
     })
 }
 
@@ -255,6 +260,7 @@ fn nf(node: &ConfigNode) -> Res<NfSpec> {
             "domain",
             "replicas",
             "steer",
+            "fallback",
             "generation",
             "draining",
         ],
@@ -297,6 +303,10 @@ fn nf(node: &ConfigNode) -> Res<NfSpec> {
         steer: match f.opt("steer") {
             Some(n) => fields::choice(n, "steer", &Steer::ALL)?,
             None => Steer::default(),
+        },
+        fallback: match f.opt("fallback") {
+            Some(n) => fields::choice(n, "fallback", &crate::model::Fallback::ALL)?,
+            None => crate::model::Fallback::default(),
         },
         generation: opt_int(&f, "generation", limits::GENERATION)?.unwrap_or(0),
         draining: f.opt("draining").map(draining).transpose()?,

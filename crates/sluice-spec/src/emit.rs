@@ -58,6 +58,7 @@ fn settings(s: &Settings) -> Value {
         "flow_table": {
             "capacity": s.flow_table.capacity,
             "idle_timeout_ms": s.flow_table.idle_timeout_ms,
+            "close_timeout_ms": s.flow_table.close_timeout_ms,
         },
         "wakeup": wakeup,
         "scheduler": scheduler,
@@ -171,6 +172,9 @@ fn nf(n: &NfSpec) -> Value {
     }
     if n.steer != Steer::default() {
         v["steer"] = json!(n.steer.name());
+    }
+    if n.fallback != crate::model::Fallback::default() {
+        v["fallback"] = json!(n.fallback.name());
     }
     if n.generation != 0 {
         v["generation"] = json!(n.generation);

@@ -71,6 +71,9 @@ pub struct NfSpec {
     pub replicas: u32,
     /// How a new flow picks its replica (`steer`, default `hash`).
     pub steer: Steer,
+    /// With `steer: per_flow`: what a new flow gets when every replica
+    /// serves one (`fallback`, default `drop`).
+    pub fallback: Fallback,
     /// Which version of the NF runs (`generation`, default 0), set by a
     /// rolling upgrade (`sluice rollout`): generation 0's instances are
     /// `NAME`, `NAME.1`, …; generation g's are `NAME@g`, `NAME@g.1`, …, so
@@ -111,6 +114,7 @@ impl NfSpec {
             domain: None,
             replicas: 1,
             steer: Steer::default(),
+            fallback: Fallback::default(),
             generation: 0,
             draining: None,
             location: Location::GENERATED,
@@ -143,13 +147,45 @@ pub enum Steer {
     /// its ring, and stays there (`shortest_queue`; NetVM's load-aware
     /// steering).
     ShortestQueue,
+    /// One flow per replica (`per_flow`; Flurries' per-flow NFs): a new
+    /// flow takes an idle replica of the pool (`replicas` is the pool's
+    /// size), which is reset (the NF's `reset` hook) and idle again when
+    /// the flow ends. With none idle, `fallback` decides.
+    PerFlow,
+}
+
+/// What a `per_flow` NF does with a new flow when every replica serves
+/// one (`nfs[].fallback`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Fallback {
+    /// Drop its packets, counted as `nf_pool_exhausted` (`drop`).
+    #[default]
+    Drop,
+    /// Share the replica serving the fewest flows (`shared`): the flow is
+    /// served, without the isolation of its own instance.
+    Shared,
+}
+
+impl Fallback {
+    /// All fallbacks with their spec names.
+    pub const ALL: [(&'static str, Fallback); 2] =
+        [("drop", Fallback::Drop), ("shared", Fallback::Shared)];
+
+    /// The spec name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fallback::Drop => "drop",
+            Fallback::Shared => "shared",
+        }
+    }
 }
 
 impl Steer {
     /// All steering modes with their spec names.
-    pub const ALL: [(&'static str, Steer); 2] = [
+    pub const ALL: [(&'static str, Steer); 3] = [
         ("hash", Steer::Hash),
         ("shortest_queue", Steer::ShortestQueue),
+        ("per_flow", Steer::PerFlow),
     ];
 
     /// The spec name.
@@ -157,6 +193,7 @@ impl Steer {
         match self {
             Steer::Hash => "hash",
             Steer::ShortestQueue => "shortest_queue",
+            Steer::PerFlow => "per_flow",
         }
     }
 }

@@ -195,6 +195,12 @@ pub struct FlowTableSettings {
     /// Idle time after which a flow is forgotten, in milliseconds
     /// (`idle_timeout_ms`, at least 1, default 30000).
     pub idle_timeout_ms: u64,
+    /// How long a TCP flow lingers after its FIN before it ends, so the
+    /// closing handshake's last packets still belong to it, in
+    /// milliseconds (`close_timeout_ms`, 1..=120000, default 1000;
+    /// conntrack's TIME_WAIT). A `per_flow` NF's instance is recycled when
+    /// its flow ends: a shorter linger recycles it sooner.
+    pub close_timeout_ms: u64,
 }
 
 impl Default for FlowTableSettings {
@@ -202,6 +208,7 @@ impl Default for FlowTableSettings {
         FlowTableSettings {
             capacity: 65_536,
             idle_timeout_ms: 30_000,
+            close_timeout_ms: 1_000,
         }
     }
 }

@@ -147,6 +147,13 @@ pub(crate) fn validate(spec: &Spec, known_nf_types: &[&str], locator: &dyn Locat
                 format!("replicas {} is out of range (1 to 64)", nf.replicas),
             ));
         }
+        if nf.fallback != crate::model::Fallback::default() && nf.steer != crate::Steer::PerFlow {
+            return Err(cx.err(
+                format!("nfs[{i}].fallback"),
+                "fallback applies to `steer: per_flow` (what a new flow gets when every \
+                 replica serves one)",
+            ));
+        }
         if let Some(d) = &nf.draining {
             if d.generation == nf.generation {
                 return Err(cx.err(
@@ -260,6 +267,11 @@ fn settings(cx: &Ctx<'_>) -> Res<()> {
         "settings.flow_table.idle_timeout_ms",
         limits::IDLE_TIMEOUT_MS,
         s.flow_table.idle_timeout_ms,
+    )?;
+    cx.limit(
+        "settings.flow_table.close_timeout_ms",
+        limits::CLOSE_TIMEOUT_MS,
+        s.flow_table.close_timeout_ms,
     )?;
     if let Some(us) = s.wakeup.busy_poll_us {
         cx.limit("settings.wakeup.busy_poll_us", limits::BUSY_POLL_US, us)?;

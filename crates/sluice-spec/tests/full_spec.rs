@@ -45,6 +45,7 @@ fn full_spec_loads_into_expected_structs() {
             flow_table: FlowTableSettings {
                 capacity: 131072,
                 idle_timeout_ms: 10000,
+                close_timeout_ms: 1000,
             },
             wakeup: WakeupSettings::default(),
             scheduler: SchedulerSettings::default(),

@@ -70,6 +70,9 @@ pub(super) fn add(
             .iter()
             .find(|t| t.name == n.nf_type)
             .expect("validate() checked NF types");
+        // A per-flow pool is a set even of one: its member is reset
+        // between flows.
+        let per_flow = n.steer == sluice_spec::Steer::PerFlow;
         for v in versions(n) {
             // Instances side by side: one per worker, times the replicas.
             let copies = target.replicas.saturating_mul(v.replicas);
@@ -102,8 +105,21 @@ pub(super) fn add(
                         built.insert(b).clone()
                     }
                 };
+                if per_flow && !nf.resets {
+                    return Err(SpecError::new(
+                        spec.source.as_str(),
+                        n.location,
+                        format!("nfs.{}.steer", n.name),
+                        format!(
+                            "steer: per_flow recycles an instance from one flow to the next, and \
+                             type {} cannot reset one to its just-built state (its `reset` hook); \
+                             use hash or shortest_queue",
+                            n.nf_type
+                        ),
+                    ));
+                }
                 nf.name = name;
-                nf.set = (v.replicas > 1).then_some(base);
+                nf.set = (v.replicas > 1 || per_flow).then_some(base);
                 nf.draining = v.draining;
                 nf.cpu_weight = n.cpu_weight;
                 // An inline NF never sleeps: no rule applies to it.
@@ -119,8 +135,10 @@ pub(super) fn add(
                 plan.nf_order.push(id);
                 members.push(id);
             }
-            if v.replicas > 1 {
-                plan.sets[base as usize] = Some(ReplicaSet::new(members, n.steer));
+            if v.replicas > 1 || per_flow {
+                let mut set = ReplicaSet::new(members, n.steer);
+                set.fallback = n.fallback;
+                plan.sets[base as usize] = Some(set);
             }
         }
     }
@@ -172,6 +190,7 @@ fn build_nf(
         // Set by the caller, which knows the replica and version.
         set: None,
         draining: false,
+        resets: nf.resets(),
     })
 }
 

@@ -46,9 +46,6 @@ use crate::worker::{
 };
 use slots::Slots;
 
-/// How long a flow lingers after FIN/RST before its slot is recycled.
-pub const TCP_CLOSE_TIMEOUT_NS: u64 = 1_000_000_000;
-
 /// Why something did not start or apply.
 #[derive(Debug)]
 pub enum RunError {
@@ -236,7 +233,7 @@ impl Runtime {
                 let flows = FlowTable::new(
                     s.flow_capacity,
                     s.idle_timeout_ms.saturating_mul(1_000_000),
-                    TCP_CLOSE_TIMEOUT_NS,
+                    s.close_timeout_ms.saturating_mul(1_000_000),
                 );
                 let cfg = WorkerConfig {
                     index: w,

@@ -29,6 +29,8 @@ pub struct PlatformSettings {
     pub flow_capacity: u32,
     /// Idle time after which a flow ends, ms.
     pub idle_timeout_ms: u64,
+    /// Linger of a TCP flow after its FIN, ms.
+    pub close_timeout_ms: u64,
     /// Restart policy of process NFs (a spec may change it).
     pub restart: RestartPolicy,
     /// Wake-up policy of process NFs (a spec may change it).
@@ -82,6 +84,7 @@ impl PlatformSettings {
             },
             flow_capacity: s.flow_table.capacity,
             idle_timeout_ms: s.flow_table.idle_timeout_ms,
+            close_timeout_ms: s.flow_table.close_timeout_ms,
             restart: s.restart.clone(),
             wakeup: s.wakeup.clone(),
             scheduler: s.scheduler.clone(),
@@ -143,7 +146,7 @@ impl PlatformSettings {
     /// differ, and so may the scheduler's: applying the spec changes them).
     pub fn accepts(&self, spec: &Spec) -> Result<(), SpecError> {
         let s = &spec.settings;
-        let fixed: [(&str, u64, u64); 7] = [
+        let fixed: [(&str, u64, u64); 8] = [
             (
                 "workers",
                 u64::from(s.workers.max(1)),
@@ -170,6 +173,11 @@ impl PlatformSettings {
                 "flow_table.idle_timeout_ms",
                 s.flow_table.idle_timeout_ms,
                 self.idle_timeout_ms,
+            ),
+            (
+                "flow_table.close_timeout_ms",
+                s.flow_table.close_timeout_ms,
+                self.close_timeout_ms,
             ),
         ];
         if s.domains != self.domains {

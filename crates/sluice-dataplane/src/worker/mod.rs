@@ -140,6 +140,11 @@ pub struct Worker<'a> {
     pub(crate) flows: FlowTable,
     /// `shortest_queue` replica choices by flow id.
     pins: Pins,
+    /// `per_flow` sets' members by flow.
+    pub(crate) exclusive: crate::exclusive::Exclusive,
+    /// `per_flow` members their last flow left, until their reset is
+    /// delivered.
+    idle_members: Vec<crate::exclusive::Idle>,
     /// Flows kept on a rollout's held routes.
     pub(crate) held: crate::held::Held,
     pub(crate) drops: Drops,
@@ -229,6 +234,8 @@ impl<'a> Worker<'a> {
             ports: Vec::new(),
             flows,
             pins: Pins::default(),
+            exclusive: Default::default(),
+            idle_members: Vec::new(),
             held: Default::default(),
             drops: Drops::default(),
             host,
@@ -377,6 +384,8 @@ impl<'a> Worker<'a> {
             .resize_with(self.plan.routes.len(), Histogram::new);
         // Allocates only for a set that is new to this plan.
         self.pins.install(&self.plan.sets, self.flows.capacity());
+        self.exclusive
+            .install(&self.plan.sets, self.flows.capacity());
         self.derived = d;
         let members = self.sched_members();
         self.sched.apply(self.arena, &members);

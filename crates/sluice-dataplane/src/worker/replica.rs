@@ -5,7 +5,10 @@ use sluice_mem::PktHandle;
 use sluice_nf::DropReason;
 use sluice_spec::Steer;
 
+use sluice_mem::link::RESET_EVENT;
+
 use super::Worker;
+use crate::nf_rt::Exec;
 use crate::route::Dest;
 
 /// What a member that takes no packets now (starting, down, restarting)
@@ -40,6 +43,10 @@ impl<'a> Worker<'a> {
                 };
                 Dest::Nf(self.pins.pick(base, set, pkt.flow_id(), queued))
             }
+            Steer::PerFlow => match self.exclusive.pick(base, set, pkt.flow_id()) {
+                Some(m) => Dest::Nf(m),
+                None => Dest::Drop(DropReason::NF_POOL_EXHAUSTED),
+            },
         }
     }
 
@@ -52,6 +59,7 @@ impl<'a> Worker<'a> {
         match set.steer {
             Steer::Hash => Some(set.by_hash(self.flows.entry(id)?.hash)),
             Steer::ShortestQueue => self.pins.pinned(base, set, id),
+            Steer::PerFlow => self.exclusive.pinned(base, set, id),
         }
     }
 
@@ -63,6 +71,41 @@ impl<'a> Worker<'a> {
         if self.held.release(id) {
             self.publish_held();
         }
+        let before = self.idle_members.len();
+        self.exclusive.release(id, &mut self.idle_members);
+        if self.idle_members.len() > before {
+            self.reset_idle_members();
+        }
+    }
+
+    /// Resets the `per_flow` members their last flow left
+    /// (`crate::exclusive`) and returns them to their pool: inline at once;
+    /// a process by an event queued behind that flow's packets, so ahead
+    /// of its next flow's. A member whose ring is full keeps waiting (out
+    /// of the pool) for the next call, from `maintain` at the latest.
+    pub(super) fn reset_idle_members(&mut self) {
+        let mut waiting = std::mem::take(&mut self.idle_members);
+        waiting.retain(|&idle| {
+            let done = match self.nf_mut(idle.nf).map(|nf| &mut nf.exec) {
+                Some(Exec::Inline(f)) => {
+                    f.reset();
+                    true
+                }
+                // A process that is down restarts fresh: nothing to reset.
+                Some(Exec::Process(p)) if p.phase.accepts() => {
+                    matches!(p.link.send_event(RESET_EVENT), Ok(true))
+                }
+                Some(Exec::Process(_)) => true,
+                // Removed: nothing to return.
+                None => false,
+            };
+            if done {
+                self.exclusive.idle_again(idle);
+            }
+            // A removed member is forgotten too.
+            !done && self.nfs.get(idle.nf as usize).is_some_and(Option::is_some)
+        });
+        self.idle_members = waiting;
     }
 
     /// Keeps the live flows of chains whose route moved off a held one

@@ -480,6 +480,9 @@ impl<'a> Worker<'a> {
         }
         self.advance_staged(now);
         self.police(now);
+        if !self.idle_members.is_empty() {
+            self.reset_idle_members();
+        }
         let budget = (self.flows.capacity() as usize / 256).max(64);
         let mut ended = std::mem::take(&mut self.ended);
         self.flows.expire(now, budget, &mut ended);

@@ -1,0 +1,304 @@
+//! `per_flow` NFs (Flurries' per-flow instances): an NF with `replicas: N,
+//! steer: per_flow` is a pool of N instances, and a flow takes one of them
+//! for itself.
+//!
+//! - A flow's first packet at the set takes an idle member (the lowest
+//!   numbered, so a small load stays on few instances) and is pinned to it
+//!   by flow id, a byte per flow as `shortest_queue` pins are.
+//! - When the flow's slot is released (its end marker passed every NF, or
+//!   it idled out), [`Exclusive::release`] names its member if no flow is
+//!   left on it, and the worker resets it (`NetworkFunction::reset`:
+//!   called at once inline, an event in ring order for a process). Only
+//!   once the reset is delivered does [`Exclusive::idle_again`] put the
+//!   member back in the pool, so its next flow's packets queue behind the
+//!   reset (a process's ring may be full: the worker retries).
+//! - With no member idle the set's `fallback` decides: `drop` refuses the
+//!   flow (its packets count as `nf_pool_exhausted`; it is asked again on
+//!   each packet, so it gets a member once one is free), `shared` pins it
+//!   to the member serving the fewest flows (the member is reset when its
+//!   last flow ends).
+//!
+//! Cost: a pinned packet reads its byte; a new flow pops the free stack.
+//! Nothing allocates on the packet path: tables are made when a plan is
+//! installed.
+
+use sluice_spec::{Fallback, Steer};
+
+use crate::replicas::ReplicaSet;
+
+/// One `per_flow` set's state.
+#[derive(Debug)]
+struct Pool {
+    /// By flow id: member + 1, 0 while the flow has none.
+    pins: Box<[u8]>,
+    /// By member: flows pinned to it.
+    load: Vec<u32>,
+    /// Idle members, the lowest on top.
+    free: Vec<u8>,
+    /// Members the state was made for.
+    members: Vec<u16>,
+}
+
+impl Pool {
+    fn new(set: &ReplicaSet, capacity: u32) -> Pool {
+        let mut p = Pool {
+            pins: vec![0u8; capacity as usize].into_boxed_slice(),
+            load: Vec::new(),
+            free: Vec::new(),
+            members: Vec::new(),
+        };
+        p.resize(set);
+        p
+    }
+
+    /// Follows a change of the set's members: pins to members it lost are
+    /// cleared (those flows take a member afresh), loads are recounted.
+    fn resize(&mut self, set: &ReplicaSet) {
+        let n = set.members.len();
+        let mut load = vec![0u32; n];
+        for pin in self.pins.iter_mut().filter(|p| **p != 0) {
+            match load.get_mut(usize::from(*pin - 1)) {
+                Some(l) => *l += 1,
+                None => *pin = 0,
+            }
+        }
+        self.free = (0..n as u8)
+            .rev()
+            .filter(|&m| load[m as usize] == 0)
+            .collect();
+        self.load = load;
+        self.members = set.members.clone();
+    }
+}
+
+/// Every `per_flow` set's state on one worker, by base NF id.
+#[derive(Debug, Default)]
+pub struct Exclusive {
+    pools: Vec<Option<Pool>>,
+}
+
+impl Exclusive {
+    /// State for every `per_flow` set of `sets`, keeping the pins of sets
+    /// that stay, for `capacity` flow ids.
+    pub fn install(&mut self, sets: &[Option<ReplicaSet>], capacity: u32) {
+        let mut pools = Vec::with_capacity(sets.len());
+        for (base, set) in sets.iter().enumerate() {
+            let keep = self.pools.get_mut(base).and_then(Option::take);
+            pools.push(match set {
+                Some(s) if s.steer == Steer::PerFlow => Some(match keep {
+                    Some(mut p) if p.pins.len() == capacity as usize => {
+                        if p.members != s.members {
+                            p.resize(s);
+                        }
+                        p
+                    }
+                    _ => Pool::new(s, capacity),
+                }),
+                _ => None,
+            });
+        }
+        self.pools = pools;
+    }
+
+    /// The member of `set` (based at NF `base`) that flow `flow` has,
+    /// taking an idle one first; `None`: none is idle and the fallback is
+    /// `drop`. A flowless packet (`flow` beyond the table) goes to the
+    /// member serving the fewest flows, unpinned.
+    #[inline]
+    pub fn pick(&mut self, base: u16, set: &ReplicaSet, flow: u32) -> Option<u16> {
+        let Some(p) = self.pools.get_mut(base as usize).and_then(Option::as_mut) else {
+            return set.members.first().copied();
+        };
+        let Some(pin) = p.pins.get_mut(flow as usize) else {
+            return least_loaded(&p.load).map(|m| set.members[m]);
+        };
+        if *pin != 0 {
+            return set.members.get(usize::from(*pin - 1)).copied();
+        }
+        let m = match p.free.pop() {
+            Some(m) => usize::from(m),
+            None => match set.fallback {
+                Fallback::Drop => return None,
+                Fallback::Shared => least_loaded(&p.load)?,
+            },
+        };
+        *pin = m as u8 + 1;
+        p.load[m] += 1;
+        Some(set.members[m])
+    }
+
+    /// The member flow `flow` has in the set based at `base`, if any.
+    pub fn pinned(&self, base: u16, set: &ReplicaSet, flow: u32) -> Option<u16> {
+        let p = self.pools.get(base as usize)?.as_ref()?;
+        let pin = *p.pins.get(flow as usize)?;
+        (pin != 0).then(|| set.members.get(usize::from(pin - 1)).copied())?
+    }
+
+    /// Flow `flow`'s slot was released: its members lose it, and those
+    /// left with no flow are pushed on `idle` (base NF id, member number,
+    /// NF id) for the worker to reset and then hand to
+    /// [`Self::idle_again`].
+    pub fn release(&mut self, flow: u32, idle: &mut Vec<Idle>) {
+        for (base, p) in self.pools.iter_mut().enumerate() {
+            let Some(p) = p else { continue };
+            let Some(pin) = p.pins.get_mut(flow as usize) else {
+                continue;
+            };
+            if *pin == 0 {
+                continue;
+            }
+            let m = usize::from(*pin - 1);
+            *pin = 0;
+            if let Some(l) = p.load.get_mut(m) {
+                *l -= 1;
+                if *l == 0 {
+                    idle.push(Idle {
+                        base: base as u16,
+                        member: m as u8,
+                        nf: p.members[m],
+                    });
+                }
+            }
+        }
+    }
+
+    /// Member `idle` was reset: it may take a flow again (last in, first
+    /// out: a warm instance first). A member the set has lost meanwhile,
+    /// or one a flow took again (`shared`), stays out.
+    pub fn idle_again(&mut self, idle: Idle) {
+        let Some(p) = self
+            .pools
+            .get_mut(idle.base as usize)
+            .and_then(Option::as_mut)
+        else {
+            return;
+        };
+        let m = usize::from(idle.member);
+        if p.members.get(m) == Some(&idle.nf) && p.load[m] == 0 && !p.free.contains(&idle.member) {
+            p.free.push(idle.member);
+        }
+    }
+
+    /// Idle members of the set based at `base` (for reports and tests).
+    pub fn idle(&self, base: u16) -> usize {
+        self.pools
+            .get(base as usize)
+            .and_then(Option::as_ref)
+            .map_or(0, |p| p.free.len())
+    }
+}
+
+/// A member its last flow left, to reset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Idle {
+    /// The set's base NF id.
+    pub base: u16,
+    /// Its member number.
+    pub member: u8,
+    /// Its NF id.
+    pub nf: u16,
+}
+
+fn least_loaded(load: &[u32]) -> Option<usize> {
+    (0..load.len()).min_by_key(|&m| load[m])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(n: u16, fallback: Fallback) -> Vec<Option<ReplicaSet>> {
+        let mut s = ReplicaSet::new((0..n).map(|i| 10 + i).collect(), Steer::PerFlow);
+        s.fallback = fallback;
+        vec![
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            Some(s),
+        ]
+    }
+
+    fn pool(n: u16, fallback: Fallback) -> (Exclusive, ReplicaSet) {
+        let sets = set(n, fallback);
+        let mut e = Exclusive::default();
+        e.install(&sets, 64);
+        (e, sets[10].clone().unwrap())
+    }
+
+    #[test]
+    fn each_flow_takes_a_member_of_its_own_and_keeps_it() {
+        let (mut e, s) = pool(3, Fallback::Drop);
+        assert_eq!(e.pick(10, &s, 1), Some(10));
+        assert_eq!(e.pick(10, &s, 2), Some(11));
+        assert_eq!(e.pick(10, &s, 1), Some(10), "pinned");
+        assert_eq!(e.pick(10, &s, 3), Some(12));
+        assert_eq!(e.idle(10), 0);
+        assert_eq!(e.pinned(10, &s, 2), Some(11));
+        assert_eq!(e.pinned(10, &s, 9), None);
+    }
+
+    #[test]
+    fn with_the_pool_busy_drop_refuses_and_a_freed_member_is_taken_after_its_reset() {
+        let (mut e, s) = pool(2, Fallback::Drop);
+        e.pick(10, &s, 1);
+        e.pick(10, &s, 2);
+        assert_eq!(e.pick(10, &s, 3), None, "refused while busy");
+        let mut idle = Vec::new();
+        e.release(2, &mut idle);
+        assert_eq!(idle.iter().map(|i| i.nf).collect::<Vec<_>>(), [11]);
+        assert_eq!(e.pick(10, &s, 3), None, "not before its reset");
+        e.idle_again(idle[0]);
+        e.idle_again(idle[0]);
+        assert_eq!(e.idle(10), 1, "once");
+        assert_eq!(e.pick(10, &s, 3), Some(11));
+        e.release(7, &mut idle);
+        assert_eq!(idle.len(), 1, "a flow that had none frees nothing");
+    }
+
+    #[test]
+    fn shared_fallback_doubles_up_on_the_least_loaded_member_and_resets_it_once_empty() {
+        let (mut e, s) = pool(2, Fallback::Shared);
+        e.pick(10, &s, 1);
+        e.pick(10, &s, 2);
+        assert_eq!(e.pick(10, &s, 3), Some(10));
+        let mut idle = Vec::new();
+        e.release(1, &mut idle);
+        assert!(idle.is_empty(), "flow 3 still on it");
+        e.release(3, &mut idle);
+        assert_eq!(idle.iter().map(|i| i.nf).collect::<Vec<_>>(), [10]);
+    }
+
+    #[test]
+    fn a_shrunk_pool_repins_the_flows_of_lost_members() {
+        let (mut e, s) = pool(3, Fallback::Drop);
+        e.pick(10, &s, 1);
+        e.pick(10, &s, 2);
+        e.pick(10, &s, 3);
+        let small = set(2, Fallback::Drop);
+        e.install(&small, 64);
+        let s2 = small[10].clone().unwrap();
+        assert_eq!(e.pinned(10, &s2, 3), None, "its member is gone");
+        assert_eq!(e.pick(10, &s2, 3), None, "both left serve flows");
+        assert_eq!(e.pinned(10, &s2, 1), Some(10), "kept");
+        let grown = set(4, Fallback::Drop);
+        e.install(&grown, 64);
+        let s4 = grown[10].clone().unwrap();
+        assert_eq!(e.idle(10), 2);
+        assert_eq!(e.pick(10, &s4, 3), Some(12));
+    }
+
+    #[test]
+    fn flowless_packets_go_unpinned_to_the_least_loaded_member() {
+        let (mut e, s) = pool(2, Fallback::Drop);
+        e.pick(10, &s, 1);
+        assert_eq!(e.pick(10, &s, u32::MAX), Some(11));
+        assert_eq!(e.idle(10), 1, "nothing taken");
+    }
+}
