@@ -133,6 +133,10 @@ pub enum BenchKind {
     /// of it (the steering's cost), a costly process NF against two
     /// replicas of it, in alternating rounds.
     Replicas(ReplicasArgs),
+    /// Per-flow NFs (`steer: per_flow`) against one shared instance on
+    /// short TCP connections: activations per second, the pool's cost per
+    /// new flow, the reset hook's time.
+    Perflow(PerflowArgs),
     /// A bump in the wire between two network namespaces against plain
     /// Linux forwarding of the same traffic (needs root).
     Wire(WireArgs),
@@ -231,6 +235,29 @@ pub struct NfsArgs {
     /// NF isolation.
     #[arg(long, value_enum, default_value_t = IsolationArg::Inline)]
     pub isolation: IsolationArg,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `sluice bench perflow`.
+#[derive(Debug, Args)]
+pub struct PerflowArgs {
+    /// Seconds each setup runs per round (more than 0, at most 86400).
+    #[arg(long, default_value = "3", value_parser = bench_seconds)]
+    pub duration: Seconds,
+    /// Rounds (each runs every setup once; the median round is kept).
+    #[arg(long, default_value_t = 3, value_parser = value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
+    /// One round.
+    #[arg(long)]
+    pub quick: bool,
+    /// TCP connections at once (1-64: the pool holds 64).
+    #[arg(long, default_value_t = 16, value_parser = value_parser!(u32).range(1..=64))]
+    pub flows: u32,
+    /// Packets a connection, SYN and FIN included (3-10000).
+    #[arg(long, default_value_t = 20, value_parser = value_parser!(u32).range(3..=10_000))]
+    pub packets: u32,
     /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,

@@ -8,6 +8,7 @@ mod bench_deploy;
 mod bench_instantiate;
 mod bench_jitter;
 mod bench_nfs;
+mod bench_perflow;
 mod bench_replicas;
 mod bench_sched;
 mod bench_setups;
@@ -82,6 +83,7 @@ fn main() -> ExitCode {
             BenchKind::Chain(a) => bench::chain(a),
             BenchKind::Nfs(a) => bench_nfs::run(a),
             BenchKind::Replicas(a) => bench_replicas::run(a),
+            BenchKind::Perflow(a) => bench_perflow::run(a),
             BenchKind::Wire(a) => bench_wire::run(a),
             BenchKind::Jitter(a) => bench_jitter::run(a),
             BenchKind::Deploy(a) => bench_deploy::run(a),

@@ -5,7 +5,8 @@
 //! runs every experiment under both scheduling policies; `sluice bench
 //! instantiate` creates the NFs it says, all running, and reports each
 //! figure; `sluice bench replicas` runs every setup, each replica taking
-//! a share.
+//! a share; `sluice bench perflow` runs every setup and reports the
+//! pool's costs.
 
 mod common;
 use common::*;
@@ -255,4 +256,30 @@ fn bench_replicas_runs_every_setup_and_every_replica_takes_a_share() {
     }
     assert!(r["steering_ratio_hash"].as_f64() > Some(0.0), "{r:#}");
     assert_eq!(r["rounds"], 1);
+}
+
+#[test]
+fn bench_perflow_runs_every_setup_and_reports_activations_and_costs() {
+    let (out, r) = bench(&["perflow", "--quick", "--duration", "0.5", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = r["rows"].as_array().unwrap_or_else(|| panic!("{r:#}"));
+    let setups: Vec<&str> = rows.iter().map(|x| x["setup"].as_str().unwrap()).collect();
+    assert_eq!(setups, ["shared", "per_flow_inline", "per_flow_process"]);
+    for row in rows {
+        assert!(row["mpps"].as_f64().unwrap() > 0.0, "{r:#}");
+        assert!(row["activations_per_s"].as_f64().unwrap() > 0.0, "{r:#}");
+        assert_eq!(row["leaked_buffers"], 0, "{r:#}");
+    }
+    assert!(r["assign_ns"]["p50"].as_f64().unwrap() > 0.0, "{r:#}");
+    assert!(
+        r["assign_ns"]["p99"].as_f64() >= r["assign_ns"]["p50"].as_f64(),
+        "{r:#}"
+    );
+    assert!(r["reset_us"]["hook"].as_f64().unwrap() >= 0.0, "{r:#}");
+    assert!(r["reset_us"]["refork"].is_null(), "{r:#}");
+    assert_eq!(r["pool"], 64);
 }

@@ -286,7 +286,7 @@ impl FlowTable {
 
     /// Records TCP flags of a packet of flow `id` travelling in the
     /// canonical direction (`forward`) or the reverse. Returns true if the
-    /// flow must end now (RST).
+    /// flow must end now (RST, or a FIN without a linger).
     #[inline]
     pub fn note_tcp_flags(
         &mut self,
@@ -300,7 +300,7 @@ impl FlowTable {
         let Some(e) = self.entries.get_mut(id as usize) else {
             return false;
         };
-        if rst {
+        if rst || (fin && close_ns == 0) {
             return true;
         }
         if fin {
@@ -537,6 +537,20 @@ mod tests {
         assert_eq!(t.live(), 1, "closing flows keep their slot");
         t.release(id);
         assert_eq!(t.live(), 0);
+    }
+
+    #[test]
+    fn without_a_linger_a_fin_ends_the_flow_at_once() {
+        let mut t = FlowTable::new(4, 1_000_000, 0);
+        let k = key(1);
+        let id = t
+            .lookup_or_insert(&k, k.symmetric_hash(), 0, || Some(0))
+            .unwrap();
+        assert!(t.note_tcp_flags(id, true, true, false, 5));
+        assert!(
+            !t.note_tcp_flags(id, true, false, false, 6),
+            "no FIN, no end"
+        );
     }
 
     #[test]

@@ -44,7 +44,7 @@ pub(crate) const FLOW_CAPACITY: Limit = pow2(1024, 16_777_216);
 /// of about 584 years or more overflows (a worker panicked on it).
 pub(crate) const IDLE_TIMEOUT_MS: Limit = range(1, 31_536_000_000);
 /// `settings.flow_table.close_timeout_ms` (Linux's TIME_WAIT is 120 s).
-pub(crate) const CLOSE_TIMEOUT_MS: Limit = range(1, 120_000);
+pub(crate) const CLOSE_TIMEOUT_MS: Limit = range(0, 120_000);
 /// `settings.wakeup.max_batch`.
 pub(crate) const WAKE_MAX_BATCH: Limit = range(1, 256);
 /// `settings.wakeup.timeout_us`.

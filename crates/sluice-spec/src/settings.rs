@@ -197,9 +197,11 @@ pub struct FlowTableSettings {
     pub idle_timeout_ms: u64,
     /// How long a TCP flow lingers after its FIN before it ends, so the
     /// closing handshake's last packets still belong to it, in
-    /// milliseconds (`close_timeout_ms`, 1..=120000, default 1000;
-    /// conntrack's TIME_WAIT). A `per_flow` NF's instance is recycled when
-    /// its flow ends: a shorter linger recycles it sooner.
+    /// milliseconds (`close_timeout_ms`, 0..=120000, default 1000;
+    /// conntrack's TIME_WAIT). 0: a flow ends at its first FIN, and a
+    /// later packet of its 5-tuple starts a new flow. A `per_flow` NF's
+    /// instance is recycled when its flow ends: a shorter linger recycles
+    /// it sooner.
     pub close_timeout_ms: u64,
 }
 
