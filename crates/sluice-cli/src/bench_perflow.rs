@@ -9,8 +9,10 @@
 //!   connection taking one of its own, reset (its `reset` hook) and reused
 //!   when the connection ends.
 //!
-//! `activations_per_s` is connections created per second of the run (each
-//! takes an instance under `per_flow`). `assign_ns` times the pool's own
+//! `activations_per_s` is connections served to their end per second of
+//! the run (under `per_flow` each took an instance of its own; the
+//! monitors count the ends they saw, so a connection refused for want of
+//! an instance counts nothing). `assign_ns` times the pool's own
 //! work for a new flow outside a run (take an idle member, pin it; then
 //! release and return it), batch by batch; `reset_us.hook` times a
 //! monitor's reset after its flow ended. `reset_us.refork` (a fresh fork
@@ -101,6 +103,14 @@ fn measure(a: &PerflowArgs, rounds: usize) -> Result<Vec<Row>, ExitCode> {
             )?;
             let r = run_spec(&spec, a.duration)?;
             let exhausted = r.drops.get("nf_pool_exhausted").copied().unwrap_or(0);
+            // Connections an instance served to their end (each monitor
+            // counts the flow ends it saw): a connection whose packets were
+            // all refused (`nf_pool_exhausted`) activated nothing.
+            let served: u64 = r
+                .nfs
+                .iter()
+                .map(|n| n.counters.get("flows_ended").copied().unwrap_or(0))
+                .sum();
             if r.leaked_buffers > 0 || r.drops_total > exhausted {
                 eprintln!(
                     "sluice: {name} dropped {:?} or leaked {}",
@@ -110,7 +120,7 @@ fn measure(a: &PerflowArgs, rounds: usize) -> Result<Vec<Row>, ExitCode> {
             }
             runs[k].push(Row {
                 setup: name,
-                activations_per_s: r.flows.created as f64 / r.duration_s.max(1e-9),
+                activations_per_s: served as f64 / r.duration_s.max(1e-9),
                 nf_pool_exhausted: exhausted,
                 figures: Figures::of(&r),
             });
