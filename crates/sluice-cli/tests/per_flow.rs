@@ -45,3 +45,45 @@ fn process_instances_are_reset_and_reused_flow_after_flow() {
         .unwrap();
     assert!(most > 10, "instances were reused: {r:#}");
 }
+
+/// A per-flow instance that crashes costs only its own flow's packets it
+/// held: the buffers come back, the other instances keep serving their
+/// flows, and the crashed one restarts and serves later flows.
+#[test]
+fn a_crashed_per_flow_instance_costs_only_its_own_flow() {
+    let count = 400_000u64;
+    let spec = format!(
+        "settings:\n  flow_table: {{ close_timeout_ms: 0 }}\n  restart: {{ policy: always, max_restarts: 10, backoff_ms: 0 }}\nports:\n  - {{ name: gen, kind: generator, flows: 4, protocol: tcp, packets_per_flow: 200000, size: 64, rate_pps: 200000, count: {count} }}\n  - {{ name: out, kind: sink }}\nnfs:\n  - {{ name: mon, type: monitor, isolation: process, replicas: 8, steer: per_flow }}\nchains:\n  - {{ name: main, from: gen, nfs: [mon], to: out }}\n"
+    );
+    let (_d, path) = spec_file(&spec);
+    let child = start_run(&path);
+    // Four long connections take mon … mon.3, one each.
+    let victim = wait_for(child.id(), "nf:mon.1", 1);
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    kill_9(victim[0]);
+    let (out, r) = finish_json(child);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_accounted(&r);
+    assert_eq!(nf(&r, "mon.1")["restarts"], 1, "{r:#}");
+    assert!(
+        nf(&r, "mon.1")["packets"].as_u64().unwrap() > 0,
+        "it served a flow: {r:#}"
+    );
+    assert_eq!(
+        nf(&r, "mon.4")["packets"],
+        0,
+        "a free instance took nothing: {r:#}"
+    );
+    for other in ["mon", "mon.2", "mon.3"] {
+        assert_eq!(nf(&r, other)["restarts"], 0, "{r:#}");
+    }
+    // A monitor holds at most the batch it took in; nothing else is lost.
+    let crashed = r["drops"]["nf_crashed"].as_u64().unwrap_or(0);
+    assert!(crashed <= 32, "{crashed}: {r:#}");
+    assert_eq!(r["drops_total"].as_u64(), Some(crashed), "{r:#}");
+    assert_eq!(r["packets_out"].as_u64(), Some(count - crashed), "{r:#}");
+}
