@@ -329,6 +329,19 @@ pub fn render(r: &RunReport, instances: &[Instance]) -> String {
                 .inc_by(v as f64);
         }
     }
+    let pool = gauge_family(
+        &mut reg,
+        "nf_pool_instances",
+        "Instances of a per_flow NF's pool, busy (serving a flow) or idle",
+    );
+    for nf in r.nfs.iter().filter(|n| n.pool_flows.is_some()) {
+        let base = sluice_dataplane::naming::instance_of(&nf.name).nf;
+        let busy = nf.pool_flows.unwrap_or(0) > 0;
+        for (state, on) in [("busy", busy), ("idle", !busy)] {
+            pool.get_or_create(&l(&[("nf", base), ("state", state)]))
+                .inc_by(i64::from(on));
+        }
+    }
     let ring = gauge_family(
         &mut reg,
         "nf_ring_occupancy",

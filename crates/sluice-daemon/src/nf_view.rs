@@ -7,7 +7,7 @@ use sluice_dataplane::report::RunReport;
 use sluice_dataplane::worker::Instance;
 
 use crate::control::State as Ctl;
-use crate::types::{NfView, ReplicaView};
+use crate::types::{NfView, PoolView, ReplicaView};
 
 /// Every NF of the desired state as the API shows it.
 pub(crate) fn nf_views(s: &Ctl, report: &RunReport, instances: &[Instance]) -> Vec<NfView> {
@@ -56,10 +56,26 @@ pub(crate) fn nf_views(s: &Ctl, report: &RunReport, instances: &[Instance]) -> V
                 } else {
                     Vec::new()
                 },
+                pool: pool_view(&rows),
                 rollout: s.rollout_view(&name),
                 name,
                 definition: d,
             }
         })
         .collect()
+}
+
+/// The pool of a `per_flow` NF from its instances' rows (none for others).
+fn pool_view(rows: &[&sluice_dataplane::report::NfReport]) -> Option<PoolView> {
+    let flows: Vec<u64> = rows.iter().filter_map(|r| r.pool_flows).collect();
+    if flows.is_empty() {
+        return None;
+    }
+    let busy = flows.iter().filter(|&&f| f > 0).count() as u32;
+    Some(PoolView {
+        instances: flows.len() as u32,
+        busy,
+        idle: flows.len() as u32 - busy,
+        flows: flows.iter().sum(),
+    })
 }

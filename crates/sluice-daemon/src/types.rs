@@ -126,9 +126,25 @@ pub struct NfView {
     /// are their sums), replica 0 first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub replicas: Vec<ReplicaView>,
+    /// With `steer: per_flow`: its pool of instances now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool: Option<PoolView>,
     /// Its rollout in progress (`sluice rollout`), if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rollout: Option<crate::rollout::RolloutView>,
+}
+
+/// A `per_flow` NF's pool (summed over the workers' copies).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct PoolView {
+    /// Instances in the pool.
+    pub instances: u32,
+    /// Instances serving a flow.
+    pub busy: u32,
+    /// Instances idle, reset, waiting for a flow.
+    pub idle: u32,
+    /// Flows served (more than `busy` only under `fallback: shared`).
+    pub flows: u64,
 }
 
 /// One replica of an NF with `replicas` (named `NAME`, `NAME.1`, …).

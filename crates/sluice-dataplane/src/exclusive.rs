@@ -179,6 +179,15 @@ impl Exclusive {
         }
     }
 
+    /// Flows NF `nf` serves, if it is a member of a `per_flow` set (for
+    /// reports: a scan of the sets).
+    pub fn flows_of(&self, nf: u16) -> Option<u32> {
+        self.pools.iter().flatten().find_map(|p| {
+            let m = p.members.iter().position(|&x| x == nf)?;
+            Some(p.load[m])
+        })
+    }
+
     /// Idle members of the set based at `base` (for reports and tests).
     pub fn idle(&self, base: u16) -> usize {
         self.pools

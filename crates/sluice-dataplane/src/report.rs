@@ -157,6 +157,10 @@ pub struct NfReport {
     /// Extended counters (e.g. hits per rule), up to the last non-zero one.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub ext_counters: Vec<u64>,
+    /// An instance of a `per_flow` pool: the flows it serves now (0: idle
+    /// in the pool); absent for other NFs.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub pool_flows: Option<u64>,
 }
 
 /// One chain's latency (ingress to egress through any port).
@@ -472,6 +476,8 @@ pub(crate) fn nf_report(nf: &NfRt<'_>, counter_names: &[(usize, String)]) -> NfR
             let used = ext.iter().rposition(|&v| v > 0).map_or(0, |i| i + 1);
             ext[..used].to_vec()
         },
+        // Filled by the worker, which knows the pools.
+        pool_flows: None,
     }
 }
 

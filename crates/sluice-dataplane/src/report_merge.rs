@@ -75,6 +75,9 @@ fn add_nf(into: &mut NfReport, from: &NfReport) {
     into.invalid_handles += from.invalid_handles;
     into.originated += from.originated;
     add_vec(&mut into.ext_counters, &from.ext_counters);
+    if let Some(f) = from.pool_flows {
+        *into.pool_flows.get_or_insert(0) += f;
+    }
 }
 
 impl RunReport {

@@ -113,6 +113,7 @@ pub(crate) fn run_report(w: &Worker<'_>) -> RunReport {
             if nf.isolation == Isolation::Process {
                 r.wakeup = plan.map_or("", |p| p.wakeup.policy.name()).to_string();
             }
+            r.pool_flows = w.exclusive.flows_of(nf.id).map(u64::from);
             r
         })
         .collect();
