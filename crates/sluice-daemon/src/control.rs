@@ -36,6 +36,8 @@ pub struct State {
     pub registry: &'static [NfType],
     /// Deadlines of rollouts in progress.
     pub rollouts: crate::rollout::Rollouts,
+    /// What the `per_flow` pool sizer remembers.
+    pub sizer: crate::pools::Sizer,
 }
 
 type Job = Box<dyn FnOnce(&mut State) + Send>;
@@ -78,11 +80,13 @@ impl Control {
                     platform,
                     registry,
                     rollouts: Default::default(),
+                    sizer: Default::default(),
                 };
                 state.restore();
                 let _ = ready_tx.send(Ok(()));
                 // Between requests, at least every ROLLOUT_TICK: retire
-                // a rollout's old version once its flows have ended.
+                // a rollout's old version once its flows have ended, and
+                // size per-flow pools to their load.
                 loop {
                     match rx.recv_timeout(ROLLOUT_TICK) {
                         Ok(job) => job(&mut state),
@@ -90,6 +94,7 @@ impl Control {
                         Err(mpsc::RecvTimeoutError::Disconnected) => break,
                     }
                     state.tick_rollouts();
+                    state.tick_pools();
                 }
                 // Every handle is gone: the daemon is shutting down.
                 let State { rt, dir, .. } = state;

@@ -18,6 +18,7 @@ pub mod extract;
 mod metrics;
 mod nf_view;
 mod pcapng;
+mod pools;
 pub mod rollout;
 pub mod socket;
 pub mod state;

@@ -257,6 +257,7 @@ impl Ctl {
     /// versions keeps the running ones': the same NF of the same type
     /// keeps its generation (so its instances keep running) and its
     /// rollout in progress. A spec that sets either is taken as it is.
+    /// A sized `per_flow` pool keeps its current size too.
     pub fn carry_versions(&self, spec: &mut sluice_spec::Spec) {
         let Some(desired) = self.desired.as_ref() else {
             return;
@@ -274,6 +275,20 @@ impl Ctl {
                 n.generation = d.generation;
                 n.draining = d.draining.clone();
             }
+        }
+        // A sized pool's size is the daemon's (`pools.rs`): kept, within
+        // the new bounds.
+        for n in spec.nfs.iter_mut() {
+            let (Some(b), Some(d)) = (
+                n.pool,
+                desired
+                    .nfs
+                    .iter()
+                    .find(|d| d.name == n.name && d.pool.is_some()),
+            ) else {
+                continue;
+            };
+            n.replicas = d.replicas.clamp(b.min, b.max);
         }
     }
 }

@@ -3,7 +3,10 @@
 
 use serde::Serialize;
 
+use sluice_spec::Steer;
+
 use crate::plan::{Hop, Plan};
+use crate::replicas::ReplicaSet;
 
 /// Names added, changed and removed, for one kind of object.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -147,9 +150,20 @@ impl Diff {
         // way, moves flows between replicas: a moved flow's next packet
         // must not overtake the ones still inside its old replica.
         let sets = old.sets.len().max(new.sets.len());
-        // A set new with its NF (a rollout's new version) moves nothing.
-        let moves =
-            |b: u16| old.set(b) != new.set(b) && (old.set(b).is_some() || old.nf(b).is_some());
+        // A set new with its NF (a rollout's new version) moves nothing,
+        // and neither does a `per_flow` pool that only grows: its flows
+        // keep their instances, the new ones start idle.
+        let grows = |o: &ReplicaSet, n: &ReplicaSet| {
+            o.steer == Steer::PerFlow
+                && n.steer == Steer::PerFlow
+                && o.fallback == n.fallback
+                && n.members.starts_with(&o.members)
+        };
+        let moves = |b: u16| match (old.set(b), new.set(b)) {
+            (Some(o), Some(n)) => o != n && !grows(o, n),
+            (None, n) => n.is_some() && old.nf(b).is_some(),
+            (Some(_), None) => true,
+        };
         if (0..sets).any(|b| moves(b as u16)) {
             d.quiesce = true;
         }

@@ -261,6 +261,7 @@ fn nf(node: &ConfigNode) -> Res<NfSpec> {
             "replicas",
             "steer",
             "fallback",
+            "pool",
             "generation",
             "draining",
         ],
@@ -280,6 +281,7 @@ fn nf(node: &ConfigNode) -> Res<NfSpec> {
             node.source().clone(),
         ),
     };
+    let pool = f.opt("pool").map(pool_bounds).transpose()?;
     Ok(NfSpec {
         name: name.to_string(),
         nf_type: nf_type.to_string(),
@@ -299,7 +301,9 @@ fn nf(node: &ConfigNode) -> Res<NfSpec> {
             .opt("domain")
             .map(|n| fields::string(n).map(str::to_string))
             .transpose()?,
-        replicas: opt_int(&f, "replicas", limits::REPLICAS)?.unwrap_or(1),
+        // A pool starts at its least.
+        replicas: opt_int(&f, "replicas", limits::REPLICAS)?
+            .unwrap_or(pool.map_or(1, |p: crate::model::PoolBounds| p.min)),
         steer: match f.opt("steer") {
             Some(n) => fields::choice(n, "steer", &Steer::ALL)?,
             None => Steer::default(),
@@ -308,9 +312,20 @@ fn nf(node: &ConfigNode) -> Res<NfSpec> {
             Some(n) => fields::choice(n, "fallback", &crate::model::Fallback::ALL)?,
             None => crate::model::Fallback::default(),
         },
+        pool,
         generation: opt_int(&f, "generation", limits::GENERATION)?.unwrap_or(0),
         draining: f.opt("draining").map(draining).transpose()?,
         location: node.location(),
+    })
+}
+
+/// `nfs[].pool`: a `per_flow` pool's bounds.
+fn pool_bounds(node: &ConfigNode) -> Res<crate::model::PoolBounds> {
+    let f = Fields::of(node, "pool bounds")?;
+    f.deny_unknown("pool", &["min", "max"])?;
+    Ok(crate::model::PoolBounds {
+        min: fields::int_as(f.req("min", "the fewest instances")?, limits::REPLICAS)?,
+        max: fields::int_as(f.req("max", "the most instances")?, limits::REPLICAS)?,
     })
 }
 

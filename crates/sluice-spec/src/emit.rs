@@ -176,6 +176,9 @@ fn nf(n: &NfSpec) -> Value {
     if n.fallback != crate::model::Fallback::default() {
         v["fallback"] = json!(n.fallback.name());
     }
+    if let Some(p) = &n.pool {
+        v["pool"] = json!({ "min": p.min, "max": p.max });
+    }
     if n.generation != 0 {
         v["generation"] = json!(n.generation);
     }

@@ -76,7 +76,9 @@ pub use file::{read_regular_file, read_text_file, MAX_DATA_FILE_BYTES, MAX_SPEC_
 pub use ipnet::IpNet;
 pub use load::{load, parse_str, parse_value};
 pub use location::{Location, SourceName};
-pub use model::{ChainSpec, Draining, Fallback, Isolation, MatchSpec, NfSpec, Spec, Steer};
+pub use model::{
+    ChainSpec, Draining, Fallback, Isolation, MatchSpec, NfSpec, PoolBounds, Spec, Steer,
+};
 pub use net::{proto_name, proto_number, PortRange};
 pub use ports::{
     GeneratorSpec, IpVersionChoice, NicSpec, PcapInSpec, PcapOutSpec, PortKind, PortSpec, Protocol,

@@ -74,6 +74,10 @@ pub struct NfSpec {
     /// With `steer: per_flow`: what a new flow gets when every replica
     /// serves one (`fallback`, default `drop`).
     pub fallback: Fallback,
+    /// With `steer: per_flow`: the bounds a daemon keeps the pool in while
+    /// it sizes it to the load (`pool: { min, max }`); `None`: the pool is
+    /// `replicas` instances, fixed.
+    pub pool: Option<PoolBounds>,
     /// Which version of the NF runs (`generation`, default 0), set by a
     /// rolling upgrade (`sluice rollout`): generation 0's instances are
     /// `NAME`, `NAME.1`, …; generation g's are `NAME@g`, `NAME@g.1`, …, so
@@ -115,6 +119,7 @@ impl NfSpec {
             replicas: 1,
             steer: Steer::default(),
             fallback: Fallback::default(),
+            pool: None,
             generation: 0,
             draining: None,
             location: Location::GENERATED,
@@ -152,6 +157,15 @@ pub enum Steer {
     /// size), which is reset (the NF's `reset` hook) and idle again when
     /// the flow ends. With none idle, `fallback` decides.
     PerFlow,
+}
+
+/// The bounds of a `per_flow` NF's pool (`nfs[].pool`), 1..=64 each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolBounds {
+    /// Fewest instances (`min`).
+    pub min: u32,
+    /// Most instances (`max`).
+    pub max: u32,
 }
 
 /// What a `per_flow` NF does with a new flow when every replica serves

@@ -154,6 +154,33 @@ pub(crate) fn validate(spec: &Spec, known_nf_types: &[&str], locator: &dyn Locat
                  replica serves one)",
             ));
         }
+        if let Some(p) = &nf.pool {
+            let at = format!("nfs[{i}].pool");
+            if nf.steer != crate::Steer::PerFlow {
+                return Err(cx.err(
+                    at,
+                    "pool applies to `steer: per_flow` (its instances are the pool)",
+                ));
+            }
+            if !(1..=64).contains(&p.min) || !(p.min..=64).contains(&p.max) {
+                return Err(cx.err(
+                    at,
+                    format!(
+                        "pool min {} and max {} must hold 1 <= min <= max <= 64",
+                        p.min, p.max
+                    ),
+                ));
+            }
+            if !(p.min..=p.max).contains(&nf.replicas) {
+                return Err(cx.err(
+                    format!("nfs[{i}].replicas"),
+                    format!(
+                        "replicas {} is outside the pool's bounds ({} to {}): it is the pool's size now",
+                        nf.replicas, p.min, p.max
+                    ),
+                ));
+            }
+        }
         if let Some(d) = &nf.draining {
             if d.generation == nf.generation {
                 return Err(cx.err(

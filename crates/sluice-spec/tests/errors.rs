@@ -557,6 +557,43 @@ nfs:
 }
 
 #[test]
+fn pool_bounds_are_checked() {
+    let base = "
+ports:
+  - { name: gen, kind: generator }
+nfs:
+";
+    for (nf, field, says) in [
+        (
+            "{ name: fw, type: acl, pool: { min: 2, max: 8 } }",
+            "nfs[0].pool",
+            "pool applies to `steer: per_flow`",
+        ),
+        (
+            "{ name: fw, type: acl, steer: per_flow, pool: { min: 8, max: 2 } }",
+            "nfs[0].pool",
+            "must hold 1 <= min <= max <= 64",
+        ),
+        (
+            "{ name: fw, type: acl, steer: per_flow, replicas: 9, pool: { min: 2, max: 8 } }",
+            "nfs[0].replicas",
+            "outside the pool's bounds",
+        ),
+    ] {
+        let e = parse_str(&format!("{base}  - {nf}\n"), "bad.yaml", TYPES).unwrap_err();
+        assert_eq!(e.field, field, "{e}");
+        assert!(e.message.contains(says), "{e}");
+    }
+    let spec = parse_str(
+        "ports:\n  - { name: gen, kind: generator }\n  - { name: out, kind: sink }\nnfs:\n  - { name: fw, type: acl, steer: per_flow, pool: { min: 3, max: 8 } }\nchains:\n  - { name: c, from: gen, nfs: [fw], to: out }\n",
+        "ok.yaml",
+        TYPES,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(spec.nfs[0].replicas, 3, "a pool starts at its least");
+}
+
+#[test]
 fn replicas_built_by_code_are_range_checked() {
     let mut spec = parse_str(
         &with_base("chains:\n  - { name: c, from: gen, nfs: [acl], to: out }\n"),
