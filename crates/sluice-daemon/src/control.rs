@@ -35,9 +35,27 @@ pub struct State {
     /// NF types.
     pub registry: &'static [NfType],
     /// Deadlines of rollouts in progress.
-    pub rollouts: crate::rollout::Rollouts,
+    pub rollouts: Rollouts,
     /// What the `per_flow` pool sizer remembers.
-    pub sizer: crate::pools::Sizer,
+    pub sizer: Sizer,
+}
+
+/// Deadlines of the rollouts in progress, by NF name (`rollout.rs`, which
+/// owns their logic; the data lives here so that the control thread's
+/// state depends on no module that extends it).
+#[derive(Debug, Default)]
+pub struct Rollouts {
+    pub(crate) deadlines: std::collections::HashMap<String, std::time::Instant>,
+}
+
+/// What the `per_flow` pool sizer (`pools.rs`) remembers between looks.
+#[derive(Debug, Default)]
+pub struct Sizer {
+    pub(crate) last: Option<std::time::Instant>,
+    /// `nf_pool_exhausted` drops at the last look.
+    pub(crate) refused: u64,
+    /// Since when each NF's pool could have been smaller.
+    pub(crate) shrink_since: std::collections::HashMap<String, std::time::Instant>,
 }
 
 type Job = Box<dyn FnOnce(&mut State) + Send>;

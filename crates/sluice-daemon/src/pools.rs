@@ -18,7 +18,6 @@
 //! instance.
 //! Each resize is a change of the desired state (a new version), logged.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use sluice_dataplane::naming::instance_of;
@@ -30,16 +29,6 @@ use crate::control::State as Ctl;
 const EVERY: Duration = Duration::from_millis(100);
 /// How long a smaller pool must have been enough before it shrinks.
 const SHRINK_AFTER: Duration = Duration::from_secs(2);
-
-/// What the sizer remembers between looks.
-#[derive(Debug, Default)]
-pub struct Sizer {
-    last: Option<Instant>,
-    /// `nf_pool_exhausted` drops at the last look.
-    refused: u64,
-    /// Since when each NF's pool could have been smaller.
-    shrink_since: HashMap<String, Instant>,
-}
 
 /// A pool as the report shows it: its instances' flows, by replica.
 fn pool_of(r: &RunReport, nf: &str, generation: u32) -> Vec<u64> {

@@ -11,7 +11,6 @@
 //! flows then move to the new version, with their per-flow state lost).
 //! One rollout runs at a time: `held_flows` counts flows, not versions.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
@@ -76,12 +75,6 @@ pub struct RolloutView {
     pub held_flows: u64,
     /// Seconds until the old version is removed whatever it still serves.
     pub deadline_s: f64,
-}
-
-/// Deadlines of the rollouts in progress, by NF name.
-#[derive(Debug, Default)]
-pub struct Rollouts {
-    deadlines: HashMap<String, Instant>,
 }
 
 #[utoipa::path(post, path = "/v1/nfs/{name}/rollout", tag = "nfs", request_body = RolloutRequest,
