@@ -63,6 +63,13 @@ impl Figures {
     }
 }
 
+/// The median of a setup's rounds by Mpps (alternating rounds put the
+/// host's noise on every setup alike; the median round is reported).
+pub(crate) fn median_round<T>(mut rounds: Vec<T>, mpps: impl Fn(&T) -> f64) -> T {
+    rounds.sort_by(|a, b| mpps(a).total_cmp(&mpps(b)));
+    rounds.swap_remove(rounds.len() / 2)
+}
+
 /// Builds the benchmark spec text.
 pub fn chain_spec(a: &ChainArgs) -> String {
     let isolation = isolation_name(a.isolation);

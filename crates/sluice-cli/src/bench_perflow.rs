@@ -26,7 +26,7 @@ use sluice_dataplane::exclusive::Exclusive;
 use sluice_dataplane::replicas::ReplicaSet;
 use sluice_nf::NetworkFunction;
 
-use crate::bench::{nf_type_names, run_spec, Figures};
+use crate::bench::{median_round, nf_type_names, run_spec, Figures};
 use crate::cli::PerflowArgs;
 
 /// Instances in a per-flow pool.
@@ -128,10 +128,7 @@ fn measure(a: &PerflowArgs, rounds: usize) -> Result<Vec<Row>, ExitCode> {
     }
     Ok(runs
         .into_iter()
-        .map(|mut rows| {
-            rows.sort_by(|a, b| a.figures.mpps.total_cmp(&b.figures.mpps));
-            rows.swap_remove(rows.len() / 2)
-        })
+        .map(|rows| median_round(rows, |r| r.figures.mpps))
         .collect())
 }
 

@@ -16,7 +16,7 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use crate::bench::{nf_type_names, run_spec, Figures};
+use crate::bench::{median_round, nf_type_names, run_spec, Figures};
 use crate::cli::ReplicasArgs;
 
 #[derive(Debug, Serialize)]
@@ -110,10 +110,7 @@ fn measure(setups: &[Setup], a: &ReplicasArgs, rounds: usize) -> Result<Vec<Row>
     }
     Ok(runs
         .into_iter()
-        .map(|mut rows| {
-            rows.sort_by(|a, b| a.figures.mpps.total_cmp(&b.figures.mpps));
-            rows.swap_remove(rows.len() / 2)
-        })
+        .map(|rows| median_round(rows, |r| r.figures.mpps))
         .collect())
 }
 
