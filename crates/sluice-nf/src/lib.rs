@@ -8,6 +8,7 @@
 //! its spec config. See `docs/writing-an-nf.md` for a worked example.
 
 pub mod batch;
+pub mod checkpoint;
 pub mod context;
 pub mod drop_reason;
 pub mod graph;
@@ -16,6 +17,7 @@ pub mod nf;
 pub mod owned;
 pub mod packet;
 pub mod runtime;
+pub mod state;
 pub mod verdict;
 
 pub use batch::{Batch, PacketsMut};
@@ -26,6 +28,7 @@ pub use nf::{
 };
 pub use owned::{OwnedPacket, PacketIo};
 pub use packet::Packet;
+pub use state::{StateError, StateReader, StateWriter};
 pub use verdict::{NfId, PortId, Verdict};
 
 /// Most packets in one batch, and most packets one NF call may emit.

@@ -54,6 +54,35 @@ pub trait NetworkFunction: Send + std::any::Any {
         Err(fresh)
     }
 
+    /// The version of the layout [`Self::checkpoint`] writes, when this
+    /// type can export its state (connections, mappings, counters) for
+    /// `sluice checkpoint` and take it back with [`Self::restore`].
+    /// Default `None`: the type keeps no state worth exporting and is
+    /// refused there. Bump the version whenever the layout changes: a
+    /// checkpoint of another version is refused before `restore` sees it.
+    fn state_version(&self) -> Option<u16> {
+        None
+    }
+
+    /// Writes this instance's state. Runs between two batches, so the
+    /// state is whole; it may be read back by an instance of the same type
+    /// and config in another process or daemon on the same host (times
+    /// are `CLOCK_MONOTONIC` nanoseconds, which the host shares). Flow ids
+    /// are the platform's flow table's: state keyed by them carries only
+    /// within one daemon; state keyed by packet headers carries anywhere.
+    fn checkpoint(&self, _out: &mut crate::state::StateWriter) {}
+
+    /// Replaces this instance's state with `state`, written by
+    /// [`Self::checkpoint`] of this type at this [`Self::state_version`].
+    /// All or nothing: read the whole state (with
+    /// [`crate::state::StateReader`], ending with `finish`) before changing
+    /// anything, so on error the instance is untouched. Must never panic on
+    /// any bytes. Entries this instance's config cannot hold (more than its
+    /// table's capacity) are an error, not a silent cut.
+    fn restore(&mut self, _state: &[u8]) -> Result<(), crate::state::StateError> {
+        Err(crate::state::StateError::Unsupported)
+    }
+
     /// Names of this instance's local drop reasons, when they depend on its
     /// config (an element graph); `None` means the type's `drop_reasons`.
     fn drop_reason_names(&self) -> Option<Vec<String>> {
