@@ -48,6 +48,12 @@ pub enum Command {
     /// flows go to the new version, live ones finish on the old one, which
     /// then retires.
     Rollout(crate::ctl_args::RolloutArgs),
+    /// Save an NF's state (connections, mappings, counters) to a file
+    /// while it runs.
+    Checkpoint(crate::ctl_args::CheckpointArgs),
+    /// Replace an NF's state with a checkpoint's (all or nothing: a file
+    /// that does not fit is refused and the NF is untouched).
+    Restore(crate::ctl_args::RestoreArgs),
     /// A daemon's NF instances: pid, CPU, state, rate, restarts.
     Ps(crate::ctl_args::ListArgs),
     /// A daemon's counters (the keys of `sluice run --json`).

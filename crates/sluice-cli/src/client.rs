@@ -74,7 +74,15 @@ impl Client {
 
     /// Sends a request; `body` goes as JSON.
     pub fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Answer, String> {
-        self.rt.block_on(self.call_async(method, path, body))
+        let bytes = body.map(|b| b.to_string()).unwrap_or_default();
+        self.rt
+            .block_on(self.call_async(method, path, bytes.into_bytes(), "application/json"))
+    }
+
+    /// Sends a request with a binary body (`application/octet-stream`).
+    pub fn call_bytes(&self, method: &str, path: &str, body: Vec<u8>) -> Result<Answer, String> {
+        self.rt
+            .block_on(self.call_async(method, path, body, "application/octet-stream"))
     }
 
     /// `GET path`, expecting 200 and JSON of type `T`.
@@ -90,14 +98,14 @@ impl Client {
         &self,
         method: &str,
         path: &str,
-        body: Option<&Value>,
+        bytes: Vec<u8>,
+        content_type: &str,
     ) -> Result<Answer, String> {
-        let bytes = body.map(|b| b.to_string()).unwrap_or_default();
         let mut req = hyper::Request::builder()
             .method(method)
             .uri(path)
             .header("host", "sluice")
-            .header("content-type", "application/json");
+            .header("content-type", content_type);
         if let Endpoint::Tcp(_, token) = &self.endpoint {
             req = req.header("authorization", format!("Bearer {token}"));
         }

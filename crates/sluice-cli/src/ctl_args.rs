@@ -169,6 +169,25 @@ pub struct RolloutArgs {
     pub output: Option<Format>,
 }
 
+/// `sluice checkpoint`.
+#[derive(Debug, Args)]
+pub struct CheckpointArgs {
+    /// The NF whose state to save.
+    pub nf: String,
+    /// The file to write (replaced whole, never half-written).
+    #[arg(short, long)]
+    pub output: PathBuf,
+}
+
+/// `sluice restore`.
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    /// The NF to restore.
+    pub nf: String,
+    /// A checkpoint file (`sluice checkpoint`).
+    pub file: PathBuf,
+}
+
 /// `sluice ps` and `sluice stats`.
 #[derive(Debug, Args)]
 pub struct ListArgs {

@@ -24,6 +24,7 @@ mod daemon_cmd;
 mod logfmt;
 mod rollout_cmd;
 mod soak;
+mod state_cmd;
 mod tcpdump;
 mod top;
 mod wire_env;
@@ -115,6 +116,8 @@ fn main() -> ExitCode {
         Command::Get(a) => ctl::get(&cli.conn, a),
         Command::Delete(a) => ctl::delete(&cli.conn, a),
         Command::Rollout(a) => rollout_cmd::rollout(&cli.conn, a),
+        Command::Checkpoint(a) => state_cmd::checkpoint(&cli.conn, a),
+        Command::Restore(a) => state_cmd::restore(&cli.conn, a),
         Command::Ps(a) => ctl::ps(&cli.conn, a),
         Command::Stats(a) => ctl::stats(&cli.conn, a),
         Command::Logs(a) => ctl::logs(&cli.conn, a),

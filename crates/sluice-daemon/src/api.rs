@@ -33,6 +33,14 @@ pub fn routes(state: AppState) -> Router {
             "/v1/nfs/{name}/rollout",
             axum::routing::post(crate::rollout::post_rollout),
         )
+        .route(
+            "/v1/nfs/{name}/checkpoint",
+            get(crate::checkpoint::get_checkpoint),
+        )
+        .route(
+            "/v1/nfs/{name}/restore",
+            axum::routing::post(crate::checkpoint::post_restore),
+        )
         .route("/v1/chains", get(list_chains))
         .route("/v1/chains/{name}", get(get_chain).delete(delete_chain))
         .route("/v1/instances", get(instances))
@@ -352,7 +360,8 @@ async fn openapi() -> Json<utoipa::openapi::OpenApi> {
     paths(
         version, get_spec, put_spec, list_ports, get_port, delete_port, list_nfs, get_nf,
         delete_nf, nf_logs, list_chains, get_chain, delete_chain, instances, stats, openapi,
-        crate::capture::capture, crate::rollout::post_rollout
+        crate::capture::capture, crate::rollout::post_rollout, crate::checkpoint::get_checkpoint,
+        crate::checkpoint::post_restore
     ),
     tags(
         (name = "daemon", description = "The daemon itself"),

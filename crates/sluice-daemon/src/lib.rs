@@ -11,6 +11,7 @@
 pub mod api;
 mod auth;
 pub mod capture;
+pub mod checkpoint;
 pub mod control;
 mod dashboard;
 pub mod error;

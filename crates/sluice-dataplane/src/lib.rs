@@ -23,6 +23,7 @@ pub mod logbook;
 pub mod naming;
 pub mod nf_io;
 pub mod nf_loop;
+pub mod nf_msg;
 pub mod nf_rt;
 mod nf_turn;
 pub mod offload;
@@ -43,4 +44,4 @@ pub mod worker;
 
 pub use report::RunReport;
 pub use run::{run, RunOptions};
-pub use runtime::{Applied, Capture, PlatformSettings, RunError, Runtime};
+pub use runtime::{Applied, Capture, PlatformSettings, RunError, Runtime, StateFailure};

@@ -17,6 +17,7 @@ use sluice_mem::{
 use sluice_nf::runtime::{run_batch, run_flow_end, run_stop, run_tick, Services};
 use sluice_nf::{NetworkFunction, PacketIo};
 
+use crate::nf_msg::{self, NfMsg, StateAnswer, StateSide};
 use crate::nf_turn::Turns;
 use crate::polling::LoopConfig;
 use crate::stall::StallMeter;
@@ -80,6 +81,7 @@ pub fn run_nf_loop(
     let mut full_batches = 0u32;
     let mut stalls = StallMeter::default();
     let mut messages = BlobReader::default();
+    let mut states = StateSide::default();
     let mut turns = Turns::new(arena, slot);
     ctl.running_since_ns
         .store(sluice_sys::monotonic_ns(), Ordering::Relaxed);
@@ -223,18 +225,39 @@ pub fn run_nf_loop(
                 }
                 Some(RxEntry::Spare(h)) => io.stash.push(h),
                 Some(RxEntry::Blob(h)) => {
-                    // A new config: the packets before it are judged by
-                    // the old one, those after it by the new.
+                    // A message: the packets before it are judged (and
+                    // their state checkpointed) before it, those after it
+                    // after.
                     flush(nf, arena, &mut ep, &mut pkts, &mut io, now);
                     if let Some((_, bytes)) = messages.push(arena, h) {
-                        let (done, text) = match rebuild(&bytes) {
-                            Ok(fresh) => match nf.reconfigure(fresh) {
-                                Ok(()) => (true, String::from("taken")),
-                                Err(_) => (false, String::from("not an instance of its type")),
-                            },
-                            Err(e) => (false, e),
+                        let answer = match nf_msg::decode(&bytes) {
+                            Some(NfMsg::Config(recipe)) => {
+                                let (done, text) = match rebuild(recipe) {
+                                    Ok(fresh) => match nf.reconfigure(fresh) {
+                                        Ok(()) => (true, String::from("taken")),
+                                        Err(_) => {
+                                            (false, String::from("not an instance of its type"))
+                                        }
+                                    },
+                                    Err(e) => (false, e),
+                                };
+                                StateAnswer::Text(done, text)
+                            }
+                            Some(NfMsg::Checkpoint { offset }) => states.checkpoint(nf, offset),
+                            Some(NfMsg::Restore {
+                                offset,
+                                total,
+                                chunk,
+                            }) => states.restore(nf, offset, total, chunk),
+                            None => StateAnswer::Text(false, String::from("unknown message")),
                         };
-                        if messages.answer(arena, &mut ep, done, &text).is_err() {
+                        let sent = match answer {
+                            StateAnswer::Text(done, text) => {
+                                messages.answer(arena, &mut ep, done, &text)
+                            }
+                            StateAnswer::Data(data) => messages.answer_data(arena, &mut ep, &data),
+                        };
+                        if sent.is_err() {
                             return exit_code::RING_CORRUPT;
                         }
                     }

@@ -102,6 +102,9 @@ pub struct NfPlan {
     /// Its type's `reset` returns it to its just-built state
     /// (`NetworkFunction::resets`), as `steer: per_flow` needs.
     pub resets: bool,
+    /// Its type's checkpoint layout (`NetworkFunction::state_version`):
+    /// `None` when it exports no state.
+    pub state_version: Option<u16>,
 }
 
 impl NfPlan {
@@ -119,7 +122,7 @@ impl NfPlan {
             && self.recipe.flow_capacity == next.recipe.flow_capacity
             && (self.isolation == Isolation::Inline
                 || postcard::to_stdvec(&next.recipe)
-                    .is_ok_and(|b| b.len() <= sluice_mem::link_blob::MAX_BYTES))
+                    .is_ok_and(|b| b.len() < sluice_mem::link_blob::MAX_BYTES))
     }
 
     /// Whether `other` is the same NF, built the same way (so a running

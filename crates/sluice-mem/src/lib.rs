@@ -45,7 +45,7 @@ pub use link::{
     NfEndpoint, NfLink, Reclaimed, RecvOutcome, RxEntry, BLOB_BIT, EVENT_BIT, SPARE_BIT,
 };
 #[cfg(not(loom))]
-pub use link_blob::{BlobReader, NotSent};
+pub use link_blob::{BlobReader, NotSent, ANSWER_MAX};
 pub use pool::{Audit, BufferPool, Claim, PoolCache};
 pub use ring::{Consumer, Producer, RingCorrupt, RingRef, RingShared};
 pub use turn::{Budget, CoreTurn};

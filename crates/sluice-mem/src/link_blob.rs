@@ -12,7 +12,10 @@
 //! Each buffer's data starts with an 8-byte header: the message id (u32),
 //! the buffer's number in the message (u16) and how many there are (u16),
 //! little-endian; the payload follows. The answer, written over the first
-//! buffer's payload: status (u8, 1 = done), message length (u16), message.
+//! buffer's payload: status (u8: 0 refused, 1 done, 2 done with data),
+//! length (u16), then the explanation (UTF-8) or, for status 2, the data
+//! (at most [`ANSWER_MAX`] bytes: a larger reply travels in several
+//! round trips, as the NF state of `sluice checkpoint` does).
 
 use crate::arena::Arena;
 use crate::batch::MAX_BATCH;
@@ -30,6 +33,14 @@ pub const MAX_PARTS: usize = 64;
 /// Most bytes of one message (≈ 127 KiB).
 pub const MAX_BYTES: usize = MAX_PARTS * PAYLOAD;
 
+/// Most bytes of one answer.
+pub const ANSWER_MAX: usize = PAYLOAD - 3;
+
+/// Answer status bytes.
+const REFUSED: u8 = 0;
+const DONE: u8 = 1;
+const DATA: u8 = 2;
+
 /// What an NF answered to a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
@@ -37,8 +48,10 @@ pub struct Answer {
     pub id: u32,
     /// Whether the NF acted on it.
     pub done: bool,
-    /// Its explanation.
+    /// Its explanation (empty when it answered with data).
     pub text: String,
+    /// The data it answered with ([`BlobReader::answer_data`]).
+    pub data: Option<Vec<u8>>,
 }
 
 /// Why a message was not sent.
@@ -133,11 +146,17 @@ impl NfLink<'_> {
                     let (id, index, _) = header(d);
                     if index == 0 {
                         let n = u16::from_le_bytes([d[HEADER + 1], d[HEADER + 2]]) as usize;
-                        let text = d.get(HEADER + 3..HEADER + 3 + n).unwrap_or(&[]);
+                        let body = d.get(HEADER + 3..HEADER + 3 + n).unwrap_or(&[]);
+                        let status = d[HEADER];
                         answers.push(Answer {
                             id,
-                            done: d[HEADER] == 1,
-                            text: String::from_utf8_lossy(text).into_owned(),
+                            done: status == DONE || status == DATA,
+                            text: if status == DATA {
+                                String::new()
+                            } else {
+                                String::from_utf8_lossy(body).into_owned()
+                            },
+                            data: (status == DATA).then(|| body.to_vec()),
                         });
                     }
                 }
@@ -189,14 +208,36 @@ impl BlobReader {
         done: bool,
         text: &str,
     ) -> Result<(), RingCorrupt> {
-        let text = &text.as_bytes()[..text.len().min(PAYLOAD - 3)];
+        let status = if done { DONE } else { REFUSED };
+        self.answer_with(arena, ep, status, text.as_bytes())
+    }
+
+    /// Hands every buffer of the message back with `data` as the answer
+    /// (at most [`ANSWER_MAX`] bytes; more is cut, so split larger replies).
+    pub fn answer_data(
+        &mut self,
+        arena: &Arena,
+        ep: &mut NfEndpoint<'_>,
+        data: &[u8],
+    ) -> Result<(), RingCorrupt> {
+        self.answer_with(arena, ep, DATA, data)
+    }
+
+    fn answer_with(
+        &mut self,
+        arena: &Arena,
+        ep: &mut NfEndpoint<'_>,
+        status: u8,
+        body: &[u8],
+    ) -> Result<(), RingCorrupt> {
+        let body = &body[..body.len().min(ANSWER_MAX)];
         if let Some(first) = self.parts.first_mut() {
             let mut p = arena.pkt(first);
-            p.set_len(HEADER + 3 + text.len());
+            p.set_len(HEADER + 3 + body.len());
             let d = p.data_mut();
-            d[HEADER] = u8::from(done);
-            d[HEADER + 1..HEADER + 3].copy_from_slice(&(text.len() as u16).to_le_bytes());
-            d[HEADER + 3..].copy_from_slice(text);
+            d[HEADER] = status;
+            d[HEADER + 1..HEADER + 3].copy_from_slice(&(body.len() as u16).to_le_bytes());
+            d[HEADER + 3..].copy_from_slice(body);
         }
         let entries: Vec<u32> = self
             .parts
@@ -279,10 +320,55 @@ mod tests {
             vec![Answer {
                 id: 7,
                 done: true,
-                text: "reconfigured".into()
+                text: "reconfigured".into(),
+                data: None,
             }]
         );
         out.drain(|h| cache.free(h));
+        drop(cache);
+        assert_eq!(pool.audit().free, a.buffers());
+    }
+
+    #[test]
+    fn a_data_answer_carries_its_bytes_back_whole() {
+        let a = Arena::create(ArenaConfig {
+            buffers: 256,
+            ring_size: 64,
+            nf_slots: 1,
+            workers: 1,
+            hugepages: false,
+            large_buffers: 0,
+            ..Default::default()
+        })
+        .unwrap();
+        let pool = BufferPool::new(a.buffers());
+        let mut cache = PoolCache::new(&pool, 32);
+        let mut link = NfLink::new(&a, 0);
+        let mut nf = NfEndpoint::new(&a, 0, 0);
+        let data: Vec<u8> = (0..ANSWER_MAX + 50).map(|i| (i * 7) as u8).collect();
+        for (id, len) in [
+            (1u32, 0usize),
+            (2, 5),
+            (3, ANSWER_MAX),
+            (4, ANSWER_MAX + 50),
+        ] {
+            link.send_blob(&a, &mut cache, id, &[id as u8]).unwrap();
+            let mut raw = [0u32; 4];
+            assert_eq!(nf.recv_raw(&mut raw).unwrap(), 1);
+            let mut reader = BlobReader::default();
+            let Some(RxEntry::Blob(h)) = nf.decode(raw[0]) else {
+                panic!("a message buffer")
+            };
+            assert_eq!(reader.push(&a, h), Some((id, vec![id as u8])));
+            reader.answer_data(&a, &mut nf, &data[..len]).unwrap();
+            let mut out = HandleBatch::new();
+            link.recv(&pool, &mut out, 64).unwrap();
+            let got = link.take_blob_answers(&a, &mut cache);
+            let want = &data[..len.min(ANSWER_MAX)];
+            assert_eq!(got.len(), 1);
+            assert!(got[0].done && got[0].text.is_empty());
+            assert_eq!(got[0].data.as_deref(), Some(want), "{len} bytes asked");
+        }
         drop(cache);
         assert_eq!(pool.audit().free, a.buffers());
     }

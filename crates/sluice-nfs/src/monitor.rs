@@ -11,8 +11,14 @@
 //! | `largest_flow_packets` | packets of the largest flow that has ended |
 //!
 //! No config keys. Ports: one in, one out. Every packet passes.
+//!
+//! Checkpoint (state version 1): the counters of every flow with traffic,
+//! keyed by flow id, and the largest ended flow. Flow ids are the
+//! daemon's, so a restore carries them within one daemon.
 
-use sluice_nf::{Batch, BuildContext, Context, NetworkFunction, NfType};
+use sluice_nf::{
+    Batch, BuildContext, Context, NetworkFunction, NfType, StateError, StateReader, StateWriter,
+};
 use sluice_spec::SpecError;
 
 const C_PACKETS: usize = 0;
@@ -100,6 +106,52 @@ impl NetworkFunction for Monitor {
     fn resets(&self) -> bool {
         true
     }
+
+    fn state_version(&self) -> Option<u16> {
+        Some(1)
+    }
+
+    fn checkpoint(&self, out: &mut StateWriter) {
+        out.u64(self.largest_ended);
+        out.len(self.active as usize);
+        for (id, f) in self.flows.iter().enumerate().filter(|(_, f)| f.packets > 0) {
+            out.u32(id as u32);
+            out.u64(f.packets);
+            out.u64(f.bytes);
+        }
+    }
+
+    fn restore(&mut self, state: &[u8]) -> Result<(), StateError> {
+        let mut r = StateReader::new(state);
+        let largest_ended = r.u64()?;
+        let n = r.len(20)?;
+        let mut flows = Vec::with_capacity(n);
+        for _ in 0..n {
+            let at = r.position();
+            let (id, packets, bytes) = (r.u32()?, r.u64()?, r.u64()?);
+            if id as usize >= self.flows.len() {
+                return Err(r.invalid_at(
+                    at,
+                    format!(
+                        "flow id {id} beyond this monitor's {} flows",
+                        self.flows.len()
+                    ),
+                ));
+            }
+            if packets == 0 || flows.last().is_some_and(|&(last, _, _)| last >= id) {
+                return Err(r.invalid_at(at, "flows must have packets and rising ids"));
+            }
+            flows.push((id, packets, bytes));
+        }
+        r.finish()?;
+        self.reset();
+        for (id, packets, bytes) in flows {
+            self.flows[id as usize] = FlowCounters { packets, bytes };
+        }
+        self.active = n as u64;
+        self.largest_ended = largest_ended;
+        Ok(())
+    }
 }
 
 fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> {
@@ -125,3 +177,67 @@ pub const TYPE: NfType = NfType {
     // Judges headers only: one verdict per super-packet, as netfilter.
     frames: sluice_nf::FrameNeeds::SuperPackets,
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_restored_monitor_counts_on_from_the_checkpoint() {
+        let mut m = Monitor::new(64);
+        m.flows[5] = FlowCounters {
+            packets: 2,
+            bytes: 160,
+        };
+        m.flows[9] = FlowCounters {
+            packets: 1,
+            bytes: 40,
+        };
+        m.active = 2;
+        m.largest_ended = 7;
+        let mut w = StateWriter::new();
+        m.checkpoint(&mut w);
+        let state = w.into_bytes();
+
+        let mut fresh = Monitor::new(64);
+        fresh.restore(&state).unwrap();
+        assert_eq!(fresh.flow(5), Some((2, 160)));
+        assert_eq!(fresh.flow(9), Some((1, 40)));
+        assert_eq!((fresh.active, fresh.largest_ended), (2, 7));
+        let mut again = StateWriter::new();
+        fresh.checkpoint(&mut again);
+        assert_eq!(
+            again.into_bytes(),
+            state,
+            "a restored state checkpoints the same"
+        );
+    }
+
+    #[test]
+    fn a_bad_state_leaves_the_monitor_untouched() {
+        let mut m = Monitor::new(8);
+        m.flows[3] = FlowCounters {
+            packets: 4,
+            bytes: 400,
+        };
+        m.active = 1;
+        let mut w = StateWriter::new();
+        w.u64(0);
+        w.len(1);
+        w.u32(8); // beyond 8 flows
+        w.u64(1);
+        w.u64(1);
+        assert!(matches!(
+            m.restore(&w.into_bytes()),
+            Err(StateError::Invalid { .. })
+        ));
+        let mut good = StateWriter::new();
+        Monitor::new(8).checkpoint(&mut good);
+        let good = good.into_bytes();
+        for cut in 0..good.len() {
+            assert!(m.restore(&good[..cut]).is_err());
+        }
+        assert_eq!(m.flow(3), Some((4, 400)), "untouched");
+        assert_eq!(m.active, 1);
+    }
+}

@@ -191,6 +191,7 @@ fn build_nf(
         set: None,
         draining: false,
         resets: nf.resets(),
+        state_version: nf.state_version(),
     })
 }
 

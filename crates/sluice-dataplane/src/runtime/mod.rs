@@ -14,6 +14,9 @@
 
 mod settings;
 mod slots;
+mod state;
+
+pub use state::StateFailure;
 
 pub use settings::PlatformSettings;
 

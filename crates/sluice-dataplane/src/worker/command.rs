@@ -58,6 +58,8 @@ pub struct State<'a> {
     stopping: Option<(Reply<ShardResult>, u64)>,
     /// A commit waiting for process NFs to take their new configs.
     pub(crate) awaiting: Option<super::reconfig::Awaiting>,
+    /// A checkpoint or restore in progress.
+    pub(crate) state_job: Option<super::state_io::StateJob>,
 }
 
 impl<'a> State<'a> {
@@ -66,6 +68,7 @@ impl<'a> State<'a> {
         self.draining.is_some()
             || self.stopping.is_some()
             || self.awaiting.is_some()
+            || self.state_job.is_some()
             || self.staged.as_ref().is_some_and(|s| s.reply.is_some())
             || !self.retiring.is_empty()
     }
@@ -129,6 +132,8 @@ impl<'a> Worker<'a> {
                 }
                 Command::Tap(t) => self.add_tap(t),
                 Command::Untap(id) => self.remove_tap(id),
+                Command::Checkpoint(ids, reply) => self.start_checkpoint(ids, reply, now),
+                Command::Restore(parts, reply) => self.start_restore(parts, reply, now),
                 Command::Stop(reply) => {
                     self.ingress_off = true;
                     self.stopped_ns = now;
@@ -155,6 +160,9 @@ impl<'a> Worker<'a> {
         }
         if self.cmd.awaiting.is_some() {
             self.advance_reconfigs(now);
+        }
+        if self.cmd.state_job.is_some() {
+            self.advance_state_job(now);
         }
         self.reap_retiring();
         if let Some((_, since)) = &self.cmd.stopping {

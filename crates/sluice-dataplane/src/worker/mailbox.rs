@@ -114,6 +114,21 @@ pub enum Command {
     Tap(super::tap::TapSpec),
     /// Stop a capture.
     Untap(u64),
+    /// Export the state of these NFs (`sluice checkpoint`).
+    Checkpoint(Vec<u16>, Reply<Result<Vec<StatePart>, String>>),
+    /// Restore these states (NF id, state) into this worker's NFs.
+    Restore(Vec<(u16, Vec<u8>)>, Reply<Result<(), String>>),
+}
+
+/// One NF instance's exported state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatePart {
+    /// The NF's id in the plan.
+    pub nf: u16,
+    /// The instance's name.
+    pub instance: String,
+    /// Its state, as its type wrote it.
+    pub state: Vec<u8>,
 }
 
 /// One NF instance, as `sluice ps` lists it.

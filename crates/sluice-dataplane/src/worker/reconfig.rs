@@ -68,7 +68,8 @@ impl<'a> Worker<'a> {
                     let Some(p) = self.nf_mut(id).and_then(|n| n.process()) else {
                         continue;
                     };
-                    let bytes = postcard::to_stdvec(&*recipe).unwrap_or_default();
+                    let recipe_bytes = postcard::to_stdvec(&*recipe).unwrap_or_default();
+                    let bytes = crate::nf_msg::NfMsg::Config(&recipe_bytes).encode();
                     p.spawn.recipe = *recipe;
                     self.next_msg = self.next_msg.wrapping_add(1);
                     pending.push(Pending {
@@ -163,6 +164,9 @@ impl<'a> Worker<'a> {
         let Some(p) = nf.process() else { return };
         let answers = p.link.take_blob_answers(arena, &mut self.cache);
         for ans in answers {
+            if self.state_answer(i, &ans) {
+                continue;
+            }
             let line = if ans.done {
                 "new config taken".to_string()
             } else {
