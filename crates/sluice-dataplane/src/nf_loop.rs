@@ -243,7 +243,9 @@ pub fn run_nf_loop(
                                 };
                                 StateAnswer::Text(done, text)
                             }
-                            Some(NfMsg::Checkpoint { offset }) => states.checkpoint(nf, offset),
+                            Some(NfMsg::Checkpoint { offset }) => {
+                                states.checkpoint(nf, offset, messages.data_room())
+                            }
                             Some(NfMsg::Restore {
                                 offset,
                                 total,

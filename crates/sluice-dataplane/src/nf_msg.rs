@@ -6,26 +6,29 @@
 //! | kind | payload | answer |
 //! |---|---|---|
 //! | 0 config | a recipe (postcard) | done, or refused with why |
-//! | 1 checkpoint | offset u32 | data: total u32, then the state's bytes from offset |
+//! | 1 checkpoint | offset u32, padding | data: total u32, then the state's bytes from offset |
 //! | 2 restore | offset u32, total u32, chunk | done (`more` until the last chunk), or refused |
 //!
-//! An answer holds at most `ANSWER_MAX` bytes, so a state travels in
-//! chunks, one round trip each. A checkpoint at offset 0 takes a snapshot
+//! A data answer fills the buffers of the message it answers, so a
+//! checkpoint request is padded to [`CHECKPOINT_PARTS`] buffers (about
+//! 32 KiB of state per answer), and a state travels in chunks, one round
+//! trip each. A checkpoint at offset 0 takes a snapshot
 //! the later chunks are cut from, so the state read is the NF's at one
 //! instant between two batches, whatever the packets after it change. A
 //! restore is applied when its last chunk arrives, by the type's
 //! all-or-nothing `restore`; a chunk out of order discards what came
 //! before and is refused.
 
-use sluice_mem::ANSWER_MAX;
+use sluice_mem::link_blob::PART_BYTES;
 use sluice_nf::{NetworkFunction, StateWriter};
 
 const CONFIG: u8 = 0;
 const CHECKPOINT: u8 = 1;
 const RESTORE: u8 = 2;
 
-/// State bytes per checkpoint answer (the answer starts with the total).
-pub const CHUNK: usize = ANSWER_MAX - 4;
+/// Buffers a checkpoint request takes, for its answer to fill: 16 keep a
+/// round trip at about 32 KiB while leaving a small ring room for packets.
+pub const CHECKPOINT_PARTS: usize = 16;
 
 /// Most bytes of one NF instance's state (a bound, so a corrupt total
 /// never makes an NF reserve more).
@@ -58,8 +61,10 @@ impl NfMsg<'_> {
         match self {
             NfMsg::Config(recipe) => [&[CONFIG][..], recipe].concat(),
             NfMsg::Checkpoint { offset } => {
-                let mut b = vec![CHECKPOINT];
-                b.extend_from_slice(&offset.to_le_bytes());
+                // Padded: the answer is written into the request's buffers.
+                let mut b = vec![0u8; CHECKPOINT_PARTS * PART_BYTES];
+                b[0] = CHECKPOINT;
+                b[1..5].copy_from_slice(&offset.to_le_bytes());
                 b
             }
             NfMsg::Restore {
@@ -86,7 +91,7 @@ pub fn decode(bytes: &[u8]) -> Option<NfMsg<'_>> {
     let (&kind, rest) = bytes.split_first()?;
     match kind {
         CONFIG => Some(NfMsg::Config(rest)),
-        CHECKPOINT if rest.len() == 4 => Some(NfMsg::Checkpoint {
+        CHECKPOINT if rest.len() >= 4 => Some(NfMsg::Checkpoint {
             offset: u32_at(rest, 0)?,
         }),
         RESTORE if rest.len() >= 8 => Some(NfMsg::Restore {
@@ -116,8 +121,14 @@ pub struct StateSide {
 }
 
 impl StateSide {
-    /// A checkpoint chunk from `offset` (offset 0 takes a new snapshot).
-    pub fn checkpoint(&mut self, nf: &dyn NetworkFunction, offset: u32) -> StateAnswer {
+    /// A checkpoint chunk from `offset` (offset 0 takes a new snapshot),
+    /// for an answer of at most `room` bytes.
+    pub fn checkpoint(
+        &mut self,
+        nf: &dyn NetworkFunction,
+        offset: u32,
+        room: usize,
+    ) -> StateAnswer {
         if nf.state_version().is_none() {
             return StateAnswer::Text(false, "this NF type keeps no state to checkpoint".into());
         }
@@ -131,7 +142,7 @@ impl StateSide {
             return StateAnswer::Text(false, format!("state of {total} bytes is too large"));
         }
         let from = (offset as usize).min(total);
-        let to = (from + CHUNK).min(total);
+        let to = (from + room.saturating_sub(4).max(1)).min(total);
         let mut data = Vec::with_capacity(4 + to - from);
         data.extend_from_slice(&(total as u32).to_le_bytes());
         data.extend_from_slice(&self.snapshot[from..to]);
@@ -180,6 +191,9 @@ mod tests {
     use super::*;
     use sluice_nf::{Batch, Context, StateError, StateReader};
 
+    /// Room of a one-buffer answer.
+    const ROOM: usize = sluice_mem::ANSWER_MAX;
+
     /// Keeps a list of numbers as its state.
     #[derive(Default)]
     struct Numbers(Vec<u64>);
@@ -219,6 +233,10 @@ mod tests {
         }
         assert_eq!(decode(&[]), None);
         assert_eq!(decode(&[CHECKPOINT, 1, 2]), None);
+        assert_eq!(
+            decode(&[CHECKPOINT, 1, 0, 0, 0, 9]),
+            Some(NfMsg::Checkpoint { offset: 1 })
+        );
         assert_eq!(decode(&[RESTORE, 1, 2, 3, 4, 5]), None);
         assert_eq!(decode(&[7, 0, 0]), None);
     }
@@ -227,7 +245,7 @@ mod tests {
     fn read_out(side: &mut StateSide, nf: &dyn NetworkFunction) -> Vec<u8> {
         let mut out = Vec::new();
         loop {
-            let StateAnswer::Data(d) = side.checkpoint(nf, out.len() as u32) else {
+            let StateAnswer::Data(d) = side.checkpoint(nf, out.len() as u32, ROOM) else {
                 panic!("data")
             };
             let (total, chunk) = read_chunk(&d).unwrap();
@@ -243,12 +261,12 @@ mod tests {
         let mut nf = Numbers((0..2000).collect());
         let mut side = StateSide::default();
         // The first chunk fixes the snapshot: a change after it is not seen.
-        let StateAnswer::Data(first) = side.checkpoint(&nf, 0) else {
+        let StateAnswer::Data(first) = side.checkpoint(&nf, 0, ROOM) else {
             panic!()
         };
         nf.0.push(12345);
         let mut state = read_chunk(&first).unwrap().1.to_vec();
-        while let StateAnswer::Data(d) = side.checkpoint(&nf, state.len() as u32) {
+        while let StateAnswer::Data(d) = side.checkpoint(&nf, state.len() as u32, ROOM) {
             let (total, chunk) = read_chunk(&d).unwrap();
             state.extend_from_slice(chunk);
             if state.len() == total as usize {
@@ -256,7 +274,7 @@ mod tests {
             }
         }
         assert_eq!(state.len(), 4 + 2000 * 8);
-        assert!(state.len() > 3 * CHUNK, "took several chunks");
+        assert!(state.len() > 3 * ROOM, "took several chunks");
 
         let mut fresh = Numbers::default();
         let mut at = 0;
@@ -280,7 +298,7 @@ mod tests {
         assert!(matches!(a, StateAnswer::Text(false, ref why) if why.contains("truncated")));
         assert_eq!(nf.0, vec![1, 2, 3]);
         assert!(matches!(
-            side.checkpoint(&NoState, 0),
+            side.checkpoint(&NoState, 0, ROOM),
             StateAnswer::Text(false, _)
         ));
     }

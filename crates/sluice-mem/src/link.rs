@@ -77,6 +77,9 @@ pub struct NfLink<'a> {
     pub(crate) blobs_out: u32,
     /// Message buffers the NF has handed back (read by `link_blob`).
     pub(crate) blobs_back: Vec<u32>,
+    /// A data answer of several buffers, as far as it has come back
+    /// (`link_blob`).
+    pub(crate) data_back: Option<crate::link_blob::Partial>,
     spares_sent: u64,
     /// Spares given and not yet back (in the stash, the ring, or the NF).
     spares_out: u32,
@@ -115,6 +118,7 @@ impl<'a> NfLink<'a> {
             blob_tag: owner_nf_blob(slot),
             blobs_out: 0,
             blobs_back: Vec::new(),
+            data_back: None,
             spares_sent: 0,
             spares_out: 0,
             arena,
@@ -402,6 +406,7 @@ impl<'a> NfLink<'a> {
         for raw in self.blobs_back.drain(..) {
             cache.free(PktHandle::from_raw_owned(raw));
         }
+        self.data_back = None;
         let mut got = Reclaimed::default();
         for (tag, count) in [
             (self.tag, &mut got.packets),

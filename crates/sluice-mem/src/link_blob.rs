@@ -13,9 +13,12 @@
 //! the buffer's number in the message (u16) and how many there are (u16),
 //! little-endian; the payload follows. The answer, written over the first
 //! buffer's payload: status (u8: 0 refused, 1 done, 2 done with data),
-//! length (u16), then the explanation (UTF-8) or, for status 2, the data
-//! (at most [`ANSWER_MAX`] bytes: a larger reply travels in several
-//! round trips, as the NF state of `sluice checkpoint` does).
+//! length (u16), then the explanation (UTF-8) or, for status 2, the
+//! data's first [`ANSWER_MAX`] bytes at most; the data goes on in the
+//! message's next buffers, each filled after its header (its length says
+//! how much), so a message of `k` buffers carries an answer of up to
+//! [`BlobReader::data_room`] bytes. A larger reply travels in several
+//! round trips, as the NF state of `sluice checkpoint` does.
 
 use crate::arena::Arena;
 use crate::batch::MAX_BATCH;
@@ -33,8 +36,20 @@ pub const MAX_PARTS: usize = 64;
 /// Most bytes of one message (≈ 127 KiB).
 pub const MAX_BYTES: usize = MAX_PARTS * PAYLOAD;
 
-/// Most bytes of one answer.
+/// Most bytes of an answer in the message's first buffer.
 pub const ANSWER_MAX: usize = PAYLOAD - 3;
+
+/// Payload bytes of one message buffer.
+pub const PART_BYTES: usize = PAYLOAD;
+
+/// A data answer whose buffers have partly come back.
+#[derive(Debug)]
+pub(crate) struct Partial {
+    id: u32,
+    next: u16,
+    count: u16,
+    data: Vec<u8>,
+}
 
 /// Answer status bytes.
 const REFUSED: u8 = 0;
@@ -142,22 +157,49 @@ impl NfLink<'_> {
             {
                 let p = arena.pkt(&mut h);
                 let d = p.data();
-                if d.len() >= HEADER + 3 {
-                    let (id, index, _) = header(d);
-                    if index == 0 {
+                if d.len() >= HEADER {
+                    let (id, index, count) = header(d);
+                    if index == 0 && d.len() >= HEADER + 3 {
+                        self.data_back = None;
                         let n = u16::from_le_bytes([d[HEADER + 1], d[HEADER + 2]]) as usize;
                         let body = d.get(HEADER + 3..HEADER + 3 + n).unwrap_or(&[]);
                         let status = d[HEADER];
-                        answers.push(Answer {
-                            id,
-                            done: status == DONE || status == DATA,
-                            text: if status == DATA {
-                                String::new()
-                            } else {
-                                String::from_utf8_lossy(body).into_owned()
-                            },
-                            data: (status == DATA).then(|| body.to_vec()),
-                        });
+                        if status == DATA && count > 1 {
+                            // The rest follows in the next buffers, in order.
+                            self.data_back = Some(Partial {
+                                id,
+                                next: 1,
+                                count,
+                                data: body.to_vec(),
+                            });
+                        } else {
+                            answers.push(Answer {
+                                id,
+                                done: status == DONE || status == DATA,
+                                text: if status == DATA {
+                                    String::new()
+                                } else {
+                                    String::from_utf8_lossy(body).into_owned()
+                                },
+                                data: (status == DATA).then(|| body.to_vec()),
+                            });
+                        }
+                    } else if let Some(part) = self
+                        .data_back
+                        .as_mut()
+                        .filter(|part| part.id == id && part.next == index)
+                    {
+                        part.data.extend_from_slice(&d[HEADER..]);
+                        part.next += 1;
+                        if part.next == part.count {
+                            let part = self.data_back.take().expect("just matched");
+                            answers.push(Answer {
+                                id,
+                                done: true,
+                                text: String::new(),
+                                data: Some(part.data),
+                            });
+                        }
                     }
                 }
             }
@@ -212,15 +254,32 @@ impl BlobReader {
         self.answer_with(arena, ep, status, text.as_bytes())
     }
 
-    /// Hands every buffer of the message back with `data` as the answer
-    /// (at most [`ANSWER_MAX`] bytes; more is cut, so split larger replies).
+    /// Bytes a data answer to the message being answered can hold.
+    pub fn data_room(&self) -> usize {
+        ANSWER_MAX + self.parts.len().saturating_sub(1) * PAYLOAD
+    }
+
+    /// Hands every buffer of the message back with `data` as the answer:
+    /// its first [`ANSWER_MAX`] bytes in the first buffer, the rest in the
+    /// next ones (at most [`Self::data_room`] bytes; more is cut, so split
+    /// larger replies).
     pub fn answer_data(
         &mut self,
         arena: &Arena,
         ep: &mut NfEndpoint<'_>,
         data: &[u8],
     ) -> Result<(), RingCorrupt> {
-        self.answer_with(arena, ep, DATA, data)
+        let first = data.len().min(ANSWER_MAX);
+        let mut rest = &data[first..];
+        for h in self.parts.iter_mut().skip(1) {
+            let take = rest.len().min(PAYLOAD);
+            let mut p = arena.pkt(h);
+            // The header (id, index, count) stays as the platform wrote it.
+            p.set_len(HEADER + take);
+            p.data_mut()[HEADER..].copy_from_slice(&rest[..take]);
+            rest = &rest[take..];
+        }
+        self.answer_with(arena, ep, DATA, &data[..first])
     }
 
     fn answer_with(
@@ -345,27 +404,45 @@ mod tests {
         let mut cache = PoolCache::new(&pool, 32);
         let mut link = NfLink::new(&a, 0);
         let mut nf = NfEndpoint::new(&a, 0, 0);
-        let data: Vec<u8> = (0..ANSWER_MAX + 50).map(|i| (i * 7) as u8).collect();
-        for (id, len) in [
-            (1u32, 0usize),
-            (2, 5),
-            (3, ANSWER_MAX),
-            (4, ANSWER_MAX + 50),
+        let data: Vec<u8> = (0..4 * PAYLOAD).map(|i| (i * 7 + i / 251) as u8).collect();
+        let room3 = ANSWER_MAX + 2 * PAYLOAD;
+        for (id, parts, len) in [
+            (1u32, 1usize, 0usize),
+            (2, 1, 5),
+            (3, 1, ANSWER_MAX),
+            (4, 1, ANSWER_MAX + 50),
+            (5, 3, 7),
+            (6, 3, ANSWER_MAX + 10),
+            (7, 3, room3),
+            (8, 3, room3 + 100),
         ] {
-            link.send_blob(&a, &mut cache, id, &[id as u8]).unwrap();
+            let msg = vec![id as u8; parts * PAYLOAD];
+            link.send_blob(&a, &mut cache, id, &msg).unwrap();
             let mut raw = [0u32; 4];
-            assert_eq!(nf.recv_raw(&mut raw).unwrap(), 1);
+            assert_eq!(nf.recv_raw(&mut raw).unwrap(), parts);
             let mut reader = BlobReader::default();
-            let Some(RxEntry::Blob(h)) = nf.decode(raw[0]) else {
-                panic!("a message buffer")
-            };
-            assert_eq!(reader.push(&a, h), Some((id, vec![id as u8])));
+            let mut got_msg = None;
+            for &r in &raw[..parts] {
+                let Some(RxEntry::Blob(h)) = nf.decode(r) else {
+                    panic!("a message buffer")
+                };
+                got_msg = reader.push(&a, h);
+            }
+            assert_eq!(got_msg, Some((id, msg)));
+            let room = reader.data_room();
+            assert_eq!(room, ANSWER_MAX + (parts - 1) * PAYLOAD);
             reader.answer_data(&a, &mut nf, &data[..len]).unwrap();
-            let mut out = HandleBatch::new();
-            link.recv(&pool, &mut out, 64).unwrap();
-            let got = link.take_blob_answers(&a, &mut cache);
-            let want = &data[..len.min(ANSWER_MAX)];
-            assert_eq!(got.len(), 1);
+            // The buffers come back one receive at a time: the answer is
+            // whole only with the last.
+            let mut got = Vec::new();
+            for _ in 0..parts {
+                let mut out = HandleBatch::new();
+                link.recv(&pool, &mut out, 1).unwrap();
+                assert!(got.is_empty(), "whole only with its last buffer");
+                got = link.take_blob_answers(&a, &mut cache);
+            }
+            let want = &data[..len.min(room)];
+            assert_eq!(got.len(), 1, "message {id}");
             assert!(got[0].done && got[0].text.is_empty());
             assert_eq!(got[0].data.as_deref(), Some(want), "{len} bytes asked");
         }
