@@ -85,16 +85,16 @@ pub struct Stats {
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Conn {
-    client: FlowKey,
-    backend: u16,
-    live: bool,
-    gen: u32,
-    flow_id: u32,
-    last_ns: u64,
+pub(super) struct Conn {
+    pub client: FlowKey,
+    pub backend: u16,
+    pub live: bool,
+    pub gen: u32,
+    pub flow_id: u32,
+    pub last_ns: u64,
 }
 
-const EMPTY: u64 = u64::MAX;
+pub(super) const EMPTY: u64 = u64::MAX;
 const REPLY_BIT: u64 = 1 << 63;
 const SWEEP_PER_BATCH: usize = 16;
 
@@ -120,20 +120,20 @@ fn addr_slice(ip: &IpAddr) -> ([u8; 16], usize) {
 pub struct Balancer {
     svc: Service,
     vip_key: [u8; 16],
-    mode: Mode,
-    backends: Vec<Backend>,
+    pub(super) mode: Mode,
+    pub(super) backends: Vec<Backend>,
     up: Vec<bool>,
     maglev: Maglev,
     seed: u64,
-    conns: Vec<Conn>,
-    free: Vec<u32>,
-    by_client: FixedTable<FlowKey, u32>,
-    by_reply: FixedTable<FlowKey, u32>,
+    pub(super) conns: Vec<Conn>,
+    pub(super) free: Vec<u32>,
+    pub(super) by_client: FixedTable<FlowKey, u32>,
+    pub(super) by_reply: FixedTable<FlowKey, u32>,
     /// Per flow id: `gen << 32 | conn index`, `REPLY_BIT` for the reply
     /// direction's flow (NAT), `EMPTY` if unknown.
-    cache: Vec<u64>,
+    pub(super) cache: Vec<u64>,
     idle_ns: u64,
-    sweep_pos: usize,
+    pub(super) sweep_pos: usize,
     /// Counters since the last [`Balancer::take_stats`].
     pub stats: Stats,
 }
@@ -221,7 +221,7 @@ impl Balancer {
     }
 
     #[inline]
-    fn hkey(&self, k: &FlowKey) -> u64 {
+    pub(super) fn hkey(&self, k: &FlowKey) -> u64 {
         u64::from(k.symmetric_hash_with_seed(self.seed))
     }
 
@@ -232,7 +232,7 @@ impl Balancer {
         u64::from(k.symmetric_hash_with_seed(self.seed ^ 0x9e37_79b9_7f4a_7c15))
     }
 
-    fn serves(&self, k: &FlowKey) -> bool {
+    pub(super) fn serves(&self, k: &FlowKey) -> bool {
         k.dst == self.vip_key
             && k.ip_version == if self.svc.vip.is_ipv4() { 4 } else { 6 }
             && match IpProtocol(k.proto) {
@@ -243,7 +243,7 @@ impl Balancer {
             && (self.svc.ports.is_empty() || self.svc.ports.binary_search(&k.dst_port).is_ok())
     }
 
-    fn reply_key(&self, c: &FlowKey, b: u16) -> FlowKey {
+    pub(super) fn reply_key(&self, c: &FlowKey, b: u16) -> FlowKey {
         let be = &self.backends[usize::from(b)];
         FlowKey {
             src: key_bytes(be.addr),

@@ -47,6 +47,9 @@ pub mod balancer;
 pub mod config;
 pub mod maglev;
 pub mod nat;
+mod state;
+#[cfg(test)]
+mod state_tests;
 
 use sluice_nf::{Batch, BuildContext, Context, DropReason, NetworkFunction, NfType};
 use sluice_spec::SpecError;
@@ -131,6 +134,19 @@ impl NetworkFunction for LoadBalancer {
 
     fn reset(&mut self) {
         self.lb.reset();
+    }
+
+    /// Version 1: the tracked connections (layout in `state.rs`).
+    fn state_version(&self) -> Option<u16> {
+        Some(state::VERSION)
+    }
+
+    fn checkpoint(&self, out: &mut sluice_nf::StateWriter) {
+        self.lb.write_state(out);
+    }
+
+    fn restore(&mut self, state: &[u8]) -> Result<(), sluice_nf::StateError> {
+        self.lb.read_state(state)
     }
 }
 

@@ -45,6 +45,9 @@ mod fast;
 mod index;
 mod pool;
 mod rewrite;
+mod state;
+#[cfg(test)]
+mod state_tests;
 mod table;
 mod translate;
 
@@ -198,6 +201,19 @@ impl NetworkFunction for NatNf {
     fn reset(&mut self) {
         self.nat.reset();
         self.published = [0; 11];
+    }
+
+    /// Version 1: dynamic mappings and sessions (layout in `state.rs`).
+    fn state_version(&self) -> Option<u16> {
+        Some(state::VERSION)
+    }
+
+    fn checkpoint(&self, out: &mut sluice_nf::StateWriter) {
+        self.nat.write_state(out);
+    }
+
+    fn restore(&mut self, state: &[u8]) -> Result<(), sluice_nf::StateError> {
+        self.nat.read_state(state)
     }
 }
 

@@ -58,6 +58,17 @@ impl Pool {
         }
     }
 
+    /// The same pool with every port free (a checkpoint's restore fills it).
+    pub(crate) fn empty_like(&self) -> Pool {
+        Pool::new(self.addrs.clone(), self.nets.clone(), self.range)
+    }
+
+    /// Whether allocation can give `port` in `class`: any ICMP id; TCP and
+    /// UDP ports 1–1023 (kept below 1024) or in the configured range.
+    pub(crate) fn port_ok(&self, class: usize, port: u16) -> bool {
+        class == 2 || (port != 0 && (port < 1024 || self.range.contains(port)))
+    }
+
     /// Whether `a` is a pool address.
     #[inline]
     pub(crate) fn contains(&self, a: u32) -> bool {

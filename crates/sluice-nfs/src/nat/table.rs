@@ -20,6 +20,11 @@ use super::pool::{class_of, Pool};
 use super::rewrite::delta;
 use crate::expiry_bounds::{self, Bounds, Expiring};
 
+// Tables as checkpoint records and rebuilt from them (`state.rs`).
+#[path = "records.rs"]
+mod records;
+pub(super) use records::{MappingRec, SessionRec};
+
 /// No slot.
 pub(crate) const NONE: u32 = u32::MAX;
 
@@ -209,6 +214,23 @@ pub(crate) fn key(proto: u8, a: Endpoint, b: Endpoint) -> u128 {
         | (u128::from(a.port) << 48)
         | (u128::from(b.port) << 32)
         | u128::from(proto)
+}
+
+/// The checksum sums of a session's outbound and inbound rewrites (see
+/// [`Session::delta_out`]).
+#[inline]
+fn deltas(internal: Endpoint, external: Endpoint) -> ([u16; 2], [u16; 2]) {
+    let (ia, ea) = (internal.addr, external.addr);
+    (
+        [
+            delta(ia, ea, 0, 0).to_be(),
+            delta(ia, ea, internal.port, external.port).to_be(),
+        ],
+        [
+            delta(ea, ia, 0, 0).to_be(),
+            delta(ea, ia, external.port, internal.port).to_be(),
+        ],
+    )
 }
 
 /// A fixed-capacity slab with a free list.
@@ -605,7 +627,7 @@ impl Tables {
                 f.refs += 1;
             }
         }
-        let (ia, ea) = (internal.addr, external.addr);
+        let (delta_out, delta_in) = deltas(internal, external);
         self.sessions[s as usize] = Session {
             internal,
             external,
@@ -618,14 +640,8 @@ impl Tables {
             filter,
             expires: now.saturating_add(self.timeout(proto, 0)),
             marked: 0,
-            delta_out: [
-                delta(ia, ea, 0, 0).to_be(),
-                delta(ia, ea, internal.port, external.port).to_be(),
-            ],
-            delta_in: [
-                delta(ea, ia, 0, 0).to_be(),
-                delta(ea, ia, external.port, internal.port).to_be(),
-            ],
+            delta_out,
+            delta_in,
         };
         self.bounds.lower(s, self.sessions[s as usize].expires);
         self.propagate(s);
