@@ -148,7 +148,9 @@ fn assign_ns() -> Percentiles {
         let start = Instant::now();
         for _ in 0..FLOWS {
             flow = (flow + 1) % 65_536;
-            std::hint::black_box(e.pick(0, &set, flow));
+            std::hint::black_box(
+                e.pick(0, &set, flow, || sluice_dataplane::classes::ClassKey::NONE),
+            );
             e.release(flow, &mut idle);
             for i in idle.drain(..) {
                 e.idle_again(i);

@@ -3,8 +3,6 @@
 
 use serde::Serialize;
 
-use sluice_spec::Steer;
-
 use crate::plan::{Hop, Plan};
 use crate::replicas::ReplicaSet;
 
@@ -154,9 +152,10 @@ impl Diff {
         // and neither does a `per_flow` pool that only grows: its flows
         // keep their instances, the new ones start idle.
         let grows = |o: &ReplicaSet, n: &ReplicaSet| {
-            o.steer == Steer::PerFlow
-                && n.steer == Steer::PerFlow
+            o.steer.exclusive()
+                && n.steer == o.steer
                 && o.fallback == n.fallback
+                && o.class == n.class
                 && n.members.starts_with(&o.members)
         };
         let moves = |b: u16| match (old.set(b), new.set(b)) {

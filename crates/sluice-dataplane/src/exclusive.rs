@@ -18,12 +18,21 @@
 //!   to the member serving the fewest flows (the member is reset when its
 //!   last flow ends).
 //!
-//! Cost: a pinned packet reads its byte; a new flow pops the free stack.
+//! - `per_class` sets (Flurries' per-class NFs) work the same way with a
+//!   class in place of a flow: a new flow whose class (`classes.rs`) has a
+//!   member already is pinned to it; otherwise its class takes an idle
+//!   member, which it keeps until its last flow is released. Under the
+//!   `shared` fallback a flow whose class finds no idle member shares the
+//!   least loaded one, flow by flow (the class is not recorded there).
+//!
+//! Cost: a pinned packet reads its byte; a new flow pops the free stack
+//! (and, per class, compares its class with each member's: at most 64).
 //! Nothing allocates on the packet path: tables are made when a plan is
 //! installed.
 
 use sluice_spec::{Fallback, Steer};
 
+use crate::classes::ClassKey;
 use crate::replicas::ReplicaSet;
 
 /// One `per_flow` set's state.
@@ -37,6 +46,8 @@ struct Pool {
     free: Vec<u8>,
     /// Members the state was made for.
     members: Vec<u16>,
+    /// By member: the class it serves (`per_class`; `None` when idle).
+    classes: Vec<Option<ClassKey>>,
 }
 
 impl Pool {
@@ -46,6 +57,7 @@ impl Pool {
             load: Vec::new(),
             free: Vec::new(),
             members: Vec::new(),
+            classes: Vec::new(),
         };
         p.resize(set);
         p
@@ -66,6 +78,12 @@ impl Pool {
             .rev()
             .filter(|&m| load[m as usize] == 0)
             .collect();
+        self.classes.resize(n, None);
+        for (c, l) in self.classes.iter_mut().zip(&load) {
+            if *l == 0 {
+                *c = None;
+            }
+        }
         self.load = load;
         self.members = set.members.clone();
     }
@@ -85,7 +103,7 @@ impl Exclusive {
         for (base, set) in sets.iter().enumerate() {
             let keep = self.pools.get_mut(base).and_then(Option::take);
             pools.push(match set {
-                Some(s) if s.steer == Steer::PerFlow => Some(match keep {
+                Some(s) if s.steer.exclusive() => Some(match keep {
                     Some(mut p) if p.pins.len() == capacity as usize => {
                         if p.members != s.members {
                             p.resize(s);
@@ -101,11 +119,18 @@ impl Exclusive {
     }
 
     /// The member of `set` (based at NF `base`) that flow `flow` has,
-    /// taking an idle one first; `None`: none is idle and the fallback is
-    /// `drop`. A flowless packet (`flow` beyond the table) goes to the
-    /// member serving the fewest flows, unpinned.
+    /// taking an idle one first (`per_class`: its class's member first;
+    /// `class` is asked only for a flow without a member); `None`: none is
+    /// idle and the fallback is `drop`. A flowless packet (`flow` beyond
+    /// the table) goes to the member serving the fewest flows, unpinned.
     #[inline]
-    pub fn pick(&mut self, base: u16, set: &ReplicaSet, flow: u32) -> Option<u16> {
+    pub fn pick(
+        &mut self,
+        base: u16,
+        set: &ReplicaSet,
+        flow: u32,
+        class: impl FnOnce() -> ClassKey,
+    ) -> Option<u16> {
         let Some(p) = self.pools.get_mut(base as usize).and_then(Option::as_mut) else {
             return set.members.first().copied();
         };
@@ -115,13 +140,18 @@ impl Exclusive {
         if *pin != 0 {
             return set.members.get(usize::from(*pin - 1)).copied();
         }
-        let m = match p.free.pop() {
-            Some(m) => usize::from(m),
+        let key = (set.steer == Steer::PerClass).then(class);
+        let own = key.and_then(|k| p.classes.iter().position(|c| *c == Some(k)));
+        let m = match own.or_else(|| p.free.pop().map(usize::from)) {
+            Some(m) => m,
             None => match set.fallback {
                 Fallback::Drop => return None,
                 Fallback::Shared => least_loaded(&p.load)?,
             },
         };
+        if own.is_none() && p.load[m] == 0 {
+            p.classes[m] = key;
+        }
         *pin = m as u8 + 1;
         p.load[m] += 1;
         Some(set.members[m])
@@ -152,6 +182,7 @@ impl Exclusive {
             if let Some(l) = p.load.get_mut(m) {
                 *l -= 1;
                 if *l == 0 {
+                    p.classes[m] = None;
                     idle.push(Idle {
                         base: base as u16,
                         member: m as u8,
@@ -216,6 +247,10 @@ fn least_loaded(load: &[u32]) -> Option<usize> {
 mod tests {
     use super::*;
 
+    fn none() -> ClassKey {
+        ClassKey::NONE
+    }
+
     fn set(n: u16, fallback: Fallback) -> Vec<Option<ReplicaSet>> {
         let mut s = ReplicaSet::new((0..n).map(|i| 10 + i).collect(), Steer::PerFlow);
         s.fallback = fallback;
@@ -244,10 +279,10 @@ mod tests {
     #[test]
     fn each_flow_takes_a_member_of_its_own_and_keeps_it() {
         let (mut e, s) = pool(3, Fallback::Drop);
-        assert_eq!(e.pick(10, &s, 1), Some(10));
-        assert_eq!(e.pick(10, &s, 2), Some(11));
-        assert_eq!(e.pick(10, &s, 1), Some(10), "pinned");
-        assert_eq!(e.pick(10, &s, 3), Some(12));
+        assert_eq!(e.pick(10, &s, 1, none), Some(10));
+        assert_eq!(e.pick(10, &s, 2, none), Some(11));
+        assert_eq!(e.pick(10, &s, 1, none), Some(10), "pinned");
+        assert_eq!(e.pick(10, &s, 3, none), Some(12));
         assert_eq!(e.idle(10), 0);
         assert_eq!(e.pinned(10, &s, 2), Some(11));
         assert_eq!(e.pinned(10, &s, 9), None);
@@ -256,17 +291,17 @@ mod tests {
     #[test]
     fn with_the_pool_busy_drop_refuses_and_a_freed_member_is_taken_after_its_reset() {
         let (mut e, s) = pool(2, Fallback::Drop);
-        e.pick(10, &s, 1);
-        e.pick(10, &s, 2);
-        assert_eq!(e.pick(10, &s, 3), None, "refused while busy");
+        e.pick(10, &s, 1, none);
+        e.pick(10, &s, 2, none);
+        assert_eq!(e.pick(10, &s, 3, none), None, "refused while busy");
         let mut idle = Vec::new();
         e.release(2, &mut idle);
         assert_eq!(idle.iter().map(|i| i.nf).collect::<Vec<_>>(), [11]);
-        assert_eq!(e.pick(10, &s, 3), None, "not before its reset");
+        assert_eq!(e.pick(10, &s, 3, none), None, "not before its reset");
         e.idle_again(idle[0]);
         e.idle_again(idle[0]);
         assert_eq!(e.idle(10), 1, "once");
-        assert_eq!(e.pick(10, &s, 3), Some(11));
+        assert_eq!(e.pick(10, &s, 3, none), Some(11));
         e.release(7, &mut idle);
         assert_eq!(idle.len(), 1, "a flow that had none frees nothing");
     }
@@ -274,9 +309,9 @@ mod tests {
     #[test]
     fn shared_fallback_doubles_up_on_the_least_loaded_member_and_resets_it_once_empty() {
         let (mut e, s) = pool(2, Fallback::Shared);
-        e.pick(10, &s, 1);
-        e.pick(10, &s, 2);
-        assert_eq!(e.pick(10, &s, 3), Some(10));
+        e.pick(10, &s, 1, none);
+        e.pick(10, &s, 2, none);
+        assert_eq!(e.pick(10, &s, 3, none), Some(10));
         let mut idle = Vec::new();
         e.release(1, &mut idle);
         assert!(idle.is_empty(), "flow 3 still on it");
@@ -287,27 +322,53 @@ mod tests {
     #[test]
     fn a_shrunk_pool_repins_the_flows_of_lost_members() {
         let (mut e, s) = pool(3, Fallback::Drop);
-        e.pick(10, &s, 1);
-        e.pick(10, &s, 2);
-        e.pick(10, &s, 3);
+        e.pick(10, &s, 1, none);
+        e.pick(10, &s, 2, none);
+        e.pick(10, &s, 3, none);
         let small = set(2, Fallback::Drop);
         e.install(&small, 64);
         let s2 = small[10].clone().unwrap();
         assert_eq!(e.pinned(10, &s2, 3), None, "its member is gone");
-        assert_eq!(e.pick(10, &s2, 3), None, "both left serve flows");
+        assert_eq!(e.pick(10, &s2, 3, none), None, "both left serve flows");
         assert_eq!(e.pinned(10, &s2, 1), Some(10), "kept");
         let grown = set(4, Fallback::Drop);
         e.install(&grown, 64);
         let s4 = grown[10].clone().unwrap();
         assert_eq!(e.idle(10), 2);
-        assert_eq!(e.pick(10, &s4, 3), Some(12));
+        assert_eq!(e.pick(10, &s4, 3, none), Some(12));
     }
 
     #[test]
     fn flowless_packets_go_unpinned_to_the_least_loaded_member() {
         let (mut e, s) = pool(2, Fallback::Drop);
-        e.pick(10, &s, 1);
-        assert_eq!(e.pick(10, &s, u32::MAX), Some(11));
+        e.pick(10, &s, 1, none);
+        assert_eq!(e.pick(10, &s, u32::MAX, none), Some(11));
         assert_eq!(e.idle(10), 1, "nothing taken");
+    }
+
+    #[test]
+    fn a_class_keeps_one_member_for_all_its_flows_until_its_last_ends() {
+        let mut sets = set(2, Fallback::Drop);
+        let s = sets[10].as_mut().unwrap();
+        s.steer = Steer::PerClass;
+        let s = s.clone();
+        let mut e = Exclusive::default();
+        e.install(&sets, 64);
+        let (a, b, c) = (ClassKey::test(1), ClassKey::test(2), ClassKey::test(3));
+        assert_eq!(e.pick(10, &s, 1, || a), Some(10));
+        assert_eq!(e.pick(10, &s, 2, || a), Some(10), "same class, same member");
+        assert_eq!(e.pick(10, &s, 3, || b), Some(11));
+        assert_eq!(e.pick(10, &s, 4, || c), None, "a third class: none idle");
+        assert_eq!(e.pick(10, &s, 5, || b), Some(11));
+        let mut idle = Vec::new();
+        e.release(1, &mut idle);
+        assert!(idle.is_empty(), "flow 2 still holds class a");
+        e.release(2, &mut idle);
+        assert_eq!(idle.iter().map(|i| i.nf).collect::<Vec<_>>(), [10]);
+        assert_eq!(e.pick(10, &s, 6, || a), None, "a's member awaits its reset");
+        e.idle_again(idle[0]);
+        assert_eq!(e.pick(10, &s, 6, || c), Some(10), "then any class takes it");
+        assert_eq!(e.pick(10, &s, 7, || c), Some(10));
+        assert_eq!(e.pick(10, &s, 8, || a), None);
     }
 }

@@ -10,6 +10,7 @@
 //! its foreground use: one spec, applied once, until its inputs end.
 
 pub mod backpressure;
+pub mod classes;
 pub mod compile;
 pub mod cpu_clock;
 pub mod diff;

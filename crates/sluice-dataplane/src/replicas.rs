@@ -41,8 +41,11 @@ pub struct ReplicaSet {
     pub members: Vec<u16>,
     /// How flows are spread.
     pub steer: Steer,
-    /// `per_flow`: what a new flow gets when every member serves one.
+    /// `per_flow`, `per_class`: what a new flow gets when every member
+    /// serves one.
     pub fallback: sluice_spec::Fallback,
+    /// `per_class`: what makes a class.
+    pub class: Option<sluice_spec::ClassBy>,
     /// Replica number by hash bucket (`hash` steering; see
     /// [`BUCKET_BITS`]); at most 64 replicas, so a byte each.
     buckets: Box<[u8]>,
@@ -62,6 +65,7 @@ impl ReplicaSet {
             members,
             steer,
             fallback: sluice_spec::Fallback::default(),
+            class: None,
             buckets,
         }
     }

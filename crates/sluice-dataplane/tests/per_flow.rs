@@ -45,6 +45,52 @@ fn build_solo(_: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecErro
     Ok(Box::<Solo>::default())
 }
 
+/// Remembers the /24 of the source of its first packet since it was built
+/// or reset, and counts packets from another /24 (`leaked`) and the flows
+/// that joined it while it served another since its last reset (`joined`:
+/// flows of one class sharing its instance; always 0 under `per_flow`).
+#[derive(Default)]
+struct ClassSolo {
+    class: Option<[u8; 3]>,
+    flows: Vec<FlowKey>,
+}
+
+impl NetworkFunction for ClassSolo {
+    fn process(&mut self, batch: &mut Batch<'_>, ctx: &mut Context<'_>) {
+        let (mut leaked, mut joined) = (0, 0);
+        batch.for_each(|p| {
+            let key = sluice_packet::flow_key(p.data()).unwrap();
+            let std::net::IpAddr::V4(src) = key.src_ip() else {
+                panic!("IPv4 only")
+            };
+            let o = src.octets();
+            if *self.class.get_or_insert([o[0], o[1], o[2]]) != [o[0], o[1], o[2]] {
+                leaked += 1;
+            }
+            if !self.flows.contains(&key) {
+                joined += u64::from(!self.flows.is_empty());
+                self.flows.push(key);
+            }
+        });
+        ctx.count(0, batch.len() as u64);
+        ctx.count(1, leaked);
+        ctx.count(2, joined);
+    }
+
+    fn reset(&mut self) {
+        self.class = None;
+        self.flows.clear();
+    }
+
+    fn resets(&self) -> bool {
+        true
+    }
+}
+
+fn build_class_solo(_: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> {
+    Ok(Box::<ClassSolo>::default())
+}
+
 /// Keeps state and cannot reset it.
 struct Sticky;
 
@@ -63,6 +109,14 @@ static REGISTRY: &[NfType] = &[
         drop_reasons: &[],
         counters: &["packets", "leaked"],
         build: build_solo,
+        frames: sluice_nf::FrameNeeds::MtuFrames,
+    },
+    NfType {
+        name: "class_solo",
+        summary: "test NF",
+        drop_reasons: &[],
+        counters: &["packets", "leaked", "joined"],
+        build: build_class_solo,
         frames: sluice_nf::FrameNeeds::MtuFrames,
     },
     NfType {
@@ -162,4 +216,54 @@ fn fallback_without_per_flow_is_a_spec_error() {
     let text = spec(2, "replicas: 4, fallback: shared");
     let e = sluice_spec::parse_str(&text, "<test>", &names()).unwrap_err();
     assert_eq!(e.field, "nfs[0].fallback", "{e}");
+}
+
+/// As [`spec`], through `class_solo`, with sources from four /24s.
+fn class_spec(flows: u32, nf: &str) -> String {
+    spec(flows, nf)
+        .replace("type: solo", "type: class_solo")
+        .replace("count: ", "src_prefix: 10.9.0.0/22, count: ")
+}
+
+#[test]
+fn every_class_gets_an_instance_of_its_own_shared_by_its_flows() {
+    let r = run_spec(&class_spec(
+        8,
+        "replicas: 4, steer: per_class, class: { by: src, prefix: 24 }",
+    ));
+    assert_eq!(r.drops_total, 0, "four classes, four instances: {r:#?}");
+    assert_eq!(r.packets_out, COUNT, "{r:#?}");
+    assert_eq!(
+        total(&r, "leaked"),
+        0,
+        "no instance saw two classes: {r:#?}"
+    );
+    assert!(
+        total(&r, "joined") > 0,
+        "flows of a class shared its instance: {r:#?}"
+    );
+    // The controls: `per_flow` never puts two flows on one instance, and
+    // `hash` steering mixes classes.
+    let r = run_spec(&class_spec(8, "replicas: 8, steer: per_flow"));
+    assert_eq!(total(&r, "joined"), 0, "{r:#?}");
+    let r = run_spec(&class_spec(8, "replicas: 4, steer: hash"));
+    assert!(total(&r, "leaked") > 0, "{r:#?}");
+}
+
+#[test]
+fn a_class_without_per_class_or_per_class_without_a_class_is_a_spec_error() {
+    let e = sluice_spec::parse_str(
+        &class_spec(2, "replicas: 4, steer: per_class"),
+        "<test>",
+        &names(),
+    )
+    .unwrap_err();
+    assert_eq!(e.field, "nfs[0].class", "{e}");
+    let e = sluice_spec::parse_str(
+        &class_spec(2, "replicas: 4, class: { by: vlan }"),
+        "<test>",
+        &names(),
+    )
+    .unwrap_err();
+    assert_eq!(e.field, "nfs[0].class", "{e}");
 }

@@ -260,6 +260,7 @@ fn nf(node: &ConfigNode) -> Res<NfSpec> {
             "domain",
             "replicas",
             "steer",
+            "class",
             "fallback",
             "pool",
             "generation",
@@ -308,6 +309,7 @@ fn nf(node: &ConfigNode) -> Res<NfSpec> {
             Some(n) => fields::choice(n, "steer", &Steer::ALL)?,
             None => Steer::default(),
         },
+        class: f.opt("class").map(crate::classes::decode).transpose()?,
         fallback: match f.opt("fallback") {
             Some(n) => fields::choice(n, "fallback", &crate::model::Fallback::ALL)?,
             None => crate::model::Fallback::default(),

@@ -173,6 +173,9 @@ fn nf(n: &NfSpec) -> Value {
     if n.steer != Steer::default() {
         v["steer"] = json!(n.steer.name());
     }
+    if let Some(c) = &n.class {
+        v["class"] = c.emit();
+    }
     if n.fallback != crate::model::Fallback::default() {
         v["fallback"] = json!(n.fallback.name());
     }

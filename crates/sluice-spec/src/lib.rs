@@ -40,6 +40,7 @@
 //! );
 //! ```
 
+mod classes;
 mod config_de;
 mod config_node;
 mod decode;
@@ -69,6 +70,7 @@ mod wakeup;
 mod wakeup_resolve;
 mod yaml;
 
+pub use classes::{ClassBy, ClassField};
 pub use config_node::{ConfigEntry, ConfigNode, ConfigValue};
 pub use domains::{DomainSpec, MAX_DOMAINS, PLATFORM_DOMAIN};
 pub use error::SpecError;

@@ -62,6 +62,8 @@ pub(crate) const CPU_WEIGHT: Limit = range(1, 10_000);
 /// `nfs[].replicas`: a replica number fits the `.N` suffix of a name and
 /// a pin of the steering table (8 bits).
 pub(crate) const REPLICAS: Limit = range(1, 64);
+/// `nfs[].class.prefix`: an IPv6 prefix length (IPv4 uses at most 32).
+pub(crate) const CLASS_PREFIX: Limit = range(0, 128);
 /// `nfs[].generation` and `nfs[].draining.generation`: a rollout a
 /// second for 30 years fits.
 pub(crate) const GENERATION: Limit = range(0, 1_000_000_000);

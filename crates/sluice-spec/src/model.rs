@@ -71,8 +71,10 @@ pub struct NfSpec {
     pub replicas: u32,
     /// How a new flow picks its replica (`steer`, default `hash`).
     pub steer: Steer,
-    /// With `steer: per_flow`: what a new flow gets when every replica
-    /// serves one (`fallback`, default `drop`).
+    /// With `steer: per_class`: what makes a class (`class`).
+    pub class: Option<crate::ClassBy>,
+    /// With `steer: per_flow` or `per_class`: what a new flow gets when
+    /// every replica serves one (`fallback`, default `drop`).
     pub fallback: Fallback,
     /// With `steer: per_flow`: the bounds a daemon keeps the pool in while
     /// it sizes it to the load (`pool: { min, max }`); `None`: the pool is
@@ -118,6 +120,7 @@ impl NfSpec {
             domain: None,
             replicas: 1,
             steer: Steer::default(),
+            class: None,
             fallback: Fallback::default(),
             pool: None,
             generation: 0,
@@ -157,6 +160,11 @@ pub enum Steer {
     /// size), which is reset (the NF's `reset` hook) and idle again when
     /// the flow ends. With none idle, `fallback` decides.
     PerFlow,
+    /// One class of flows per replica (`per_class`; Flurries' per-class
+    /// NFs): as `per_flow`, with every flow of a class (`nfs[].class`:
+    /// a source or destination prefix, a VLAN, a DSCP) on the class's
+    /// instance, which is reset when the class's last flow ends.
+    PerClass,
 }
 
 /// The bounds of a `per_flow` NF's pool (`nfs[].pool`), 1..=64 each.
@@ -196,11 +204,18 @@ impl Fallback {
 
 impl Steer {
     /// All steering modes with their spec names.
-    pub const ALL: [(&'static str, Steer); 3] = [
+    pub const ALL: [(&'static str, Steer); 4] = [
         ("hash", Steer::Hash),
         ("shortest_queue", Steer::ShortestQueue),
         ("per_flow", Steer::PerFlow),
+        ("per_class", Steer::PerClass),
     ];
+
+    /// Whether a replica is taken whole by a flow or a class and reset when
+    /// released (`per_flow`, `per_class`): the NF is a pool.
+    pub fn exclusive(self) -> bool {
+        matches!(self, Steer::PerFlow | Steer::PerClass)
+    }
 
     /// The spec name.
     pub fn name(self) -> &'static str {
@@ -208,6 +223,7 @@ impl Steer {
             Steer::Hash => "hash",
             Steer::ShortestQueue => "shortest_queue",
             Steer::PerFlow => "per_flow",
+            Steer::PerClass => "per_class",
         }
     }
 }

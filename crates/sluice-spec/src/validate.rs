@@ -147,19 +147,34 @@ pub(crate) fn validate(spec: &Spec, known_nf_types: &[&str], locator: &dyn Locat
                 format!("replicas {} is out of range (1 to 64)", nf.replicas),
             ));
         }
-        if nf.fallback != crate::model::Fallback::default() && nf.steer != crate::Steer::PerFlow {
+        if nf.fallback != crate::model::Fallback::default() && !nf.steer.exclusive() {
             return Err(cx.err(
                 format!("nfs[{i}].fallback"),
-                "fallback applies to `steer: per_flow` (what a new flow gets when every \
-                 replica serves one)",
+                "fallback applies to `steer: per_flow` and `per_class` (what a new flow gets \
+                 when every replica serves one)",
             ));
+        }
+        match (nf.steer, &nf.class) {
+            (crate::Steer::PerClass, None) => {
+                return Err(cx.err(
+                    format!("nfs[{i}].class"),
+                    "steer: per_class needs a class, e.g. `class: { by: src, prefix: 24 }`",
+                ))
+            }
+            (s, Some(_)) if s != crate::Steer::PerClass => {
+                return Err(cx.err(
+                    format!("nfs[{i}].class"),
+                    "class applies to `steer: per_class` (one instance per class of flows)",
+                ))
+            }
+            _ => {}
         }
         if let Some(p) = &nf.pool {
             let at = format!("nfs[{i}].pool");
-            if nf.steer != crate::Steer::PerFlow {
+            if !nf.steer.exclusive() {
                 return Err(cx.err(
                     at,
-                    "pool applies to `steer: per_flow` (its instances are the pool)",
+                    "pool applies to `steer: per_flow` and `per_class` (its instances are the pool)",
                 ));
             }
             if !(1..=64).contains(&p.min) || !(p.min..=64).contains(&p.max) {

@@ -521,7 +521,7 @@ ports:
 nfs:
   - { name: fw, type: acl, replicas: 2, steer: least_loaded }
 ",
-        "bad.yaml:4:48: nfs[0].steer: unknown steer \"least_loaded\" (valid: hash, shortest_queue, per_flow)",
+        "bad.yaml:4:48: nfs[0].steer: unknown steer \"least_loaded\" (valid: hash, shortest_queue, per_flow, per_class)",
     );
 }
 

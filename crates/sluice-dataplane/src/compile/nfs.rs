@@ -72,7 +72,7 @@ pub(super) fn add(
             .expect("validate() checked NF types");
         // A per-flow pool is a set even of one: its member is reset
         // between flows.
-        let per_flow = n.steer == sluice_spec::Steer::PerFlow;
+        let per_flow = n.steer.exclusive();
         for v in versions(n) {
             // Instances side by side: one per worker, times the replicas.
             let copies = target.replicas.saturating_mul(v.replicas);
@@ -111,10 +111,10 @@ pub(super) fn add(
                         n.location,
                         format!("nfs.{}.steer", n.name),
                         format!(
-                            "steer: per_flow recycles an instance from one flow to the next, and \
+                            "steer: {} recycles an instance from one flow to the next, and \
                              type {} cannot reset one to its just-built state (its `reset` hook); \
                              use hash or shortest_queue",
-                            n.nf_type
+                            n.steer, n.nf_type
                         ),
                     ));
                 }
@@ -138,6 +138,7 @@ pub(super) fn add(
             if v.replicas > 1 || per_flow {
                 let mut set = ReplicaSet::new(members, n.steer);
                 set.fallback = n.fallback;
+                set.class = n.class;
                 plan.sets[base as usize] = Some(set);
             }
         }

@@ -18,7 +18,6 @@ use super::Runtime;
 use crate::naming::instance_of;
 use crate::worker::mailbox::StatePart;
 use crate::worker::Command;
-use sluice_spec::Steer;
 
 /// Why a checkpoint or restore did not happen.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,10 +72,10 @@ impl Runtime {
             let per_flow = p
                 .set
                 .and_then(|s| self.plan.sets.get(s as usize)?.as_ref())
-                .is_some_and(|s| s.steer == Steer::PerFlow);
+                .is_some_and(|s| s.steer.exclusive());
             if per_flow {
                 return Err(StateFailure::Unsupported(format!(
-                    "{nf} runs one instance per flow: each holds one flow and is reset when it ends"
+                    "{nf} runs one instance per flow or class: each is reset when its flows end"
                 )));
             }
             nf_type = Some(p.nf_type.name);

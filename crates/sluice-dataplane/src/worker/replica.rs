@@ -43,10 +43,17 @@ impl<'a> Worker<'a> {
                 };
                 Dest::Nf(self.pins.pick(base, set, pkt.flow_id(), queued))
             }
-            Steer::PerFlow => match self.exclusive.pick(base, set, pkt.flow_id()) {
-                Some(m) => Dest::Nf(m),
-                None => Dest::Drop(DropReason::NF_POOL_EXHAUSTED),
-            },
+            Steer::PerFlow | Steer::PerClass => {
+                let flow = pkt.flow_id();
+                let class = || match &set.class {
+                    Some(by) => crate::classes::class_of(pkt.data(), by),
+                    None => crate::classes::ClassKey::NONE,
+                };
+                match self.exclusive.pick(base, set, flow, class) {
+                    Some(m) => Dest::Nf(m),
+                    None => Dest::Drop(DropReason::NF_POOL_EXHAUSTED),
+                }
+            }
         }
     }
 
@@ -59,7 +66,7 @@ impl<'a> Worker<'a> {
         match set.steer {
             Steer::Hash => Some(set.by_hash(self.flows.entry(id)?.hash)),
             Steer::ShortestQueue => self.pins.pinned(base, set, id),
-            Steer::PerFlow => self.exclusive.pinned(base, set, id),
+            Steer::PerFlow | Steer::PerClass => self.exclusive.pinned(base, set, id),
         }
     }
 
