@@ -47,9 +47,9 @@ run mon monitor process "{}"
 run mon monitor inline "{}"
 for t in firewall nat load_balancer; do
   case $t in
-    firewall) cfg="{ default: accept }" ;;
-    nat) cfg="{ external: 198.51.100.1, internal: 10.0.0.0/8 }" ;;
-    load_balancer) cfg="{ vip: 10.0.0.2, backends: [10.1.0.1, 10.1.0.2] }" ;;
+    firewall) cfg="{ default: accept, tcp_loose: true }" ;;
+    nat) cfg="{ inside: [10.0.0.0/16], pool: [192.0.2.0/30], capacity: 65536 }" ;;
+    load_balancer) cfg="{ vip: 10.0.0.100, ports: [80], proto: any, mode: nat, backends: [{ name: a, addr: 10.0.1.1, port: 8080 }, { name: b, addr: 10.0.1.2, port: 8080 }] }" ;;
   esac
   run $t $t process "$cfg"
 done

@@ -7,7 +7,10 @@
 //! * `shared`: one monitor serves every connection;
 //! * `per_flow_inline` / `per_flow_process`: a pool of 64 monitors, each
 //!   connection taking one of its own, reset (its `reset` hook) and reused
-//!   when the connection ends.
+//!   when the connection ends;
+//! * `per_flow_refork`: the same pool of processes with `reset: refork`:
+//!   each instance is discarded when its connection ends and a fresh one
+//!   forked from the template for the next.
 //!
 //! `activations_per_s` is connections served to their end per second of
 //! the run (under `per_flow` each took an instance of its own; the
@@ -15,8 +18,9 @@
 //! an instance counts nothing). `assign_ns` times the pool's own
 //! work for a new flow outside a run (take an idle member, pin it; then
 //! release and return it), batch by batch; `reset_us.hook` times a
-//! monitor's reset after its flow ended. `reset_us.refork` (a fresh fork
-//! instead of the hook) is not built: `null`.
+//! monitor's reset after its flow ended; `reset_us.refork` is the median
+//! start of the reforked instances (fork from the template requested →
+//! the fresh instance runs), from the `per_flow_refork` rounds.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -40,6 +44,11 @@ struct Row {
     activations_per_s: f64,
     /// Packets dropped because every instance served a flow.
     nf_pool_exhausted: u64,
+    /// Instances forked afresh for a next flow (`reset: refork`).
+    reforks: u64,
+    /// Median start of the fresh instances, µs (`reset: refork`; 0 else).
+    #[serde(skip)]
+    refork_start_us: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -51,7 +60,7 @@ struct Percentiles {
 #[derive(Debug, Serialize)]
 struct Resets {
     hook: f64,
-    refork: Option<f64>,
+    refork: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -69,17 +78,23 @@ struct PerflowResult {
     /// Mpps of each per-flow setup over the shared instance's.
     ratio_inline_vs_shared: f64,
     ratio_process_vs_shared: f64,
+    ratio_refork_vs_shared: f64,
 }
 
 type Setup = (&'static str, &'static str, &'static str);
 
-const SETUPS: [Setup; 3] = [
+const SETUPS: [Setup; 4] = [
     ("shared", "inline", "replicas: 1"),
     ("per_flow_inline", "inline", "replicas: 64, steer: per_flow"),
     (
         "per_flow_process",
         "process",
         "replicas: 64, steer: per_flow",
+    ),
+    (
+        "per_flow_refork",
+        "process",
+        "replicas: 64, steer: per_flow, reset: refork",
     ),
 ];
 
@@ -104,13 +119,24 @@ fn measure(a: &PerflowArgs, rounds: usize) -> Result<Vec<Row>, ExitCode> {
             let r = run_spec(&spec, a.duration)?;
             let exhausted = r.drops.get("nf_pool_exhausted").copied().unwrap_or(0);
             // Connections an instance served to their end (each monitor
-            // counts the flow ends it saw): a connection whose packets were
+            // counts the flow ends it saw; a reforked one counted one
+            // before it was discarded): a connection whose packets were
             // all refused (`nf_pool_exhausted`) activated nothing.
-            let served: u64 = r
-                .nfs
-                .iter()
-                .map(|n| n.counters.get("flows_ended").copied().unwrap_or(0))
-                .sum();
+            let reforks: u64 = r.nfs.iter().map(|n| n.reforks).sum();
+            let served: u64 = reforks
+                + r.nfs
+                    .iter()
+                    .map(|n| n.counters.get("flows_ended").copied().unwrap_or(0))
+                    .sum::<u64>();
+            let mut starts: Vec<f64> = if reforks > 0 {
+                r.nfs
+                    .iter()
+                    .flat_map(|n| n.startup_us.iter().copied())
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            starts.sort_by(f64::total_cmp);
             if r.leaked_buffers > 0 || r.drops_total > exhausted {
                 eprintln!(
                     "sluice: {name} dropped {:?} or leaked {}",
@@ -122,6 +148,8 @@ fn measure(a: &PerflowArgs, rounds: usize) -> Result<Vec<Row>, ExitCode> {
                 setup: name,
                 activations_per_s: served as f64 / r.duration_s.max(1e-9),
                 nf_pool_exhausted: exhausted,
+                reforks,
+                refork_start_us: starts.get(starts.len() / 2).copied().unwrap_or(0.0),
                 figures: Figures::of(&r),
             });
         }
@@ -198,14 +226,18 @@ pub fn run(a: PerflowArgs) -> ExitCode {
         packets_per_flow: a.packets,
         concurrent_flows: a.flows,
         pool: POOL,
-        activations_per_s: rows[1].activations_per_s.max(rows[2].activations_per_s),
+        activations_per_s: rows[1..]
+            .iter()
+            .map(|r| r.activations_per_s)
+            .fold(0.0, f64::max),
         assign_ns: assign_ns(),
         reset_us: Resets {
             hook: reset_hook_us(),
-            refork: None,
+            refork: rows[3].refork_start_us,
         },
         ratio_inline_vs_shared: ratio(1),
         ratio_process_vs_shared: ratio(2),
+        ratio_refork_vs_shared: ratio(3),
         rows,
     };
     if a.json {
@@ -222,8 +254,11 @@ pub fn run(a: PerflowArgs) -> ExitCode {
             ));
         }
         s.push_str(&format!(
-            "  assign {:.1} ns p50, {:.1} p99; reset hook {:.3} µs\n",
-            result.assign_ns.p50, result.assign_ns.p99, result.reset_us.hook
+            "  assign {:.1} ns p50, {:.1} p99; reset hook {:.3} µs, refork {:.0} µs\n",
+            result.assign_ns.p50,
+            result.assign_ns.p99,
+            result.reset_us.hook,
+            result.reset_us.refork
         ));
         crate::print_stdout(&s);
     }

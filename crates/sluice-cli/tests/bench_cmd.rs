@@ -268,7 +268,15 @@ fn bench_perflow_runs_every_setup_and_reports_activations_and_costs() {
     );
     let rows = r["rows"].as_array().unwrap_or_else(|| panic!("{r:#}"));
     let setups: Vec<&str> = rows.iter().map(|x| x["setup"].as_str().unwrap()).collect();
-    assert_eq!(setups, ["shared", "per_flow_inline", "per_flow_process"]);
+    assert_eq!(
+        setups,
+        [
+            "shared",
+            "per_flow_inline",
+            "per_flow_process",
+            "per_flow_refork"
+        ]
+    );
     for row in rows {
         assert!(row["mpps"].as_f64().unwrap() > 0.0, "{r:#}");
         assert!(row["activations_per_s"].as_f64().unwrap() > 0.0, "{r:#}");
@@ -280,6 +288,8 @@ fn bench_perflow_runs_every_setup_and_reports_activations_and_costs() {
         "{r:#}"
     );
     assert!(r["reset_us"]["hook"].as_f64().unwrap() >= 0.0, "{r:#}");
-    assert!(r["reset_us"]["refork"].is_null(), "{r:#}");
+    assert!(r["reset_us"]["refork"].as_f64().unwrap() > 0.0, "{r:#}");
+    assert!(rows[3]["reforks"].as_u64().unwrap() > 0, "{r:#}");
+    assert_eq!(rows[2]["reforks"], 0, "the hook forks nothing: {r:#}");
     assert_eq!(r["pool"], 64);
 }

@@ -87,3 +87,48 @@ fn a_crashed_per_flow_instance_costs_only_its_own_flow() {
     assert_eq!(r["drops_total"].as_u64(), Some(crashed), "{r:#}");
     assert_eq!(r["packets_out"].as_u64(), Some(count - crashed), "{r:#}");
 }
+
+/// `reset: refork`: each instance is discarded when its connection ends
+/// and a fresh process is forked for the next, so even a type without a
+/// reset hook (a per-flow policer, whose buckets would otherwise carry
+/// over) serves one connection per instance. Its packets queue in the
+/// fresh instance's ring while it starts: nothing is lost.
+#[test]
+fn refork_gives_every_connection_a_fresh_process_even_for_a_type_without_a_reset_hook() {
+    let count = 4_000u64;
+    let spec = |reset: &str| {
+        format!(
+            "settings:\n  flow_table: {{ idle_timeout_ms: 50, close_timeout_ms: 2 }}\nports:\n  - {{ name: gen, kind: generator, flows: 2, protocol: tcp, packets_per_flow: 20, size: 64, rate_pps: 4000, count: {count} }}\n  - {{ name: out, kind: sink }}\nnfs:\n  - {{ name: pol, type: policer, isolation: process, replicas: 16, steer: per_flow, {reset} config: {{ cir: 1gbit, cbs: 1mb, key: flow }} }}\nchains:\n  - {{ name: main, from: gen, nfs: [pol], to: out }}\n"
+        )
+    };
+    // The hook is refused for a type without one, with the way out named.
+    let (_d, path) = spec_file(&spec(""));
+    let out = sluice().arg("run").arg(&path).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("reset: refork"),
+        "{err}"
+    );
+
+    let (_d, path) = spec_file(&spec("reset: refork,"));
+    let (out, r) = run_json(&path, 10.0);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_accounted(&r);
+    assert_eq!(r["packets_out"], count, "{r:#}");
+    assert_eq!(r["drops_total"], 0, "{r:#}");
+    let rows: Vec<&serde_json::Value> = r["nfs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["name"].as_str().unwrap().starts_with("pol"))
+        .collect();
+    let reforks: u64 = rows.iter().map(|n| n["reforks"].as_u64().unwrap()).sum();
+    let restarts: u64 = rows.iter().map(|n| n["restarts"].as_u64().unwrap()).sum();
+    // 200 connections, each ended on its own instance, which was reforked.
+    assert!(reforks >= 190, "{reforks}: {r:#}");
+    assert_eq!(restarts, 0, "a refork is no crash: {r:#}");
+}

@@ -74,6 +74,9 @@ pub struct ProcessNf<'a> {
     pub spawn: SpawnRequest,
     /// Spare buffers each instance keeps for allocation.
     pub alloc_reserve: u32,
+    /// Asked to stop so that a fresh instance is forked for its pool's
+    /// next flow (`reset: refork`); its exit starts that instance.
+    pub recycle: bool,
 }
 
 /// How an NF executes.
@@ -132,6 +135,9 @@ pub struct NfRt<'a> {
     pub drop_names: Vec<String>,
     /// Restarts after crashes.
     pub restarts: u32,
+    /// Instances discarded and forked afresh for their pool's next flow
+    /// (`reset: refork`).
+    pub reforks: u64,
     /// How the last instance ended.
     pub last_exit: Option<String>,
     /// Instances its sandbox killed (a system call outside its list).

@@ -46,6 +46,8 @@ pub struct ReplicaSet {
     pub fallback: sluice_spec::Fallback,
     /// `per_class`: what makes a class.
     pub class: Option<sluice_spec::ClassBy>,
+    /// `per_flow`, `per_class`: how a released member is made new.
+    pub reset: sluice_spec::ResetMode,
     /// Replica number by hash bucket (`hash` steering; see
     /// [`BUCKET_BITS`]); at most 64 replicas, so a byte each.
     buckets: Box<[u8]>,
@@ -66,6 +68,7 @@ impl ReplicaSet {
             steer,
             fallback: sluice_spec::Fallback::default(),
             class: None,
+            reset: sluice_spec::ResetMode::default(),
             buckets,
         }
     }

@@ -49,6 +49,9 @@ pub struct NfReport {
     pub ns_per_packet: f64,
     /// Restarts after crashes.
     pub restarts: u32,
+    /// Instances discarded and forked afresh for their pool's next flow
+    /// (`reset: refork`; a fresh instance's counters start at zero).
+    pub reforks: u64,
     /// How the last instance ended, if one crashed.
     pub last_exit: Option<String>,
     /// Instances its sandbox killed for a system call outside its list
@@ -420,6 +423,7 @@ pub(crate) fn nf_report(nf: &NfRt<'_>, counter_names: &[(usize, String)]) -> NfR
             0.0
         },
         restarts: nf.restarts,
+        reforks: nf.reforks,
         last_exit: nf.last_exit.clone(),
         sandbox_kills: nf.sandbox_kills,
         oom_kills: nf.oom_kills,

@@ -46,6 +46,7 @@ fn add_nf(into: &mut NfReport, from: &NfReport) {
         0.0
     };
     into.restarts += from.restarts;
+    into.reforks += from.reforks;
     into.sandbox_kills += from.sandbox_kills;
     into.oom_kills += from.oom_kills;
     if from.last_exit.is_some() {

@@ -261,6 +261,7 @@ fn nf(node: &ConfigNode) -> Res<NfSpec> {
             "replicas",
             "steer",
             "class",
+            "reset",
             "fallback",
             "pool",
             "generation",
@@ -310,6 +311,10 @@ fn nf(node: &ConfigNode) -> Res<NfSpec> {
             None => Steer::default(),
         },
         class: f.opt("class").map(crate::classes::decode).transpose()?,
+        reset: match f.opt("reset") {
+            Some(n) => fields::choice(n, "reset", &crate::model::ResetMode::ALL)?,
+            None => crate::model::ResetMode::default(),
+        },
         fallback: match f.opt("fallback") {
             Some(n) => fields::choice(n, "fallback", &crate::model::Fallback::ALL)?,
             None => crate::model::Fallback::default(),

@@ -176,6 +176,9 @@ fn nf(n: &NfSpec) -> Value {
     if let Some(c) = &n.class {
         v["class"] = c.emit();
     }
+    if n.reset != crate::model::ResetMode::default() {
+        v["reset"] = json!(n.reset.name());
+    }
     if n.fallback != crate::model::Fallback::default() {
         v["fallback"] = json!(n.fallback.name());
     }

@@ -73,6 +73,9 @@ pub struct NfSpec {
     pub steer: Steer,
     /// With `steer: per_class`: what makes a class (`class`).
     pub class: Option<crate::ClassBy>,
+    /// With `steer: per_flow` or `per_class`: how a released instance is
+    /// made new (`reset`, default `hook`).
+    pub reset: ResetMode,
     /// With `steer: per_flow` or `per_class`: what a new flow gets when
     /// every replica serves one (`fallback`, default `drop`).
     pub fallback: Fallback,
@@ -121,6 +124,7 @@ impl NfSpec {
             replicas: 1,
             steer: Steer::default(),
             class: None,
+            reset: ResetMode::default(),
             fallback: Fallback::default(),
             pool: None,
             generation: 0,
@@ -174,6 +178,34 @@ pub struct PoolBounds {
     pub min: u32,
     /// Most instances (`max`).
     pub max: u32,
+}
+
+/// How a pool's instance is made new when its flow (or class) is done
+/// (`nfs[].reset`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ResetMode {
+    /// The type's `reset` hook, in place (`hook`): cheap, as complete as
+    /// the type makes it.
+    #[default]
+    Hook,
+    /// The process is discarded and a fresh one forked from the NF's
+    /// template (`refork`): nothing of the flow survives, whatever the
+    /// type; process NFs only, for any type.
+    Refork,
+}
+
+impl ResetMode {
+    /// All modes with their spec names.
+    pub const ALL: [(&'static str, ResetMode); 2] =
+        [("hook", ResetMode::Hook), ("refork", ResetMode::Refork)];
+
+    /// The spec name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ResetMode::Hook => "hook",
+            ResetMode::Refork => "refork",
+        }
+    }
 }
 
 /// What a `per_flow` NF does with a new flow when every replica serves

@@ -154,6 +154,21 @@ pub(crate) fn validate(spec: &Spec, known_nf_types: &[&str], locator: &dyn Locat
                  when every replica serves one)",
             ));
         }
+        if nf.reset == crate::model::ResetMode::Refork {
+            if !nf.steer.exclusive() {
+                return Err(cx.err(
+                    format!("nfs[{i}].reset"),
+                    "reset applies to `steer: per_flow` and `per_class` (how a released \
+                     instance is made new)",
+                ));
+            }
+            if nf.isolation != crate::Isolation::Process {
+                return Err(cx.err(
+                    format!("nfs[{i}].reset"),
+                    "reset: refork forks a fresh process: it needs `isolation: process`",
+                ));
+            }
+        }
         match (nf.steer, &nf.class) {
             (crate::Steer::PerClass, None) => {
                 return Err(cx.err(

@@ -105,7 +105,7 @@ pub(super) fn add(
                         built.insert(b).clone()
                     }
                 };
-                if per_flow && !nf.resets {
+                if per_flow && !nf.resets && n.reset == sluice_spec::ResetMode::Hook {
                     return Err(SpecError::new(
                         spec.source.as_str(),
                         n.location,
@@ -113,7 +113,8 @@ pub(super) fn add(
                         format!(
                             "steer: {} recycles an instance from one flow to the next, and \
                              type {} cannot reset one to its just-built state (its `reset` hook); \
-                             use hash or shortest_queue",
+                             use `reset: refork` (a fresh process per flow), or hash or \
+                             shortest_queue",
                             n.steer, n.nf_type
                         ),
                     ));
@@ -139,6 +140,7 @@ pub(super) fn add(
                 let mut set = ReplicaSet::new(members, n.steer);
                 set.fallback = n.fallback;
                 set.class = n.class;
+                set.reset = n.reset;
                 plan.sets[base as usize] = Some(set);
             }
         }

@@ -258,6 +258,7 @@ impl<'a> Worker<'a> {
                 pending_events: Default::default(),
                 spawn: *spawn,
                 alloc_reserve: n.alloc_reserve,
+                recycle: false,
             }),
         };
         let tick = match &exec {
@@ -277,6 +278,7 @@ impl<'a> Worker<'a> {
             local_drops: vec![0; n.drop_names.len()],
             drop_names: n.drop_names,
             restarts: 0,
+            reforks: 0,
             last_exit: None,
             sandbox_kills: 0,
             oom_kills: 0,

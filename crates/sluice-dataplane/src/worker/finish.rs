@@ -47,6 +47,8 @@ impl<'a> Worker<'a> {
             let Some(nf) = self.nf_mut(i) else { continue };
             let control = nf.control;
             if let Some(p) = nf.process() {
+                // A member being forked afresh is not started again.
+                p.recycle = false;
                 if matches!(p.phase, Phase::Starting | Phase::Running) {
                     control.stop.store(1, Ordering::Release);
                     p.phase = Phase::Stopping;

@@ -146,6 +146,9 @@ pub struct Worker<'a> {
     /// `per_flow` members their last flow left, until their reset is
     /// delivered.
     idle_members: Vec<crate::exclusive::Idle>,
+    /// Pool members being forked afresh (`reset: refork`): back in their
+    /// pool once the new instance has been asked for.
+    recycling: Vec<crate::exclusive::Idle>,
     /// Flows kept on a rollout's held routes.
     pub(crate) held: crate::held::Held,
     pub(crate) drops: Drops,
@@ -237,6 +240,7 @@ impl<'a> Worker<'a> {
             pins: Pins::default(),
             exclusive: Default::default(),
             idle_members: Vec::new(),
+            recycling: Vec::new(),
             held: Default::default(),
             drops: Drops::default(),
             host,

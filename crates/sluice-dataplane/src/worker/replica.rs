@@ -7,8 +7,12 @@ use sluice_spec::Steer;
 
 use sluice_mem::link::RESET_EVENT;
 
+use std::sync::atomic::Ordering;
+
+use sluice_spec::ResetMode;
+
 use super::Worker;
-use crate::nf_rt::Exec;
+use crate::nf_rt::{Exec, Phase};
 use crate::route::Dest;
 
 /// What a member that takes no packets now (starting, down, restarting)
@@ -85,34 +89,80 @@ impl<'a> Worker<'a> {
         }
     }
 
-    /// Resets the `per_flow` members their last flow left
-    /// (`crate::exclusive`) and returns them to their pool: inline at once;
-    /// a process by an event queued behind that flow's packets, so ahead
-    /// of its next flow's. A member whose ring is full keeps waiting (out
-    /// of the pool) for the next call, from `maintain` at the latest.
+    /// Resets the `per_flow` and `per_class` members their last flow left
+    /// (`crate::exclusive`) and returns them to their pool. With the
+    /// type's hook: inline at once; a process by an event queued behind
+    /// that flow's packets, so ahead of its next flow's (a member whose
+    /// ring is full keeps waiting, out of the pool, for the next call,
+    /// from `maintain` at the latest). With `reset: refork`: the process
+    /// is asked to stop, and its exit forks a fresh one
+    /// (`Worker::recycled`), which then rejoins the pool.
     pub(super) fn reset_idle_members(&mut self) {
-        let mut waiting = std::mem::take(&mut self.idle_members);
-        waiting.retain(|&idle| {
-            let done = match self.nf_mut(idle.nf).map(|nf| &mut nf.exec) {
-                Some(Exec::Inline(f)) => {
+        let waiting = std::mem::take(&mut self.idle_members);
+        for idle in waiting {
+            let refork = self
+                .plan
+                .set(idle.base)
+                .is_some_and(|s| s.reset == ResetMode::Refork);
+            let Some(nf) = self.nf_mut(idle.nf) else {
+                // Removed: nothing to return.
+                continue;
+            };
+            let control = nf.control;
+            let done = match &mut nf.exec {
+                Exec::Process(p)
+                    if refork && matches!(p.phase, Phase::Starting | Phase::Running) =>
+                {
+                    control.stop.store(1, Ordering::Release);
+                    p.phase = Phase::Stopping;
+                    p.recycle = true;
+                    p.link.wake();
+                    self.recycling.push(idle);
+                    continue;
+                }
+                Exec::Inline(f) => {
                     f.reset();
                     true
                 }
                 // A process that is down restarts fresh: nothing to reset.
-                Some(Exec::Process(p)) if p.phase.accepts() => {
+                Exec::Process(p) if p.phase.accepts() => {
                     matches!(p.link.send_event(RESET_EVENT), Ok(true))
                 }
-                Some(Exec::Process(_)) => true,
-                // Removed: nothing to return.
-                None => false,
+                Exec::Process(_) => true,
             };
             if done {
                 self.exclusive.idle_again(idle);
+            } else {
+                self.idle_members.push(idle);
             }
-            // A removed member is forgotten too.
-            !done && self.nfs.get(idle.nf as usize).is_some_and(Option::is_some)
-        });
-        self.idle_members = waiting;
+        }
+    }
+
+    /// NF `i`, a pool member asked to stop for a fresh instance, has
+    /// exited: the fresh one is forked and takes the pool's next flow
+    /// (its packets queue in its ring while it starts).
+    pub(super) fn recycled(&mut self, i: u16, now: u64) {
+        if let Some(nf) = self.nf_mut(i) {
+            nf.reforks += 1;
+        }
+        self.respawn(i, now);
+        let started = self
+            .nfs
+            .get(i as usize)
+            .and_then(Option::as_ref)
+            .and_then(|n| n.process_ref())
+            .is_some_and(|p| p.phase == Phase::Starting);
+        let mut k = 0;
+        while k < self.recycling.len() {
+            if self.recycling[k].nf == i {
+                let idle = self.recycling.swap_remove(k);
+                if started {
+                    self.exclusive.idle_again(idle);
+                }
+            } else {
+                k += 1;
+            }
+        }
     }
 
     /// Keeps the live flows of chains whose route moved off a held one

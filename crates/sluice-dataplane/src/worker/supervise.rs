@@ -221,6 +221,7 @@ impl<'a> Worker<'a> {
         if requested {
             let lost = p.link.reclaim(&mut self.cache).packets as u64;
             p.pending_events.clear();
+            let recycle = std::mem::take(&mut p.recycle);
             nf.retire_instance();
             self.drops.add(DropReason::SHUTDOWN, lost);
             if let Some(p) = nf.process() {
@@ -228,6 +229,9 @@ impl<'a> Worker<'a> {
             }
             if status != ExitStatus::Code(0) {
                 nf.last_exit = Some(why);
+            }
+            if recycle {
+                self.recycled(i, now);
             }
             return;
         }
@@ -313,7 +317,7 @@ impl<'a> Worker<'a> {
     }
 
     /// Starts a down NF's next instance (its wake gate starts afresh).
-    fn respawn(&mut self, i: u16, now: u64) {
+    pub(super) fn respawn(&mut self, i: u16, now: u64) {
         let gate = &mut self.gates[i as usize];
         *gate = WakeGate::new(*gate.policy());
         let Some(nf) = self.nfs[i as usize].as_mut() else {
