@@ -48,6 +48,9 @@ struct Pool {
     members: Vec<u16>,
     /// By member: the class it serves (`per_class`; `None` when idle).
     classes: Vec<Option<ClassKey>>,
+    /// Packets waiting for an instance (`fallback: wait`): a new flow
+    /// waits behind them.
+    waiting: u32,
 }
 
 impl Pool {
@@ -58,6 +61,7 @@ impl Pool {
             free: Vec::new(),
             members: Vec::new(),
             classes: Vec::new(),
+            waiting: 0,
         };
         p.resize(set);
         p
@@ -140,12 +144,16 @@ impl Exclusive {
         if *pin != 0 {
             return set.members.get(usize::from(*pin - 1)).copied();
         }
+        if p.waiting > 0 {
+            // A flow that came first waits for the next free instance.
+            return None;
+        }
         let key = (set.steer == Steer::PerClass).then(class);
         let own = key.and_then(|k| p.classes.iter().position(|c| *c == Some(k)));
         let m = match own.or_else(|| p.free.pop().map(usize::from)) {
             Some(m) => m,
             None => match set.fallback {
-                Fallback::Drop => return None,
+                Fallback::Drop | Fallback::Wait => return None,
                 Fallback::Shared => least_loaded(&p.load)?,
             },
         };
@@ -155,6 +163,14 @@ impl Exclusive {
         *pin = m as u8 + 1;
         p.load[m] += 1;
         Some(set.members[m])
+    }
+
+    /// Tells the set based at `base` how many packets wait for an
+    /// instance (`fallback: wait`, `worker/waiting.rs`).
+    pub fn set_waiting(&mut self, base: u16, n: u32) {
+        if let Some(p) = self.pools.get_mut(base as usize).and_then(Option::as_mut) {
+            p.waiting = n;
+        }
     }
 
     /// The member flow `flow` has in the set based at `base`, if any.
@@ -370,5 +386,21 @@ mod tests {
         assert_eq!(e.pick(10, &s, 6, || c), Some(10), "then any class takes it");
         assert_eq!(e.pick(10, &s, 7, || c), Some(10));
         assert_eq!(e.pick(10, &s, 8, || a), None);
+    }
+
+    #[test]
+    fn while_packets_wait_a_new_flow_waits_behind_them_and_pinned_flows_pass() {
+        let (mut e, s) = pool(2, Fallback::Wait);
+        assert_eq!(e.pick(10, &s, 1, none), Some(10));
+        assert_eq!(e.pick(10, &s, 2, none), Some(11));
+        assert_eq!(e.pick(10, &s, 3, none), None, "busy: flow 3 waits");
+        e.set_waiting(10, 1);
+        let mut idle = Vec::new();
+        e.release(1, &mut idle);
+        e.idle_again(idle[0]);
+        assert_eq!(e.pick(10, &s, 4, none), None, "flow 3 came first");
+        assert_eq!(e.pick(10, &s, 2, none), Some(11), "a pinned flow passes");
+        e.set_waiting(10, 0);
+        assert_eq!(e.pick(10, &s, 3, none), Some(10), "served in order");
     }
 }

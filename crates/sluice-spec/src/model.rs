@@ -218,18 +218,26 @@ pub enum Fallback {
     /// Share the replica serving the fewest flows (`shared`): the flow is
     /// served, without the isolation of its own instance.
     Shared,
+    /// Wait, in arrival order, until an instance is free (`wait`): the
+    /// worker holds the packets (a bounded queue, a bounded wait) and never
+    /// blocks for them.
+    Wait,
 }
 
 impl Fallback {
     /// All fallbacks with their spec names.
-    pub const ALL: [(&'static str, Fallback); 2] =
-        [("drop", Fallback::Drop), ("shared", Fallback::Shared)];
+    pub const ALL: [(&'static str, Fallback); 3] = [
+        ("drop", Fallback::Drop),
+        ("shared", Fallback::Shared),
+        ("wait", Fallback::Wait),
+    ];
 
     /// The spec name.
     pub fn name(self) -> &'static str {
         match self {
             Fallback::Drop => "drop",
             Fallback::Shared => "shared",
+            Fallback::Wait => "wait",
         }
     }
 }

@@ -394,6 +394,9 @@ impl<'a> Worker<'a> {
                 .is_some_and(|n| n.as_ref().is_some_and(|n| n.process_ref().is_some()))
         });
         self.derive();
+        // After `derive` (which rebuilds the pools' state): what waits for
+        // a pool that is gone is dropped, the rest waits on.
+        self.drop_waiting(None);
         self.mail.inputs_done.store(false, Ordering::Relaxed);
         reconfigure
     }

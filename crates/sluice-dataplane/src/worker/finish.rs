@@ -39,6 +39,7 @@ impl<'a> Worker<'a> {
     /// Stops every NF (after the drain), returns all buffers and flushes
     /// output ports.
     pub(super) fn finish(&mut self) {
+        self.drop_waiting(Some(sluice_nf::DropReason::SHUTDOWN));
         self.end_all_flows();
         // The last look at the NFs' CPU time, while their processes live.
         self.sample_cpu(usize::MAX);

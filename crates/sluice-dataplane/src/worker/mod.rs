@@ -72,6 +72,7 @@ mod state_io;
 mod steering;
 mod supervise;
 pub mod tap;
+mod waiting;
 
 pub use mailbox::{
     Change, Command, Instance, Mailbox, NewExec, NewNf, Reconfigure, Retired as RetiredTotals,
@@ -149,6 +150,8 @@ pub struct Worker<'a> {
     /// Pool members being forked afresh (`reset: refork`): back in their
     /// pool once the new instance has been asked for.
     recycling: Vec<crate::exclusive::Idle>,
+    /// Packets waiting for a pool instance (`fallback: wait`).
+    waiting: waiting::Waiting,
     /// Flows kept on a rollout's held routes.
     pub(crate) held: crate::held::Held,
     pub(crate) drops: Drops,
@@ -241,6 +244,7 @@ impl<'a> Worker<'a> {
             exclusive: Default::default(),
             idle_members: Vec::new(),
             recycling: Vec::new(),
+            waiting: Default::default(),
             held: Default::default(),
             drops: Drops::default(),
             host,
@@ -470,6 +474,7 @@ impl<'a> Worker<'a> {
             .map(|p| p.link.in_flight())
             .sum::<u32>()
             + self.cmd.retiring_in_flight()
+            + self.waiting.len() as u32
     }
 
     /// Serves until a stop command has been carried out.
@@ -489,6 +494,9 @@ impl<'a> Worker<'a> {
                 done += self.poll_ingress(now);
             }
             done += self.poll_nfs(now);
+            if self.waiting.len() > 0 {
+                self.serve_waiting(now);
+            }
             if !self.holding.is_empty() {
                 self.fire_wake_timers(now);
             }

@@ -46,7 +46,16 @@ impl<'a> Worker<'a> {
 
     pub(super) fn group(&mut self, dest: Dest, mut h: sluice_mem::PktHandle) {
         let dest = match dest {
-            Dest::Set(base) => self.pick_member(base, &mut h),
+            Dest::Set(base) => match self.pick_member(base, &mut h) {
+                Dest::Drop(DropReason::NF_POOL_EXHAUSTED) => {
+                    match self.wait_for_instance(base, h) {
+                        Some(back) => h = back,
+                        None => return,
+                    }
+                    Dest::Drop(DropReason::NF_POOL_EXHAUSTED)
+                }
+                d => d,
+            },
             d => d,
         };
         if let Some((_, g)) = self.groups.iter_mut().find(|(d, _)| *d == dest) {
