@@ -31,6 +31,7 @@
 mod csum;
 mod fast;
 mod packet;
+pub mod state;
 mod table;
 pub mod tcp;
 mod tcp_packet;
@@ -130,6 +131,9 @@ pub struct Settings {
     pub checksum: bool,
 }
 
+/// The table's hash seed (a restored table is built with it too).
+const TABLE_SEED: u64 = 0x5eed_c0de_f00d_cafe;
+
 /// A connection tracker.
 pub struct Conntrack {
     table: Table,
@@ -167,7 +171,7 @@ impl Conntrack {
     /// `flow_capacity`.
     pub fn new(settings: Settings, flow_capacity: u32) -> Conntrack {
         Conntrack {
-            table: Table::new(settings.capacity, 0x5eed_c0de_f00d_cafe),
+            table: Table::new(settings.capacity, TABLE_SEED),
             timeouts: settings.timeouts,
             tcp_loose: settings.tcp_loose,
             liberal: settings.liberal,

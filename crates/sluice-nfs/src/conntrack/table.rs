@@ -300,8 +300,10 @@ impl Table {
 
     /// Live entries (for tests and diagnostics; not for the packet path).
     pub fn iter(&self) -> impl Iterator<Item = (u32, &Entry)> {
+        // Entries past `fresh` were never used.
         self.entries
             .iter()
+            .take(self.fresh as usize)
             .enumerate()
             .filter(|(_, e)| e.is_live())
             .map(|(i, e)| (i as u32, e))

@@ -55,6 +55,7 @@ mod fragments;
 pub mod reject;
 mod reply_ports;
 pub mod rules;
+mod state;
 
 use sluice_nf::{
     Batch, BuildContext, Context, DropReason, NetworkFunction, NfType, PortId, Verdict,
@@ -785,6 +786,18 @@ fn invalid_reason(why: crate::conntrack::Invalid) -> DropReason {
 impl NetworkFunction for Firewall {
     fn live_reconfigure(&self) -> bool {
         true
+    }
+
+    fn state_version(&self) -> Option<u16> {
+        Some(state::STATE_VERSION)
+    }
+
+    fn checkpoint(&self, out: &mut sluice_nf::StateWriter) {
+        self.write_state(out);
+    }
+
+    fn restore(&mut self, state: &[u8]) -> Result<(), sluice_nf::StateError> {
+        self.read_state(state)
     }
 
     /// New rules, default, zones and conntrack policy take effect at once
