@@ -31,7 +31,7 @@
 mod csum;
 mod fast;
 mod packet;
-pub mod state;
+mod state;
 mod table;
 pub mod tcp;
 mod tcp_packet;
@@ -40,6 +40,7 @@ mod timeouts;
 mod update;
 
 pub use packet::{CtPacket, L4};
+pub use state::Restored;
 pub use table::{Entry, Table, ASSURED, LIVE, ORIG_IS_SRC, SEEN_REPLY};
 pub use tcp::TcpState;
 pub use tcp_window::{Seg, TcpTrack};
@@ -131,9 +132,6 @@ pub struct Settings {
     pub checksum: bool,
 }
 
-/// The table's hash seed (a restored table is built with it too).
-const TABLE_SEED: u64 = 0x5eed_c0de_f00d_cafe;
-
 /// A connection tracker.
 pub struct Conntrack {
     table: Table,
@@ -171,7 +169,7 @@ impl Conntrack {
     /// `flow_capacity`.
     pub fn new(settings: Settings, flow_capacity: u32) -> Conntrack {
         Conntrack {
-            table: Table::new(settings.capacity, TABLE_SEED),
+            table: Table::new(settings.capacity, 0x5eed_c0de_f00d_cafe),
             timeouts: settings.timeouts,
             tcp_loose: settings.tcp_loose,
             liberal: settings.liberal,

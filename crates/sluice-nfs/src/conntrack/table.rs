@@ -108,6 +108,11 @@ impl Table {
         }
     }
 
+    /// The hash seed (a table rebuilt with it hashes keys alike).
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
     /// Maximum number of connections.
     pub fn capacity(&self) -> usize {
         self.entries.len()
@@ -300,7 +305,8 @@ impl Table {
 
     /// Live entries (for tests and diagnostics; not for the packet path).
     pub fn iter(&self) -> impl Iterator<Item = (u32, &Entry)> {
-        // Entries past `fresh` were never used.
+        // Entries past `fresh` were never used (a checkpoint of a large,
+        // lightly used table reads only what was touched).
         self.entries
             .iter()
             .take(self.fresh as usize)

@@ -55,7 +55,8 @@ mod fragments;
 pub mod reject;
 mod reply_ports;
 pub mod rules;
-mod state;
+#[cfg(test)]
+mod state_tests;
 
 use sluice_nf::{
     Batch, BuildContext, Context, DropReason, NetworkFunction, NfType, PortId, Verdict,
@@ -788,18 +789,6 @@ impl NetworkFunction for Firewall {
         true
     }
 
-    fn state_version(&self) -> Option<u16> {
-        Some(state::STATE_VERSION)
-    }
-
-    fn checkpoint(&self, out: &mut sluice_nf::StateWriter) {
-        self.write_state(out);
-    }
-
-    fn restore(&mut self, state: &[u8]) -> Result<(), sluice_nf::StateError> {
-        self.read_state(state)
-    }
-
     /// New rules, default, zones and conntrack policy take effect at once
     /// for new connections; tracked connections stay, as established
     /// connections survive an `nft -f` in Linux (their packets never reach
@@ -874,6 +863,34 @@ impl NetworkFunction for Firewall {
     fn reset(&mut self) {
         self.ct.clear();
         self.rule_hits.fill(0);
+    }
+
+    /// Version 1: the connection-tracking table, every connection with
+    /// its key, TCP state and window tracking, flags, times and accepting
+    /// rule (layout in `conntrack/state.rs`). Not kept: datagrams in
+    /// reassembly (their fragments are dropped with the old instance, as
+    /// on a restart), the per-rule hits and counters (the instance keeps
+    /// its own) and the flow-id cache (flow ids are the daemon's).
+    fn state_version(&self) -> Option<u16> {
+        Some(1)
+    }
+
+    fn checkpoint(&self, out: &mut sluice_nf::StateWriter) {
+        self.ct.write_state(out);
+    }
+
+    /// All or nothing: the table is decoded and validated whole (an
+    /// accepting rule this config lacks is invalid) before it replaces the
+    /// live one.
+    fn restore(&mut self, state: &[u8]) -> Result<(), sluice_nf::StateError> {
+        let mut r = sluice_nf::StateReader::new(state);
+        let rules = self.rules.len();
+        let restored = self
+            .ct
+            .read_state(&mut r, |user| user == u32::MAX || (user as usize) < rules)?;
+        r.finish()?;
+        self.ct.install(restored);
+        Ok(())
     }
 }
 
