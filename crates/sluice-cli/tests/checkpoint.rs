@@ -198,3 +198,48 @@ fn an_nf_without_state_or_per_flow_is_not_checkpointed() {
     assert_eq!(r.status, 409, "{r}");
     assert!(r.text().contains("one instance per flow"), "{r}");
 }
+
+/// An NF of several instances (two replicas): one part per instance, and a
+/// file with one bad part is refused before any instance takes its own.
+#[test]
+fn a_bad_part_is_refused_before_any_instance_changes() {
+    let d = Daemon::start();
+    let dir = tempfile::tempdir().unwrap();
+    apply(
+        &d,
+        dir.path(),
+        "  - { name: mon, type: monitor, isolation: process, replicas: 2 }\n",
+    );
+    wait_done(&d);
+    let out = d
+        .cli()
+        .args(["checkpoint", "mon", "-o"])
+        .arg(dir.path().join("two.ck"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let good = Checkpoint::decode(&std::fs::read(dir.path().join("two.ck")).unwrap()).unwrap();
+    assert_eq!(good.parts.len(), 2, "one part per replica");
+    assert!(
+        good.parts.iter().all(|p| p.state.len() > 12),
+        "both counted flows"
+    );
+    let mut bad = good.clone();
+    bad.parts[1].state.truncate(5);
+    let r = post(&d, bad.encode());
+    assert_eq!(r.status, 422, "{r}");
+    assert!(r.text().contains("part 1"), "{r}");
+    let r = d.req("GET", "/v1/nfs/mon/checkpoint", None);
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        Checkpoint::decode(&r.body).unwrap().parts,
+        good.parts,
+        "untouched"
+    );
+    let r = post(&d, good.encode());
+    assert_eq!(r.status, 200, "{r}");
+}

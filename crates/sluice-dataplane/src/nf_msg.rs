@@ -11,7 +11,7 @@
 //!
 //! A data answer fills the buffers of the message it answers, so a
 //! checkpoint request is padded to [`CHECKPOINT_PARTS`] buffers (about
-//! 32 KiB of state per answer), and a state travels in chunks, one round
+//! 127 KiB of state per answer), and a state travels in chunks, one round
 //! trip each. A checkpoint at offset 0 takes a snapshot
 //! the later chunks are cut from, so the state read is the NF's at one
 //! instant between two batches, whatever the packets after it change. A
@@ -26,9 +26,11 @@ const CONFIG: u8 = 0;
 const CHECKPOINT: u8 = 1;
 const RESTORE: u8 = 2;
 
-/// Buffers a checkpoint request takes, for its answer to fill: 16 keep a
-/// round trip at about 32 KiB while leaving a small ring room for packets.
-pub const CHECKPOINT_PARTS: usize = 16;
+/// Buffers a checkpoint request takes, for its answer to fill: as many as
+/// a message may (about 127 KiB of state per round trip; a round trip
+/// costs a wake-up on each side, so fewer, larger ones are faster). The
+/// request waits for that much room in the NF's ring.
+pub const CHECKPOINT_PARTS: usize = sluice_mem::link_blob::MAX_PARTS;
 
 /// Most bytes of one NF instance's state (a bound, so a corrupt total
 /// never makes an NF reserve more).

@@ -17,6 +17,7 @@ use sluice_nf::checkpoint::{Checkpoint, CheckpointError, Part};
 use super::Runtime;
 use crate::naming::instance_of;
 use crate::worker::mailbox::StatePart;
+use crate::worker::state_io::RestoreError;
 use crate::worker::Command;
 
 /// Why a checkpoint or restore did not happen.
@@ -134,8 +135,12 @@ impl Runtime {
         checkpoint
             .check_fits(nf_type, state_version, ids.len() * self.workers.len())
             .map_err(StateFailure::Refused)?;
-        // A scratch instance per id, built as the running ones were.
-        for (k, &id) in ids.iter().enumerate() {
+        // A scratch instance per id, built as the running ones were, so a
+        // part no instance would take is refused before any takes its own.
+        // An NF of one instance needs none: its own restore is all or
+        // nothing.
+        let single = checkpoint.parts.len() == 1;
+        for (k, &id) in ids.iter().enumerate().filter(|_| !single) {
             let plan = self.plan.nfs[id as usize]
                 .as_ref()
                 .expect("state_targets returned it");
@@ -167,18 +172,27 @@ impl Runtime {
             self.post(w, Command::Restore(parts, tx));
             rxs.push(rx);
         }
-        let mut errors = Vec::new();
+        let (mut errors, mut refused) = (Vec::new(), false);
         for (w, rx) in rxs.into_iter().enumerate() {
             match rx.recv_timeout(WAIT) {
                 Ok(Ok(())) => {}
-                Ok(Err(e)) => errors.push(e),
+                Ok(Err(RestoreError::Refused(e))) => {
+                    refused = true;
+                    errors.push(e);
+                }
+                Ok(Err(RestoreError::Failed(e))) => errors.push(e),
                 Err(_) => errors.push(format!("worker {w} did not answer")),
             }
         }
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(StateFailure::Failed(errors.join("; ")))
+        match (errors.is_empty(), refused) {
+            (true, _) => Ok(()),
+            // Only an NF of one instance gets here with a part it refuses
+            // (others were checked on a scratch instance): it is untouched.
+            (false, true) => Err(StateFailure::Invalid(format!(
+                "the checkpoint is refused: {}",
+                errors.join("; ")
+            ))),
+            (false, false) => Err(StateFailure::Failed(errors.join("; "))),
         }
     }
 }

@@ -117,7 +117,10 @@ pub enum Command {
     /// Export the state of these NFs (`sluice checkpoint`).
     Checkpoint(Vec<u16>, Reply<Result<Vec<StatePart>, String>>),
     /// Restore these states (NF id, state) into this worker's NFs.
-    Restore(Vec<(u16, Vec<u8>)>, Reply<Result<(), String>>),
+    Restore(
+        Vec<(u16, Vec<u8>)>,
+        Reply<Result<(), super::state_io::RestoreError>>,
+    ),
 }
 
 /// One NF instance's exported state.

@@ -68,7 +68,7 @@ mod police;
 mod reconfig;
 mod replica;
 mod report;
-mod state_io;
+pub mod state_io;
 mod steering;
 mod supervise;
 pub mod tap;

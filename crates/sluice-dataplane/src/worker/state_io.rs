@@ -26,7 +26,17 @@ pub(crate) enum JobReply {
     /// `Command::Checkpoint`.
     Export(Reply<Result<Vec<StatePart>, String>>),
     /// `Command::Restore`.
-    Import(Reply<Result<(), String>>),
+    Import(Reply<Result<(), RestoreError>>),
+}
+
+/// Why a restore did not happen on this worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RestoreError {
+    /// An instance refused its part (the state is not one it takes); it
+    /// is untouched.
+    Refused(String),
+    /// An instance could not be reached, or did not answer in time.
+    Failed(String),
 }
 
 /// One instance's part of the job.
@@ -49,6 +59,8 @@ pub(crate) struct StateJob {
     reply: JobReply,
     items: Vec<Item>,
     errors: Vec<String>,
+    /// An instance refused its state (rather than failing to answer).
+    refused: bool,
     deadline: u64,
 }
 
@@ -68,7 +80,7 @@ impl<'a> Worker<'a> {
     pub(super) fn start_restore(
         &mut self,
         parts: Vec<(u16, Vec<u8>)>,
-        reply: Reply<Result<(), String>>,
+        reply: Reply<Result<(), RestoreError>>,
         now: u64,
     ) {
         self.start_state_job(parts, JobReply::Import(reply), now);
@@ -79,6 +91,7 @@ impl<'a> Worker<'a> {
             reply,
             items: Vec::with_capacity(parts.len()),
             errors: Vec::new(),
+            refused: false,
             deadline: now + STATE_TIMEOUT_NS,
         };
         if self.cmd.state_job.is_some() {
@@ -106,6 +119,7 @@ impl<'a> Worker<'a> {
                     if import {
                         if let Err(e) = f.restore(&item.bytes) {
                             job.errors.push(format!("{}: {e}", item.name));
+                            job.refused = true;
                         }
                     } else {
                         let mut w = sluice_nf::StateWriter::new();
@@ -219,7 +233,10 @@ impl<'a> Worker<'a> {
                     job.errors.push(format!("{}: {}", item.name, ans.text));
                 }
             }
-            (None, false) => job.errors.push(format!("{}: {}", item.name, ans.text)),
+            (None, false) => {
+                job.errors.push(format!("{}: {}", item.name, ans.text));
+                job.refused |= matches!(job.reply, JobReply::Import(_));
+            }
         }
         true
     }
@@ -233,7 +250,13 @@ fn finish(job: StateJob) {
     };
     match job.reply {
         JobReply::Import(reply) => {
-            let _ = reply.send(result);
+            let _ = reply.send(result.map_err(|e| {
+                if job.refused {
+                    RestoreError::Refused(e)
+                } else {
+                    RestoreError::Failed(e)
+                }
+            }));
         }
         JobReply::Export(reply) => {
             let parts = job
