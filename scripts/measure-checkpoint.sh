@@ -1,13 +1,14 @@
 #!/bin/bash
 # Checkpoint and restore under load: an NF of each stateful type (as a
 # process, and the monitor inline too) behind a generator of FLOWS
-# connections at 1 Mpps; 5 checkpoints and 5 restores each, timed at the
+# connections at RATE packets/s (default 1 Mpps); 5 checkpoints and 5 restores each, timed at the
 # CLI (request → file written / request → every instance restored), and
 # the packets lost meanwhile (drops_total before and after).
 #   scripts/measure-checkpoint.sh [FLOWS]   (SLUICE=path/to/sluice)
 set -e
 B=${SLUICE:-$(dirname "$0")/../target/release/sluice}
 FLOWS=${1:-16384}
+RATE=${RATE:-1000000}
 D=$(mktemp -d)
 $B daemon --socket $D/s.sock --state-dir $D/state > $D/daemon.log 2>&1 &
 DP=$!
@@ -19,7 +20,7 @@ run() { # NAME TYPE ISOLATION CONFIG
 settings:
   flow_table: { idle_timeout_ms: 60000 }
 ports:
-  - { name: gen, kind: generator, flows: $FLOWS, protocol: tcp, packets_per_flow: 100000000, size: 64, rate_pps: 1000000 }
+  - { name: gen, kind: generator, flows: $FLOWS, protocol: tcp, packets_per_flow: 100000000, size: 64, rate_pps: $RATE }
   - { name: out, kind: sink }
 nfs:
   - { name: $1, type: $2, isolation: $3, config: $4 }
