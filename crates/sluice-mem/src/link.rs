@@ -67,6 +67,15 @@ pub struct Reclaimed {
     pub messages: usize,
 }
 
+/// A data answer whose buffers have partly come back (`link_blob`).
+#[derive(Debug)]
+pub(crate) struct Partial {
+    pub(crate) id: u32,
+    pub(crate) next: u16,
+    pub(crate) count: u16,
+    pub(crate) data: Vec<u8>,
+}
+
 /// The platform's end of NF slot `slot`.
 pub struct NfLink<'a> {
     slot: u32,
@@ -79,7 +88,7 @@ pub struct NfLink<'a> {
     pub(crate) blobs_back: Vec<u32>,
     /// A data answer of several buffers, as far as it has come back
     /// (`link_blob`).
-    pub(crate) data_back: Option<crate::link_blob::Partial>,
+    pub(crate) data_back: Option<Partial>,
     spares_sent: u64,
     /// Spares given and not yet back (in the stash, the ring, or the NF).
     spares_out: u32,

@@ -23,7 +23,7 @@
 use crate::arena::Arena;
 use crate::batch::MAX_BATCH;
 use crate::buffer::{PktHandle, DATA_ROOM};
-use crate::link::{NfEndpoint, NfLink, BLOB_BIT, EVENT_BIT};
+use crate::link::{NfEndpoint, NfLink, Partial, BLOB_BIT, EVENT_BIT};
 use crate::pool::{PoolCache, OWNER_PLATFORM};
 use crate::ring::RingCorrupt;
 
@@ -41,15 +41,6 @@ pub const ANSWER_MAX: usize = PAYLOAD - 3;
 
 /// Payload bytes of one message buffer.
 pub const PART_BYTES: usize = PAYLOAD;
-
-/// A data answer whose buffers have partly come back.
-#[derive(Debug)]
-pub(crate) struct Partial {
-    id: u32,
-    next: u16,
-    count: u16,
-    data: Vec<u8>,
-}
 
 /// Answer status bytes.
 const REFUSED: u8 = 0;

@@ -16,8 +16,7 @@ use sluice_nf::checkpoint::{Checkpoint, CheckpointError, Part};
 
 use super::Runtime;
 use crate::naming::instance_of;
-use crate::worker::mailbox::StatePart;
-use crate::worker::state_io::RestoreError;
+use crate::worker::mailbox::{RestoreError, StatePart};
 use crate::worker::Command;
 
 /// Why a checkpoint or restore did not happen.

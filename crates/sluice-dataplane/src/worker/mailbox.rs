@@ -117,10 +117,17 @@ pub enum Command {
     /// Export the state of these NFs (`sluice checkpoint`).
     Checkpoint(Vec<u16>, Reply<Result<Vec<StatePart>, String>>),
     /// Restore these states (NF id, state) into this worker's NFs.
-    Restore(
-        Vec<(u16, Vec<u8>)>,
-        Reply<Result<(), super::state_io::RestoreError>>,
-    ),
+    Restore(Vec<(u16, Vec<u8>)>, Reply<Result<(), RestoreError>>),
+}
+
+/// Why a restore did not happen on this worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RestoreError {
+    /// An instance refused its part (the state is not one it takes); it
+    /// is untouched.
+    Refused(String),
+    /// An instance could not be reached, or did not answer in time.
+    Failed(String),
 }
 
 /// One NF instance's exported state.

@@ -68,7 +68,7 @@ mod police;
 mod reconfig;
 mod replica;
 mod report;
-pub mod state_io;
+mod state_io;
 mod steering;
 mod supervise;
 pub mod tap;

@@ -9,7 +9,7 @@
 
 use sluice_mem::NotSent;
 
-use super::mailbox::{Reply, StatePart};
+use super::mailbox::{Reply, RestoreError, StatePart};
 use super::{Worker, MS};
 use crate::nf_msg::{read_chunk, NfMsg};
 use crate::nf_rt::Exec;
@@ -27,16 +27,6 @@ pub(crate) enum JobReply {
     Export(Reply<Result<Vec<StatePart>, String>>),
     /// `Command::Restore`.
     Import(Reply<Result<(), RestoreError>>),
-}
-
-/// Why a restore did not happen on this worker.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RestoreError {
-    /// An instance refused its part (the state is not one it takes); it
-    /// is untouched.
-    Refused(String),
-    /// An instance could not be reached, or did not answer in time.
-    Failed(String),
 }
 
 /// One instance's part of the job.
