@@ -3,23 +3,12 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice_nf::{BuildContext, NfId, PortId, Resolver};
+use sluice_nf::harness::NoNames;
+use sluice_nf::BuildContext;
 use sluice_nfs::firewall::{reject, Decision, Firewall};
 use sluice_packet::parse;
 use sluice_spec::ConfigNode;
 
-struct NoNames;
-impl Resolver for NoNames {
-    fn nf(&self, _: &str) -> Option<NfId> {
-        None
-    }
-    fn port(&self, _: &str) -> Option<PortId> {
-        None
-    }
-    fn input_port(&self, _: &str) -> Option<PortId> {
-        None
-    }
-}
 
 fn firewall() -> Firewall {
     let config = ConfigNode::from_json(serde_json::json!({

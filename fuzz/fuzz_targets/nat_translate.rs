@@ -7,23 +7,12 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice_nf::{BuildContext, NfId, PortId, Resolver};
+use sluice_nf::harness::NoNames;
+use sluice_nf::BuildContext;
 use sluice_nfs::nat::{build_nf, Action};
 use sluice_packet::{parse, verify_checksums};
 use sluice_spec::ConfigNode;
 
-struct NoNames;
-impl Resolver for NoNames {
-    fn nf(&self, _: &str) -> Option<NfId> {
-        None
-    }
-    fn port(&self, _: &str) -> Option<PortId> {
-        None
-    }
-    fn input_port(&self, _: &str) -> Option<PortId> {
-        None
-    }
-}
 
 const B: [&str; 3] = [
     "endpoint_independent",

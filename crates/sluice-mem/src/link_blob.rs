@@ -317,18 +317,27 @@ mod tests {
     use crate::pool::BufferPool;
     use crate::HandleBatch;
 
-    #[test]
-    fn a_message_crosses_in_ring_order_and_its_buffers_come_back_with_the_answer() {
-        let a = Arena::create(ArenaConfig {
-            buffers: 1024,
-            ring_size: 256,
+    /// An arena of one NF slot and `buffers` buffers, rings of 64.
+    fn arena(buffers: u32) -> Arena {
+        arena_of(buffers, 64)
+    }
+
+    fn arena_of(buffers: u32, ring_size: u32) -> Arena {
+        Arena::create(ArenaConfig {
+            buffers,
+            ring_size,
             nf_slots: 1,
             workers: 1,
             hugepages: false,
             large_buffers: 0,
             ..Default::default()
         })
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn a_message_crosses_in_ring_order_and_its_buffers_come_back_with_the_answer() {
+        let a = arena_of(1024, 256);
         let pool = BufferPool::new(a.buffers());
         let mut cache = PoolCache::new(&pool, 32);
         let mut link = NfLink::new(&a, 0);
@@ -381,16 +390,7 @@ mod tests {
 
     #[test]
     fn a_data_answer_carries_its_bytes_back_whole() {
-        let a = Arena::create(ArenaConfig {
-            buffers: 256,
-            ring_size: 64,
-            nf_slots: 1,
-            workers: 1,
-            hugepages: false,
-            large_buffers: 0,
-            ..Default::default()
-        })
-        .unwrap();
+        let a = arena(256);
         let pool = BufferPool::new(a.buffers());
         let mut cache = PoolCache::new(&pool, 32);
         let mut link = NfLink::new(&a, 0);
@@ -443,16 +443,7 @@ mod tests {
 
     #[test]
     fn a_dead_nf_s_message_buffers_are_reclaimed_as_messages() {
-        let a = Arena::create(ArenaConfig {
-            buffers: 256,
-            ring_size: 64,
-            nf_slots: 1,
-            workers: 1,
-            hugepages: false,
-            large_buffers: 0,
-            ..Default::default()
-        })
-        .unwrap();
+        let a = arena(256);
         let pool = BufferPool::new(a.buffers());
         let mut cache = PoolCache::new(&pool, 32);
         let mut link = NfLink::new(&a, 0);

@@ -280,3 +280,20 @@ mod tests {
         drop(nf);
     }
 }
+
+/// A [`crate::Resolver`] that knows no names: builds an NF whose config
+/// refers to no other NF or port (tests, benchmarks, fuzzers).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoNames;
+
+impl crate::Resolver for NoNames {
+    fn nf(&self, _: &str) -> Option<crate::NfId> {
+        None
+    }
+    fn port(&self, _: &str) -> Option<crate::PortId> {
+        None
+    }
+    fn input_port(&self, _: &str) -> Option<crate::PortId> {
+        None
+    }
+}

@@ -18,6 +18,7 @@ pub mod owned;
 pub mod packet;
 pub mod runtime;
 pub mod state;
+pub mod state_check;
 pub mod verdict;
 
 pub use batch::{Batch, PacketsMut};

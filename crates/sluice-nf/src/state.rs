@@ -87,6 +87,12 @@ impl StateWriter {
         self.bytes.extend_from_slice(&v.to_le_bytes());
     }
 
+    /// Appends bytes as they are (a fixed-size field, e.g. an address:
+    /// read back with [`StateReader::array`]).
+    pub fn raw(&mut self, b: &[u8]) {
+        self.bytes.extend_from_slice(b);
+    }
+
     /// Appends a count of items that follow (a `u32`).
     pub fn len(&mut self, n: usize) {
         self.u32(u32::try_from(n).unwrap_or(u32::MAX));
@@ -149,6 +155,11 @@ impl<'a> StateReader<'a> {
     /// Reads a `u64`.
     pub fn u64(&mut self) -> Result<u64, StateError> {
         Ok(u64::from_le_bytes(self.take()?))
+    }
+
+    /// Reads `N` bytes written by [`StateWriter::raw`].
+    pub fn array<const N: usize>(&mut self) -> Result<[u8; N], StateError> {
+        self.take()
     }
 
     /// Reads a bool written as a byte (0 or 1; anything else is invalid).
@@ -225,6 +236,7 @@ mod tests {
         w.u32(0xdead_beef);
         w.u64(u64::MAX - 1);
         w.bytes(b"conntrack");
+        w.raw(&[9, 8, 7]);
         w.u8(1);
         let bytes = w.into_bytes();
         let mut r = StateReader::new(&bytes);
@@ -233,6 +245,7 @@ mod tests {
         assert_eq!(r.u32(), Ok(0xdead_beef));
         assert_eq!(r.u64(), Ok(u64::MAX - 1));
         assert_eq!(r.bytes(), Ok(&b"conntrack"[..]));
+        assert_eq!(r.array::<3>(), Ok([9, 8, 7]));
         assert_eq!(r.bool(), Ok(true));
         assert_eq!(r.finish(), Ok(()));
     }

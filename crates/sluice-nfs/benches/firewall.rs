@@ -51,7 +51,8 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use serde_json::json;
-use sluice_nf::{BuildContext, NfId, PortId, Resolver, Verdict};
+use sluice_nf::harness::NoNames;
+use sluice_nf::{BuildContext, Verdict};
 use sluice_nfs::conntrack::{TcpState, ASSURED};
 use sluice_nfs::firewall::{counters, Decision, Firewall};
 use sluice_packet::checksum::{update_u16, update_u32};
@@ -70,19 +71,6 @@ fn conns() -> u32 {
 const RULES: u32 = 1_000;
 const BATCH: usize = 32;
 const NOW: u64 = 1_000_000_000;
-
-struct NoNames;
-impl Resolver for NoNames {
-    fn nf(&self, _: &str) -> Option<NfId> {
-        None
-    }
-    fn port(&self, _: &str) -> Option<PortId> {
-        None
-    }
-    fn input_port(&self, _: &str) -> Option<PortId> {
-        None
-    }
-}
 
 /// Client and server initial sequence numbers of every connection.
 const CISN: u32 = 0x1000_0000;

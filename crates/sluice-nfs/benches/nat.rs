@@ -48,7 +48,8 @@ use rig::Rig;
 use std::time::Duration;
 
 use criterion::{black_box, criterion_group, Bencher, Criterion, Throughput};
-use sluice_nf::{Batch, BuildContext, NfId, PortId, Resolver, Verdict};
+use sluice_nf::harness::NoNames;
+use sluice_nf::{Batch, BuildContext, Verdict};
 use sluice_nfs::nat::{build_nf, counters, NatNf};
 use sluice_packet::builder::{write_frame, FrameSpec, L4Spec};
 use sluice_packet::MacAddr;
@@ -61,19 +62,6 @@ const BATCH: usize = 32;
 /// translation the platform classifies replies as a flow of their own).
 const REPLY_IDS: u32 = 131_072;
 const NOW: u64 = 1_000_000_000;
-
-struct NoNames;
-impl Resolver for NoNames {
-    fn nf(&self, _: &str) -> Option<NfId> {
-        None
-    }
-    fn port(&self, _: &str) -> Option<PortId> {
-        None
-    }
-    fn input_port(&self, _: &str) -> Option<PortId> {
-        None
-    }
-}
 
 fn frame(src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16) -> [u8; 64] {
     let spec = FrameSpec {

@@ -142,14 +142,6 @@ fn get_tcp(r: &mut StateReader<'_>) -> Result<TcpTrack, StateError> {
     })
 }
 
-fn get_addr(r: &mut StateReader<'_>) -> Result<[u8; 16], StateError> {
-    let mut a = [0u8; 16];
-    for b in &mut a {
-        *b = r.u8()?;
-    }
-    Ok(a)
-}
-
 /// Whether `a` is an IPv4-mapped address (`::ffff:a.b.c.d`).
 fn v4_mapped(a: &[u8; 16]) -> bool {
     a[..10] == [0; 10] && a[10..12] == [0xff, 0xff]
@@ -163,8 +155,8 @@ fn get_conn(r: &mut StateReader<'_>) -> Result<(Entry, Option<TcpTrack>), StateE
     let ip_version = r.u8()?;
     let proto = r.u8()?;
     let key = FlowKey {
-        src: get_addr(r)?,
-        dst: get_addr(r)?,
+        src: r.array::<16>()?,
+        dst: r.array::<16>()?,
         src_port: r.u16()?,
         dst_port: r.u16()?,
         proto,
@@ -224,9 +216,8 @@ impl Conntrack {
             w.u16(e.zone);
             w.u8(e.key.ip_version);
             w.u8(e.key.proto);
-            for b in e.key.src.iter().chain(&e.key.dst) {
-                w.u8(*b);
-            }
+            w.raw(&e.key.src);
+            w.raw(&e.key.dst);
             w.u16(e.key.src_port);
             w.u16(e.key.dst_port);
             w.u8(e.proto_state);

@@ -44,14 +44,6 @@ const OWNS_REPLY: u8 = 1;
 /// The IPv4-mapped prefix of an IPv4 address in a `FlowKey`.
 const V4_MAPPED: [u8; 12] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
 
-fn get_addr(r: &mut StateReader<'_>) -> Result<[u8; 16], StateError> {
-    let mut a = [0u8; 16];
-    for b in &mut a {
-        *b = r.u8()?;
-    }
-    Ok(a)
-}
-
 impl Balancer {
     /// Writes the tracked connections (layout in the module doc).
     pub(super) fn write_state(&self, w: &mut StateWriter) {
@@ -64,7 +56,8 @@ impl Balancer {
         w.len(live.len());
         for (i, c) in live {
             let k = &c.client;
-            k.src.iter().chain(&k.dst).for_each(|&b| w.u8(b));
+            w.raw(&k.src);
+            w.raw(&k.dst);
             w.u16(k.src_port);
             w.u16(k.dst_port);
             w.u8(k.proto);
@@ -103,8 +96,8 @@ impl Balancer {
         for (i, slot) in conns.iter_mut().enumerate().take(n) {
             let at = r.position();
             let client = FlowKey {
-                src: get_addr(&mut r)?,
-                dst: get_addr(&mut r)?,
+                src: r.array::<16>()?,
+                dst: r.array::<16>()?,
                 src_port: r.u16()?,
                 dst_port: r.u16()?,
                 proto: r.u8()?,

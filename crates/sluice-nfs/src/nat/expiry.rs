@@ -12,7 +12,7 @@ mod tests {
     use super::super::{build_nf, Action, Nat};
     use crate::expiry_bounds::BLOCK;
     use proptest::prelude::*;
-    use sluice_nf::{BuildContext, NfId, PortId, Resolver};
+    use sluice_nf::BuildContext;
     use sluice_packet::builder::{write_frame, FrameSpec, L4Spec};
     use sluice_packet::{MacAddr, TcpFlags};
     use sluice_spec::ConfigNode;
@@ -23,18 +23,7 @@ mod tests {
     const EXT: u32 = 0xc000_0201; // 192.0.2.1
     const REM: u32 = 0xc633_6407; // 198.51.100.7
 
-    struct NoNames;
-    impl Resolver for NoNames {
-        fn nf(&self, _: &str) -> Option<NfId> {
-            None
-        }
-        fn port(&self, _: &str) -> Option<PortId> {
-            None
-        }
-        fn input_port(&self, _: &str) -> Option<PortId> {
-            None
-        }
-    }
+    use sluice_nf::harness::NoNames;
 
     /// 150 session slots: two whole blocks and a partial one.
     fn nat() -> Nat {
