@@ -222,6 +222,12 @@ pub fn render(r: &RunReport, instances: &[Instance]) -> String {
         "Times an NF's process was restarted after it died",
         None,
     );
+    let nf_reforks = counter_family(
+        &mut reg,
+        "nf_reforks",
+        "Instances of a per-flow or per-class pool discarded and forked afresh for their next flow (reset: refork)",
+        None,
+    );
     let nf_starts = counter_family(
         &mut reg,
         "nf_starts",
@@ -284,6 +290,9 @@ pub fn render(r: &RunReport, instances: &[Instance]) -> String {
         nf_restarts
             .get_or_create(&by_nf)
             .inc_by(f64::from(nf.restarts));
+        if nf.reforks > 0 {
+            nf_reforks.get_or_create(&by_nf).inc_by(nf.reforks as f64);
+        }
         if nf.isolation == "process" {
             // A standby's start is also a shell start (it came from one).
             let shell = nf.shell_starts.saturating_sub(nf.standby_starts);
