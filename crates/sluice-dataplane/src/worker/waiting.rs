@@ -2,14 +2,17 @@
 //! of its `per_flow` or `per_class` pool busy wait in the worker, in
 //! arrival order, until an instance is free (a flow ends, or the daemon's
 //! pool sizer adds one), instead of being dropped. The worker never blocks
-//! for it: each pass it hands the waiting packets, oldest first, to the
-//! instances that are free and stops at the first that finds none, so
-//! neither a flow's packets nor the flows' order change.
+//! for it: each pass offers every waiting packet, oldest first, to the
+//! pool; a flow that gets an instance sends all its waiting packets in
+//! that pass, and the others keep their place, so neither a flow's packets
+//! nor the flows' order change.
 //!
 //! While packets wait, a new flow waits behind them (it may not take an
 //! instance a flow that came first is waiting for), pinned flows pass as
 //! usual. A packet that would make a pool's queue longer than [`WAIT_MAX`]
-//! or that has waited [`WAIT_NS`] is dropped as `nf_pool_exhausted`. The
+//! or that has waited [`WAIT_NS`] is dropped as `nf_pool_exhausted`, and so
+//! is one whose flow ended while it waited (its flow id may already name
+//! another flow, whose instance it must not reach). The
 //! waiting packets count as in flight, so a change or a stop drains them
 //! like packets inside an NF; what still waits at the stop is counted as
 //! `shutdown`, and a pool the plan removed drops its queue as `nf_removed`.
@@ -101,14 +104,33 @@ impl<'a> Worker<'a> {
                 self.cache.free(h);
                 self.drops.add(DropReason::NF_POOL_EXHAUSTED, 1);
             }
-            // Nothing waits ahead of the front packet now.
+            // Every waiting packet gets its turn, oldest first: one whose
+            // flow has an instance (given earlier in this pass, or a class
+            // that has one) goes; the others keep their order. A flow's
+            // packets thus all leave in the pass that gives it an
+            // instance, before any of its later packets can arrive.
             self.exclusive.set_waiting(base, 0);
-            while let Some((mut h, since)) = q.pop_front() {
+            // In place: each packet is taken from the front once, and one
+            // that stays goes to the back, so the order holds.
+            for _ in 0..q.len() {
+                let (mut h, since) = q.pop_front().expect("counted");
+                // A flow that ended while its packets waited (it idled
+                // out) may have lent its id to another: its packets must
+                // not join that flow's instance.
+                let (id, hash) = {
+                    let p = self.arena.pkt(&mut h);
+                    (p.flow_id(), p.flow_hash())
+                };
+                let same_flow = self.flows.entry(id).is_some_and(|e| {
+                    e.hash == hash && e.state != crate::flow_table::FlowState::Free
+                });
+                if !same_flow && id < self.flows.capacity() {
+                    self.cache.free(h);
+                    self.drops.add(DropReason::NF_POOL_EXHAUSTED, 1);
+                    continue;
+                }
                 match self.pick_member(base, &mut h) {
-                    Dest::Drop(DropReason::NF_POOL_EXHAUSTED) => {
-                        q.push_front((h, since));
-                        break;
-                    }
+                    Dest::Drop(DropReason::NF_POOL_EXHAUSTED) => q.push_back((h, since)),
                     dest => self.group(dest, h),
                 }
             }
