@@ -6,7 +6,7 @@
 # Builds in target-miri/ (override with MIRI_TARGET_DIR). Skipped, because
 # Miri cannot run them: everything that creates an Arena (memfd_create,
 # syscall 319, is unsupported, and so are shared file mappings), i.e. the
-# arena, crossing, link and link_blob unit tests (the arena's layout
+# arena (and its dma), crossing, link and link_blob unit tests (the arena's layout
 # arithmetic does run); and the two long native thread tests
 # (200 000 ring items, 2 x 10 000 pool rounds), whose small counterparts are
 # in tests/threads.rs. Extra arguments go to every test binary.
@@ -26,6 +26,7 @@ export MIRIFLAGS="${MIRIFLAGS:--Zmiri-permissive-provenance}"
 start=$(date +%s)
 cargo +nightly miri test -p sluice-mem --lib -- \
   --skip arena::tests:: \
+  --skip arena::dma::tests:: \
   --skip crossing::tests:: \
   --skip link::tests:: \
   --skip link_blob::tests:: \

@@ -434,6 +434,102 @@ fn tcp_and_udp_cross_an_af_packet_bump_in_the_wire() {
 }
 
 #[test]
+fn tcp_crosses_an_af_xdp_bump_through_an_nf_crash_and_the_ports_give_their_buffers_back() {
+    // AF_XDP ports share the arena's buffers with the kernel: the fill
+    // rings and frames in flight are lent buffers. A process NF killed
+    // mid-traffic loses only what it held, the lent buffers are not its
+    // to reclaim, and at the end every buffer is back in the pool.
+    if !privileged() {
+        return;
+    }
+    let env = WireEnv::new("x").expect("namespaces");
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("xdp.yaml");
+    std::fs::write(
+        &spec,
+        format!(
+            r#"settings:
+  buffers: 8192
+ports:
+  - {{ name: cli, kind: af_xdp, interface: {WIRE_CLI}, ring_size: 512 }}
+  - {{ name: srv, kind: af_xdp, interface: {WIRE_SRV}, ring_size: 512 }}
+nfs:
+  - {{ name: mon, type: monitor, isolation: process }}
+chains:
+  - {{ name: wire, from: cli, nfs: [mon], to: srv, bidirectional: true }}
+"#
+        ),
+    )
+    .unwrap();
+    let server = HttpServer::start(&env);
+    let before = [
+        env.counters(&env.wire, WIRE_CLI).unwrap(),
+        env.counters(&env.wire, WIRE_SRV).unwrap(),
+    ];
+    let sluice = start_sluice(&env, &spec, 0);
+    env.wait_xdp(&[WIRE_CLI, WIRE_SRV], Duration::from_secs(20))
+        .expect("sluice ready");
+    let pid = sluice.0.as_ref().unwrap().id();
+    // The first poll fills the rings: retry until the path is up.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while in_ns(&env.cli, || http_get(OPEN_PORT, Duration::from_secs(1))).is_err() {
+        assert!(Instant::now() < deadline, "no HTTP through the af_xdp bump");
+    }
+    let first = many_connections(&env, 500);
+    assert_eq!((first.ok, first.reset), (500, 0), "{first:?}");
+    // SIGKILL the monitor's process; it is restarted and traffic goes on.
+    let victim = common::wait_for(pid, "nf:mon", 1)[0];
+    Command::new("kill")
+        .args(["-KILL", &victim.to_string()])
+        .status()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while common::descendants_named(pid, "nf:mon")
+        .iter()
+        .all(|&p| p == victim)
+    {
+        assert!(Instant::now() < deadline, "monitor not restarted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let second = many_connections(&env, 500);
+    // A connection whose segments the dead NF held may time out; none is
+    // reset, and almost all succeed.
+    assert_eq!(second.reset, 0, "{second:?}");
+    assert!(second.ok >= 490, "{second:?}");
+    std::thread::sleep(Duration::from_millis(200));
+    let (code, r, stderr) = stop_sluice(sluice);
+    assert_eq!(code, Some(0), "sluice failed: {stderr}");
+    common::assert_accounted(&r);
+    assert!(
+        common::nf(&r, "mon")["restarts"].as_u64().unwrap() >= 1,
+        "{r:#}"
+    );
+    let after = [
+        env.counters(&env.wire, WIRE_CLI).unwrap(),
+        env.counters(&env.wire, WIRE_SRV).unwrap(),
+    ];
+    for (i, name) in ["cli", "srv"].into_iter().enumerate() {
+        let p = common::port(&r, name);
+        assert_eq!(p["held_buffers"], 0, "released at the end: {p:#}");
+        let seen = ["rx_packets", "rx_dropped", "rx_oversize"]
+            .iter()
+            .map(|k| p[*k].as_u64().unwrap())
+            .sum::<u64>();
+        assert_eq!(
+            seen,
+            after[i].rx_packets - before[i].rx_packets,
+            "{name} rx vs kernel: {p:#}"
+        );
+        assert_eq!(
+            p["tx_packets"].as_u64().unwrap(),
+            after[i].tx_packets - before[i].tx_packets,
+            "{name} tx vs kernel: {p:#}"
+        );
+    }
+    drop(server);
+}
+
+#[test]
 fn two_workers_share_the_wire_and_keep_each_connection_on_one_worker() {
     // settings.workers = 2 opens each af_packet port once per worker, all
     // copies in one symmetric PACKET_FANOUT_HASH group. A stateful firewall

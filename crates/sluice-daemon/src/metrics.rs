@@ -160,9 +160,17 @@ pub fn render(r: &RunReport, instances: &[Instance]) -> String {
         "Frames a port lost, by reason: rx_no_buffer (buffer pool empty), rx_oversize, rx_dropped (kernel or device ring full), tx_error",
         None,
     );
+    let port_held = gauge_family(
+        &mut reg,
+        "port_held_buffers",
+        "Arena buffers a port has lent the kernel or device now (an AF_XDP port's fill rings and frames in flight)",
+    );
     for p in &r.ports {
         let n = p.name.as_str();
         let lab = l(&[("port", n), ("kind", p.kind.as_str())]);
+        port_held
+            .get_or_create(&lab)
+            .set(i64::try_from(p.stats.held_buffers).unwrap_or(i64::MAX));
         port_rx
             .get_or_create(&lab)
             .inc_by(p.stats.rx_packets as f64);

@@ -31,6 +31,11 @@ pub struct PortStats {
     pub rx_oversize: u64,
     /// Input frames not read because the buffer pool was empty.
     pub rx_no_buffer: u64,
+    /// Buffers the port has lent the kernel now (a gauge: an AF_XDP
+    /// port's fill rings and frames in flight); they come back when the
+    /// port closes.
+    #[serde(default)]
+    pub held_buffers: u64,
     /// Frames the kernel or device dropped before sluice saw them (NIC
     /// ports: a full receive ring).
     pub rx_dropped: u64,
@@ -57,6 +62,7 @@ impl std::ops::AddAssign<&PortStats> for PortStats {
         self.tx_errors += t.tx_errors;
         self.rx_oversize += t.rx_oversize;
         self.rx_no_buffer += t.rx_no_buffer;
+        self.held_buffers += t.held_buffers;
         self.rx_dropped += t.rx_dropped;
         self.truncated_records += t.truncated_records;
         self.offload += &t.offload;
@@ -161,9 +167,9 @@ impl PortRt {
     pub fn open(
         name: &str,
         kind: &PortKind,
-        duration_ns: Option<u64>,
-        sink_flows: usize,
+        (duration_ns, sink_flows): (Option<u64>, usize),
         shard: Shard,
+        arena: &Arena,
     ) -> Result<PortRt, PortError> {
         let err = |m: String| PortError(format!("port {name}: {m}"));
         let io = match kind {
@@ -207,7 +213,11 @@ impl PortRt {
                     .map_err(|e| err(format!("cannot create {}: {e}", p.path.display())))?;
                 PortIo::PcapOut(Box::new(w))
             }
-            other => match sluice_nic::open(other, u16::try_from(shard.count).unwrap_or(u16::MAX)) {
+            other => match sluice_nic::open(
+                other,
+                u16::try_from(shard.count).unwrap_or(u16::MAX),
+                arena,
+            ) {
                 Ok(Some(port)) => PortIo::Nic {
                     port,
                     rx_failed: false,
@@ -250,10 +260,18 @@ impl PortRt {
         offload::configure(&mut self.off, rx_tx);
     }
 
-    /// Frees the buffers of received frames the port has not delivered yet
-    /// (super-packets being cut on receive); call at shutdown.
+    /// Frees every buffer the port holds: received frames not delivered
+    /// yet (super-packets being cut on receive) and what a NIC lent the
+    /// kernel (its I/O stops). Call once, when the port is removed or the
+    /// run ends.
     pub fn release_held(&mut self, cache: &mut PoolCache<'_>) {
         self.off.release(cache);
+        if let PortIo::Nic { port, .. } = &mut self.io {
+            if let Err(e) = port.release(cache) {
+                tracing::error!("port {}: {e}", self.name);
+            }
+            self.stats.held_buffers = port.stats().held;
+        }
     }
 
     /// Whether this port produces packets.
@@ -369,6 +387,9 @@ impl PortRt {
                     }
                 }
                 n = out.len() - start;
+                if n > 0 {
+                    self.stats.held_buffers = port.stats().held;
+                }
             }
             _ => {}
         }
@@ -422,6 +443,7 @@ impl PortRt {
             let s = port.stats();
             self.stats.rx_dropped = s.rx_dropped;
             self.stats.rx_oversize = s.rx_oversize;
+            self.stats.held_buffers = s.held;
             nic_offload_stats(&mut self.stats, &s);
         }
         if let PortIo::PcapOut(w) = &mut self.io {
@@ -521,6 +543,7 @@ fn nic_tx(
     stats.tx_errors += refused + left;
     stats.rx_dropped = after.rx_dropped;
     stats.rx_oversize = after.rx_oversize;
+    stats.held_buffers = after.held;
     nic_offload_stats(stats, &after);
     refused + left
 }

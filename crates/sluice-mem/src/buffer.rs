@@ -276,6 +276,23 @@ impl<'a> Pkt<'a> {
         self.set_len_raw(len.min(room).min(MAX_PKT_LEN) as u16);
     }
 
+    /// Resets the metadata for a fresh packet of `len` bytes starting at
+    /// byte `data_off` of the buffer (where a device wrote it), no
+    /// offloads. False, with nothing changed, when that range is not
+    /// inside the buffer's room.
+    #[inline]
+    pub fn reset_at(&mut self, data_off: usize, len: usize) -> bool {
+        let fits = data_off >= META_SIZE
+            && data_off.saturating_add(len) <= self.capacity()
+            && len <= MAX_PKT_LEN;
+        if fits {
+            self.meta.fill(0);
+            self.set_data_off(data_off as u16);
+            self.set_len_raw(len as u16);
+        }
+        fits
+    }
+
     /// The byte range of the packet, clamped into the buffer.
     ///
     /// Sane metadata (the only kind the platform and the SDK write) is
@@ -468,6 +485,25 @@ mod tests {
         assert_eq!(p.timestamp_ns(), u64::MAX - 3);
         assert_eq!(p.verdict_raw(), 0xdead_beef);
         assert_eq!(p.data().len(), 60);
+    }
+
+    #[test]
+    fn reset_at_takes_a_range_inside_the_room_and_refuses_the_rest() {
+        let mut raw = Box::new([0xaau8; BUF_STRIDE]);
+        let mut p = Pkt::new(&mut raw);
+        p.set_flow_id(9);
+        assert!(p.reset_at(320, 60));
+        assert_eq!((p.data_off(), p.len(), p.flow_id()), (320, 60, 0));
+        assert_eq!(p.data().as_ptr(), p.room[320 - META_SIZE..].as_ptr());
+        // The whole room after the start, and one byte too many.
+        assert!(p.reset_at(320, BUF_STRIDE - 320));
+        assert!(!p.reset_at(320, BUF_STRIDE - 319));
+        assert!(!p.reset_at(META_SIZE - 1, 1), "inside the metadata");
+        assert!(!p.reset_at(usize::MAX, 1));
+        assert_eq!(
+            (p.data_off() as usize, p.len() as usize),
+            (320, BUF_STRIDE - 320)
+        );
     }
 
     #[test]

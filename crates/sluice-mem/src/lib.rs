@@ -29,7 +29,7 @@ pub mod turn;
 pub mod wake;
 
 #[cfg(not(loom))]
-pub use arena::{Arena, ArenaConfig, ArenaError, Backing};
+pub use arena::{Arena, ArenaConfig, ArenaError, Backing, DmaRegion};
 pub use batch::{HandleBatch, HandlesMut, MAX_BATCH};
 pub use buffer::{
     Pkt, PktHandle, BUF_STRIDE, DATA_ROOM, DATA_START, HEADROOM, LARGE_DATA_ROOM, LARGE_STRIDE,

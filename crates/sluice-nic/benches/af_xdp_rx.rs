@@ -2,10 +2,11 @@
 //!
 //! `cargo bench -p sluice-nic --bench af_xdp_rx [-- SECONDS_PER_ROUND ROUNDS]`
 //! (root). A sender thread blasts frames through a second AF_XDP port on
-//! the veth peer; the measured port receives them into arena buffers. Prints
-//! the rate of each round and the median, then the cost of the one copy
-//! from UMEM to arena per frame, measured in isolation: the input to the
-//! arena-as-UMEM decision (docs/architecture.md, "NIC ports").
+//! the veth peer; the measured port receives them: the kernel writes each
+//! frame into an arena buffer (the UMEM is the arena's buffer region), and
+//! `rx_burst` hands the buffer over and refills the fill ring. Prints the
+//! rate of each round and the median, with the receiver's CPU per frame
+//! inside `rx_burst` (docs/architecture.md, "NIC ports").
 #![allow(unsafe_code)]
 
 use std::process::Command;
@@ -70,39 +71,6 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-/// Median CPU ns to reset an arena buffer and copy `len` bytes into it from
-/// a 2 KiB frame of a 16 MiB area (the rx path's `copy_out`): frames taken
-/// in ring order (`random` false: as the RX ring hands them over, the
-/// kernel having just written them) or at random (cache-cold).
-fn copy_cost(len: usize, random: bool) -> f64 {
-    let umem = vec![0xa5u8; 8192 * 2048];
-    let a = arena();
-    let pool = BufferPool::new(a.buffers());
-    let mut cache = PoolCache::new(&pool, 64);
-    let mut hs: Vec<_> = (0..1024).map(|_| cache.alloc().expect("buffer")).collect();
-    let mut samples = Vec::new();
-    let mut x = 12345u64;
-    for _ in 0..15 {
-        let n = 1_000_000;
-        let t = thread_cpu_ns();
-        for i in 0..n {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let frame = if random { x % 8192 } else { (i % 2048) as u64 };
-            let src = frame as usize * 2048;
-            let mut p = a.pkt(&mut hs[i % 1024]);
-            p.reset(len);
-            p.data_mut().copy_from_slice(&umem[src..src + len]);
-        }
-        samples.push((thread_cpu_ns() - t) as f64 / n as f64);
-    }
-    for h in hs {
-        cache.free(h);
-    }
-    median(&mut samples)
-}
-
 fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -132,7 +100,7 @@ fn main() {
             let a = arena();
             let pool = BufferPool::new(a.buffers());
             let mut cache = PoolCache::new(&pool, 256);
-            let mut tx = AfXdpPort::open(&AfXdpConfig::new("sxbench1")).expect("sender port");
+            let mut tx = AfXdpPort::open(&AfXdpConfig::new("sxbench1"), &a).expect("sender port");
             let f = frame();
             let mut batch = HandleBatch::new();
             let c = thread_cpu_ns();
@@ -150,14 +118,16 @@ fn main() {
                 let _ = tx.tx_burst(&a, &mut cache, &mut batch);
             }
             batch.drain(|h| cache.free(h));
-            (tx.stats().tx_packets, thread_cpu_ns() - c)
+            let sent = (tx.stats().tx_packets, thread_cpu_ns() - c);
+            tx.release(&mut cache).expect("sender released");
+            sent
         })
     };
 
     let a = arena();
     let pool = BufferPool::new(a.buffers());
     let mut cache = PoolCache::new(&pool, 256);
-    let mut rx = AfXdpPort::open(&AfXdpConfig::new("sxbench0")).expect("measured port");
+    let mut rx = AfXdpPort::open(&AfXdpConfig::new("sxbench0"), &a).expect("measured port");
     eprintln!("{}", rx.describe());
     let mut batch = HandleBatch::new();
     let mut rates = Vec::new();
@@ -222,15 +192,5 @@ fn main() {
     println!(
         "sender + kernel: {sender_ns:.0} ns CPU per frame sent ({:.2} Mpps per core)",
         1e3 / sender_ns
-    );
-    let c64 = copy_cost(64, false);
-    let c64r = copy_cost(64, true);
-    let c1500 = copy_cost(1500, false);
-    println!(
-        "copy UMEM → arena (CPU time): {c64:.1} ns for 64 B in ring order ({c64r:.1} ns from \
-         random frames), {c1500:.1} ns for 1500 B; the 64 B copy is {:.0} % of rx_burst's cost \
-         and {:.1} % of the CPU per frame end to end (sender + kernel + receiver)",
-        100.0 * c64 / burst_ns,
-        100.0 * c64 / (sender_ns + burst_ns)
     );
 }

@@ -41,6 +41,11 @@ pub struct NicStats {
     pub tx_bytes: u64,
     /// Frames the interface refused (counted, then freed).
     pub tx_errors: u64,
+    /// Arena buffers the port has lent the kernel or device now (a gauge):
+    /// an AF_XDP fill ring's, frames sent and not yet completed. They are
+    /// the platform's in a buffer audit, and come back on
+    /// [`NicPort::release`].
+    pub held: u64,
     /// GSO/GRO super-packets received whole (ports with `offload: true`).
     pub rx_gso: u64,
     /// Super-packets handed to the interface whole, for it to segment.
@@ -90,9 +95,11 @@ pub trait NicPort: Send {
     ) -> Result<usize, NicError>;
 
     /// Transmits frames from the front of `batch`. Every buffer sent (or
-    /// refused and counted in `tx_errors`) is removed from `batch` and freed
-    /// to `cache`; buffers left in `batch` could not be queued now (ring
-    /// full) and should be retried. Returns how many were removed.
+    /// refused and counted in `tx_errors`) is removed from `batch`: freed
+    /// to `cache` now, or, by a port that sends in place (AF_XDP), when the
+    /// device is done with it (counted in [`NicStats::held`] meanwhile).
+    /// Buffers left in `batch` could not be queued now (ring full) and
+    /// should be retried. Returns how many were removed.
     fn tx_burst(
         &mut self,
         arena: &Arena,
@@ -114,6 +121,19 @@ pub trait NicPort: Send {
 
     /// Current counters.
     fn stats(&self) -> NicStats;
+
+    /// Stops the port's I/O and frees every buffer it holds to `cache`
+    /// (see [`NicStats::held`]); call once, before dropping the port.
+    /// Afterwards it receives and sends nothing. A port dropped without
+    /// it keeps its held buffers out of the pool for good, which is safe:
+    /// a device may still write them.
+    ///
+    /// # Errors
+    /// The kernel did not let go in time; the buffers it may still write
+    /// stay held and counted.
+    fn release(&mut self, _cache: &mut PoolCache<'_>) -> Result<(), NicError> {
+        Ok(())
+    }
 }
 
 /// Checks the kind-specific keys of a NIC port kind this crate runs (a
@@ -146,8 +166,13 @@ pub fn wants_offload(kind: &PortKind) -> bool {
 /// port (`settings.workers`). Only `af_packet` can be shared that way:
 /// every copy joins the same `PACKET_FANOUT_HASH` group, whose hash is
 /// symmetric, so both directions of a flow reach the same worker provided
-/// every port's copies are opened in worker order.
-pub fn open(kind: &PortKind, workers: u16) -> Result<Option<Box<dyn NicPort>>, NicError> {
+/// every port's copies are opened in worker order. `arena` is the
+/// platform's: an AF_XDP port shares its buffers with the kernel.
+pub fn open(
+    kind: &PortKind,
+    workers: u16,
+    arena: &Arena,
+) -> Result<Option<Box<dyn NicPort>>, NicError> {
     let bad = |e: SpecError| NicError(e.to_string());
     Ok(Some(match kind {
         PortKind::AfPacket(n) => {
@@ -160,7 +185,7 @@ pub fn open(kind: &PortKind, workers: u16) -> Result<Option<Box<dyn NicPort>>, N
         }
         PortKind::AfXdp(n) => {
             let cfg = af_xdp::AfXdpConfig::from_spec(n).map_err(bad)?;
-            Box::new(af_xdp::AfXdpPort::open(&cfg)?)
+            Box::new(af_xdp::AfXdpPort::open(&cfg, arena)?)
         }
         #[cfg(feature = "dpdk")]
         PortKind::Dpdk(n) => {

@@ -47,6 +47,15 @@ fn receive(
     got
 }
 
+/// Gives the kernel its receive buffers (the port does on its first poll),
+/// so frames sent next find room.
+fn prime(port: &mut AfXdpPort, arena: &Arena, cache: &mut PoolCache<'_>) {
+    let mut batch = HandleBatch::new();
+    assert_eq!(port.rx_burst(arena, cache, &mut batch, 64).unwrap(), 0);
+    assert_eq!(port.stats().held % 2048, 0, "full fill rings");
+    assert!(port.stats().held > 0);
+}
+
 #[test]
 fn frames_cross_in_both_directions_and_counters_match_the_kernel() {
     require_root!();
@@ -54,7 +63,8 @@ fn frames_cross_in_both_directions_and_counters_match_the_kernel() {
     let arena = common::arena();
     let pool = BufferPool::new(arena.buffers());
     let mut cache = PoolCache::new(&pool, 32);
-    let mut port = AfXdpPort::open(&AfXdpConfig::new(&veth.inside)).unwrap();
+    let mut port = AfXdpPort::open(&AfXdpConfig::new(&veth.inside), &arena).unwrap();
+    prime(&mut port, &arena, &mut cache);
     eprintln!("{}", port.describe());
     let rx0 = sys_counter(&veth.inside, "rx_packets");
     let tx0 = sys_counter(&veth.inside, "tx_packets");
@@ -95,40 +105,130 @@ fn frames_cross_in_both_directions_and_counters_match_the_kernel() {
     assert_eq!((s.rx_dropped, s.rx_oversize, s.tx_errors), (0, 0, 0));
     assert_eq!(sys_counter(&veth.inside, "rx_packets") - rx0, s.rx_packets);
     assert_eq!(sys_counter(&veth.inside, "tx_packets") - tx0, s.tx_packets);
-    drop(port);
+    // Received frames are the arena buffers the kernel wrote: no copy.
+    assert!(
+        s.held >= 2048,
+        "the fill ring, and sent frames not yet reaped"
+    );
+    port.release(&mut cache).unwrap();
+    let after = port.stats();
+    assert_eq!(
+        (after.held, after.rx_packets, after.tx_packets),
+        (0, 100, 50)
+    );
+    let mut none = HandleBatch::new();
+    assert_eq!(port.rx_burst(&arena, &mut cache, &mut none, 64).unwrap(), 0);
+    drop(cache);
     assert_eq!(pool.audit().free, pool.capacity(), "no buffer leaked");
 }
 
 #[test]
-fn an_exhausted_pool_leaves_frames_on_the_ring_until_buffers_return() {
+fn an_exhausted_pool_shortens_the_fill_ring_and_the_kernel_counts_what_found_no_buffer() {
     require_root!();
     let veth = Veth::new("ex");
     let arena = common::arena();
-    // A pool of 16 buffers for 40 frames.
+    // A pool of 16 buffers for 40 frames: the fill ring gets all 16.
     let pool = BufferPool::new(16);
     let mut cache = PoolCache::new(&pool, 4);
-    let mut port = AfXdpPort::open(&AfXdpConfig::new(&veth.inside)).unwrap();
+    let mut port = AfXdpPort::open(&AfXdpConfig::new(&veth.inside), &arena).unwrap();
+    let mut batch = HandleBatch::new();
+    assert_eq!(
+        port.rx_burst(&arena, &mut cache, &mut batch, 64).unwrap(),
+        0
+    );
+    assert_eq!(port.stats().held, 16);
+    assert!(cache.alloc().is_none(), "every buffer is on the fill ring");
     let peer = veth.peer_socket();
     let sent: Vec<Vec<u8>> = (0..40u32).map(|i| frame(i, 60)).collect();
     for f in &sent {
         peer.send(f);
     }
     let mut got = Vec::new();
-    let mut held = HandleBatch::new();
     let deadline = Instant::now() + Duration::from_secs(10);
-    while got.len() < sent.len() && Instant::now() < deadline {
-        let n = port.rx_burst(&arena, &mut cache, &mut held, 64).unwrap();
+    let dropped = loop {
+        let n = port.rx_burst(&arena, &mut cache, &mut batch, 64).unwrap();
         assert!(n <= 16, "never more frames than buffers");
-        // Hold every buffer until the pool is dry, then give them back.
-        if cache.alloc().map(|h| cache.free(h)).is_none() || n == 0 {
-            held.drain(|mut h| {
-                got.push(arena.pkt(&mut h).data().to_vec());
-                cache.free(h);
-            });
+        // The frames are held (not freed): the pool stays dry.
+        std::thread::sleep(Duration::from_millis(2));
+        let d = port.stats().rx_dropped;
+        if batch.len() + d as usize >= sent.len() || Instant::now() > deadline {
+            break d;
         }
+    };
+    // The first 16 arrived in order; the kernel dropped and counted the
+    // rest, and the fill ring stayed empty while the pool was dry.
+    batch.drain(|mut h| {
+        got.push(arena.pkt(&mut h).data().to_vec());
+        cache.free(h);
+    });
+    assert_eq!(got, sent[..16].to_vec());
+    assert_eq!(
+        dropped, 24,
+        "what found no buffer is counted, not lost silently"
+    );
+    // Buffers back in the pool: the next poll refills and frames flow again.
+    assert_eq!(
+        port.rx_burst(&arena, &mut cache, &mut batch, 64).unwrap(),
+        0
+    );
+    assert_eq!(port.stats().held, 16);
+    let more: Vec<Vec<u8>> = (100..105u32).map(|i| frame(i, 60)).collect();
+    for f in &more {
+        peer.send(f);
     }
-    assert_eq!(got, sent, "every frame arrives, in order, none dropped");
-    assert_eq!(port.stats().rx_dropped, 0);
+    assert_eq!(receive(&mut port, &arena, &mut cache, 5), more);
+    port.release(&mut cache).unwrap();
+    drop(cache);
+    assert_eq!(pool.audit().free, 16, "no buffer leaked");
+}
+
+#[test]
+fn a_port_closed_under_load_gives_every_buffer_back() {
+    require_root!();
+    let veth = Veth::new("cl");
+    let arena = common::arena();
+    let pool = BufferPool::new(arena.buffers());
+    let mut cache = PoolCache::new(&pool, 32);
+    let mut port = AfXdpPort::open(&AfXdpConfig::new(&veth.inside), &arena).unwrap();
+    prime(&mut port, &arena, &mut cache);
+    // The peer keeps sending while the port receives, transmits (so
+    // frames are in flight on the TX ring) and is then closed.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let blaster = {
+        let stop = stop.clone();
+        let peer = veth.peer_socket();
+        std::thread::spawn(move || {
+            let f = frame(7, 60);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if !peer.try_send(&f) {
+                    std::thread::yield_now();
+                }
+            }
+        })
+    };
+    let mut batch = HandleBatch::new();
+    let mut echoed = 0;
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_millis(300) {
+        port.rx_burst(&arena, &mut cache, &mut batch, 64).unwrap();
+        echoed += port.tx_burst(&arena, &mut cache, &mut batch).unwrap();
+    }
+    let s = port.stats();
+    assert!(s.rx_packets > 0 && echoed > 0, "traffic flowed: {s:?}");
+    port.release(&mut cache).unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    blaster.join().unwrap();
+    batch.drain(|h| cache.free(h));
+    assert_eq!(port.stats().held, 0);
+    drop(cache);
+    let a = pool.audit();
+    assert_eq!(
+        (a.free, a.platform, a.at_nfs),
+        (pool.capacity(), 0, 0),
+        "every buffer the kernel held is back"
+    );
+    let (gone, out) = xdp_detached(&veth.inside);
+    assert!(gone, "detached on release: {out}");
 }
 
 #[test]
@@ -138,7 +238,7 @@ fn frames_longer_than_the_mtu_are_refused_and_counted() {
     let arena = common::arena();
     let pool = BufferPool::new(arena.buffers());
     let mut cache = PoolCache::new(&pool, 32);
-    let mut port = AfXdpPort::open(&AfXdpConfig::new(&veth.inside)).unwrap();
+    let mut port = AfXdpPort::open(&AfXdpConfig::new(&veth.inside), &arena).unwrap();
     let peer = veth.peer_socket();
     let tx0 = sys_counter(&veth.inside, "tx_packets");
     let mut batch = HandleBatch::new();
@@ -166,7 +266,7 @@ fn frames_longer_than_the_mtu_are_refused_and_counted() {
 fn dropping_the_port_detaches_the_program() {
     require_root!();
     let veth = Veth::new("dr");
-    let port = AfXdpPort::open(&AfXdpConfig::new(&veth.inside)).unwrap();
+    let port = AfXdpPort::open(&AfXdpConfig::new(&veth.inside), &common::arena()).unwrap();
     assert!(
         link_show(&veth.inside).contains("prog/xdp"),
         "attached while open"
@@ -182,7 +282,7 @@ fn generic_mode_is_reported_when_asked_for() {
     let veth = Veth::new("gm");
     let mut c = AfXdpConfig::new(&veth.inside);
     c.xdp_mode = XdpModeChoice::Generic;
-    let port = AfXdpPort::open(&c).unwrap();
+    let port = AfXdpPort::open(&c, &common::arena()).unwrap();
     assert_eq!(port.xdp_mode().as_str(), "generic");
     assert!(link_show(&veth.inside).contains("xdpgeneric"));
 }
@@ -191,8 +291,9 @@ fn generic_mode_is_reported_when_asked_for() {
 fn a_second_port_on_the_same_interface_is_refused_clearly() {
     require_root!();
     let veth = Veth::new("bz");
-    let _first = AfXdpPort::open(&AfXdpConfig::new(&veth.inside)).unwrap();
-    let e = AfXdpPort::open(&AfXdpConfig::new(&veth.inside))
+    let arena = common::arena();
+    let _first = AfXdpPort::open(&AfXdpConfig::new(&veth.inside), &arena).unwrap();
+    let e = AfXdpPort::open(&AfXdpConfig::new(&veth.inside), &arena)
         .err()
         .expect("second port must fail")
         .to_string();
@@ -205,7 +306,7 @@ fn a_queue_the_interface_lacks_is_refused_clearly() {
     let veth = Veth::new("mq");
     let mut c = AfXdpConfig::new(&veth.inside);
     c.queues = 4;
-    let e = AfXdpPort::open(&c)
+    let e = AfXdpPort::open(&c, &common::arena())
         .err()
         .expect("veth has one queue")
         .to_string();
@@ -217,7 +318,7 @@ fn a_queue_the_interface_lacks_is_refused_clearly() {
 #[test]
 fn a_missing_interface_says_what_to_do() {
     // Needs no privilege: the lookup comes first.
-    let e = AfXdpPort::open(&AfXdpConfig::new("sluice-nope0"))
+    let e = AfXdpPort::open(&AfXdpConfig::new("sluice-nope0"), &common::arena())
         .err()
         .expect("no such interface")
         .to_string();
@@ -236,8 +337,9 @@ fn a_driver_without_native_xdp_is_refused_in_native_mode_and_works_in_auto() {
     let (native, auto) = veth.in_namespace(|| {
         let mut c = AfXdpConfig::new("lo");
         c.xdp_mode = XdpModeChoice::Native;
-        let native = AfXdpPort::open(&c).err().map(|e| e.to_string());
-        let auto = AfXdpPort::open(&AfXdpConfig::new("lo")).map(|p| p.xdp_mode().as_str());
+        let arena = common::arena();
+        let native = AfXdpPort::open(&c, &arena).err().map(|e| e.to_string());
+        let auto = AfXdpPort::open(&AfXdpConfig::new("lo"), &arena).map(|p| p.xdp_mode().as_str());
         (native, auto.map_err(|e| e.to_string()))
     });
     let native = native.expect("lo has no native XDP");
@@ -257,7 +359,8 @@ fn two_queues_share_one_pollable_descriptor_and_receive_everything() {
     let mut cache = PoolCache::new(&pool, 32);
     let mut c = AfXdpConfig::new(&veth.inside);
     c.queues = 2;
-    let mut port = AfXdpPort::open(&c).unwrap();
+    let mut port = AfXdpPort::open(&c, &arena).unwrap();
+    prime(&mut port, &arena, &mut cache);
     assert!(port.describe().contains("2 queue(s)"));
     let fd = port.rx_fd().unwrap();
     let peer = veth.peer_socket();
@@ -290,7 +393,7 @@ fn child_opens_without_privilege() {
     let Ok(ifname) = std::env::var(PRIV_ENV) else {
         return;
     };
-    match AfXdpPort::open(&AfXdpConfig::new(&ifname)) {
+    match AfXdpPort::open(&AfXdpConfig::new(&ifname), &common::arena()) {
         Ok(_) => println!("RESULT: opened"),
         Err(e) => println!("RESULT: {e}"),
     }
@@ -340,7 +443,7 @@ fn child_holds_a_port_until_killed() {
     let Ok(ifname) = std::env::var(CHILD_ENV) else {
         return;
     };
-    let _port = AfXdpPort::open(&AfXdpConfig::new(&ifname)).unwrap();
+    let _port = AfXdpPort::open(&AfXdpConfig::new(&ifname), &common::arena()).unwrap();
     println!("READY");
     std::thread::sleep(Duration::from_secs(120));
 }

@@ -200,9 +200,12 @@ impl Runtime {
                 let opened = PortRt::open(
                     &p.name,
                     &p.kind,
-                    self.settings.generator_duration_ns,
-                    plan.flow_capacity as usize,
+                    (
+                        self.settings.generator_duration_ns,
+                        plan.flow_capacity as usize,
+                    ),
                     shard,
+                    &self.arena,
                 )
                 .map_err(|e| RunError::Setup(e.to_string()))?;
                 list.push((id, opened));

@@ -19,6 +19,7 @@
 //! MFD_HUGE_2MB`; when the kernel has no free 2 MiB pages the arena falls
 //! back to normal pages and says so in [`Arena::backing`].
 
+mod dma;
 mod layout;
 mod map;
 mod slots;
@@ -26,6 +27,7 @@ mod slots;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::ptr::NonNull;
 
+pub use dma::DmaRegion;
 pub use layout::{DomainRegion, MAX_CORES, MAX_DOMAINS};
 use layout::{Layout, SlotRegion, LINE};
 

@@ -29,7 +29,8 @@ pub struct AfXdpConfig {
     /// Never try zero-copy binding (`force_copy`, default false).
     pub force_copy: bool,
     /// Entries of each XSK ring (`ring_size`, power of two 64..=16384,
-    /// default 2048); each queue gets twice as many 2 KiB UMEM frames.
+    /// default 2048); each queue keeps this many arena buffers on its fill
+    /// ring.
     pub ring_size: u32,
 }
 

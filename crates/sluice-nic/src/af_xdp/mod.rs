@@ -6,41 +6,41 @@
 //! - `bpf`: the hand-written redirect program, its XSKMAP, and the BPF
 //!   link that attaches it (detached by the kernel when sluice dies, even on
 //!   SIGKILL).
-//! - `xsk`: one socket with its UMEM and rings (the syscalls).
+//! - `xsk`: one socket, its UMEM registration and rings (the syscalls).
 //! - `ring`: the producer/consumer protocol on the mapped rings.
+//! - `lent`: the handles of the arena buffers a socket lent the kernel.
 //! - `port`: [`AfXdpPort`], the [`NicPort`](crate::NicPort) over one socket
 //!   per queue.
 //!
-//! # UMEM: a separate area with one copy at the boundary
+//! # UMEM: the arena's buffers, shared in place
 //!
-//! The UMEM is a private 2 KiB-chunk area per queue, and each frame is copied
-//! once between it and an arena buffer. Making the arena itself the UMEM
-//! (zero copy between NIC and NFs) was measured and rejected for now:
+//! Every socket's UMEM is the arena's buffer region
+//! ([`sluice_mem::Arena::dma_region`]), registered in unaligned-chunk mode
+//! (the buffers are 2,240 B apart, not a power of two). Frames are never
+//! copied by sluice:
 //!
-//! - The copy is cheap next to the whole receive path. Measured with
-//!   `cargo bench -p sluice-nic --bench af_xdp_rx` on veth (medians, under
-//!   load on a 2-core VM; table in `docs/architecture.md`, "NIC ports"): the
-//!   64 B copy costs 13–21 ns, a quarter to a third of `rx_burst`'s 58–66 ns
-//!   per frame, but 1.4–1.7 % of the ≈ 1 µs of CPU a frame costs end to end
-//!   (the kernel's veth transmit, XDP redirect and its own copy into the
-//!   UMEM dominate). Zero copy would not move the bottleneck.
-//! - On every device without an AF_XDP zero-copy driver — veth, tap, virtio
-//!   without the right feature set, all generic-mode XDP — the kernel copies
-//!   the frame into the UMEM anyway, so arena-as-UMEM saves one of two copies.
-//! - The arena's 2240 B buffer stride is not a power of two, so it needs
-//!   `XDP_UMEM_UNALIGNED_CHUNK_FLAG` (and drivers' zero-copy support for
-//!   unaligned mode is patchier), plus an arena API that exposes the
-//!   page-aligned buffer region for `XDP_UMEM_REG` (today `sluice-mem` keeps
-//!   its base private).
-//! - Buffers on the fill ring and TX frames awaiting completion would be
-//!   owned by the kernel, outside the pool's accounting: the `NicPort`
-//!   contract (buffers freed when `tx_burst` returns) would have to change to
-//!   free on completion, and every queue would pin `2 × ring_size` arena
-//!   buffers.
+//! - **Receive**: the port puts buffers on the fill ring at their first
+//!   byte after the metadata; the kernel (or a zero-copy NIC) writes the
+//!   frame 256 B further, and an RX descriptor hands the buffer back, which
+//!   becomes the packet. The frame's offset comes from the descriptor and is
+//!   checked against the buffer like any input.
+//! - **Transmit**: a descriptor names the packet's own bytes; the buffer is
+//!   freed when the completion ring returns it, not when `tx_burst` returns.
+//! - **Accounting**: a buffer the kernel may touch is lent, its handle kept
+//!   in `lent` until the kernel gives the buffer back; the gauge
+//!   `NicStats::held` counts them. `release` closes the sockets, waits until
+//!   the kernel let go of each queue (a probe bind), and only then frees what
+//!   is still lent: a buffer the kernel never returned is not lost, and a
+//!   buffer a device may still write is never handed out again.
 //!
-//! Arena-as-UMEM is worth revisiting for NICs with zero-copy drivers, where
-//! the copy is the only one left; the change is described in
-//! `docs/architecture.md`.
+//! Devices without a zero-copy driver (veth, tap, generic XDP) still copy
+//! once, in the kernel, straight into the arena buffer. Zero-copy binding is
+//! tried only with the arena on huge pages: a zero-copy driver refuses a
+//! frame crossing a boundary between pages that are not physically
+//! contiguous, and with 4 KiB pages most buffers cross one. Measured with
+//! `cargo bench -p sluice-nic --bench af_xdp_rx` (see `docs/benchmarks.md`):
+//! `rx_burst` went from ≈ 155 to ≈ 48 ns per frame against the copying port
+//! it replaced, side by side on veth.
 //!
 //! # Packet path cost
 //!
@@ -49,9 +49,12 @@
 //! mode), and the TX `sendto` wakeup, which copy mode needs once per 32
 //! frames.
 
+mod attach;
 mod bpf;
 mod config;
+mod lent;
 mod port;
+mod queue;
 mod ring;
 mod xsk;
 

@@ -1,32 +1,40 @@
-//! `AfXdpPort`: the XSKs of one interface behind the [`NicPort`] contract.
+//! `AfXdpPort`: the XSKs of one interface behind the [`NicPort`] contract,
+//! over a UMEM that is the arena's buffer region (see the module doc).
 
-use std::io;
+use std::cell::Cell;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
 
-use sluice_mem::{Arena, HandleBatch, PoolCache, DATA_ROOM, MAX_BATCH};
+use sluice_mem::{Arena, Backing, HandleBatch, PoolCache, MAX_BATCH};
 
+use super::attach::{attach, explain_xsk, privilege_hint};
 use super::bpf::{self, XdpMode};
-use super::config::{AfXdpConfig, XdpModeChoice};
-use super::xsk::{self, StepError, Xsk, XskBind, XskSizes, FRAME};
+use super::config::AfXdpConfig;
+use super::lent::Lent;
+use super::queue::{Queue, CHUNK};
+use super::xsk::{self, StepError, Umem, Xsk, XskBind};
 use crate::{NicError, NicPort, NicStats};
 
 /// Frames the generic (copy-mode) transmit path takes per `sendto` wakeup
 /// in the kernel (`MAX_PER_SOCKET_BUDGET`); bounds our wakeup loop.
 const KERNEL_TX_BUDGET: u32 = 32;
 
-struct Queue {
-    xsk: Xsk,
-    /// UMEM frames free for transmit (the upper half of the UMEM plus
-    /// completed ones), pre-sized so the packet path never allocates.
-    tx_free: Vec<u64>,
-}
+/// How often `stats` asks the kernel for its socket counters (a
+/// `getsockopt` per queue): the per-batch transmit accounting reads the
+/// stats twice per batch, which must not cost two syscalls.
+const KERNEL_STATS_PERIOD: Duration = Duration::from_millis(1);
+
+/// Ring entries of the probe socket `release` binds to learn that the
+/// kernel let go of a closed socket's queue.
+const RELEASE_PROBE_RING: u32 = 64;
 
 /// An AF_XDP port: one XSK per queue, an XSKMAP and the redirect program
 /// attached with a BPF link.
 pub struct AfXdpPort {
     // Field order is drop order: detach the program first so no frame is
-    // redirected to a socket being torn down.
-    _link: OwnedFd,
+    // redirected to a socket being torn down. `release` takes the link
+    // and the queues out early.
+    link: Option<OwnedFd>,
     _prog: OwnedFd,
     queues: Vec<Queue>,
     _map: OwnedFd,
@@ -35,29 +43,47 @@ pub struct AfXdpPort {
     interface: String,
     ifindex: u32,
     mode: XdpMode,
+    bind: XskBind,
+    umem: Umem,
     /// Longest frame the interface takes: MTU + Ethernet and VLAN headers,
-    /// at most a UMEM frame. Longer ones are refused as `tx_errors` here
+    /// at most a UMEM chunk. Longer ones are refused as `tx_errors` here
     /// rather than sent and silently dropped by the device.
     max_tx_len: usize,
     stats: NicStats,
+    /// The kernel's drop and invalid-descriptor counts, and when they
+    /// were read (see [`KERNEL_STATS_PERIOD`]).
+    kernel: Cell<((u64, u64), Option<Instant>)>,
+    /// Buffers `release` could not take back (the kernel kept a queue).
+    stuck: u32,
     rx_next: usize,
     tx_next: usize,
 }
 
-fn privilege_hint() -> &'static str {
-    "AF_XDP needs CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF (or CAP_SYS_ADMIN): run sluice as root \
-     or `setcap cap_net_admin,cap_net_raw,cap_bpf,cap_sys_admin+ep` on the binary"
-}
-
 impl AfXdpPort {
-    /// Opens the port: creates the XSKMAP, one socket per queue, loads the
-    /// redirect program and attaches it.
+    /// Opens the port: creates the XSKMAP, one socket per queue over
+    /// `arena`'s buffer region, loads the redirect program and attaches
+    /// it. The fill rings start empty; the first [`NicPort::rx_burst`]
+    /// fills them with arena buffers.
+    ///
+    /// Zero-copy binding is tried only when the arena is on huge pages: a
+    /// zero-copy driver refuses a frame that crosses a page boundary
+    /// between pages that are not physically contiguous, and with 4 KiB
+    /// pages most of the 2,240 B buffers cross one.
     ///
     /// # Errors
     /// A [`NicError`] whose message says what is wrong and what to do.
-    pub fn open(cfg: &AfXdpConfig) -> Result<AfXdpPort, NicError> {
+    pub fn open(cfg: &AfXdpConfig, arena: &Arena) -> Result<AfXdpPort, NicError> {
         let ifname = &cfg.interface;
         let err = |m: String| NicError(format!("af_xdp port on `{ifname}`: {m}"));
+        let region = arena.dma_region().ok_or_else(|| {
+            err("the arena is an NF process's view (one trust domain), not the platform's".into())
+        })?;
+        let umem = Umem {
+            addr: region.addr,
+            len: region.len,
+            chunk: CHUNK,
+        };
+        let force_copy = cfg.force_copy || *arena.backing() != Backing::HugePages;
         let ifindex = xsk::ifindex(ifname).ok_or_else(|| {
             err(
                 "no such interface (see `ip link show`); create it or fix `interface` — note \
@@ -85,24 +111,21 @@ impl AfXdpPort {
             )),
         })?;
         let mtu = xsk::mtu(ifname).map_err(|e| err(format!("reading the MTU: {e}")))?;
-        let max_tx_len = (mtu as usize + 14 + 4).min(FRAME as usize);
+        let max_tx_len = (mtu as usize + 14 + 4).min(CHUNK as usize);
         // Attach before binding any socket: a refused attachment then leaves
         // no socket bound (their release is deferred in the kernel).
         let (link, mode) = attach(&prog, ifindex, cfg.xdp_mode).map_err(err)?;
-        let sizes = XskSizes {
-            frames: cfg.ring_size * 2,
-            ring: cfg.ring_size,
-        };
         let mut queues = Vec::with_capacity(cfg.queues as usize);
         for q in 0..cfg.queues {
-            let x = Xsk::open(ifindex, q, sizes, cfg.force_copy)
+            let x = Xsk::open(ifindex, q, umem, cfg.ring_size, force_copy)
                 .map_err(|e| err(explain_xsk(ifname, q, cfg.queues, e)))?;
             bpf::xskmap_set(&map, q, x.raw_fd())
                 .map_err(|e| err(format!("adding queue {q}'s socket to the XSKMAP: {e}")))?;
-            let tx_free = (sizes.ring..sizes.frames)
-                .map(|f| u64::from(f) * u64::from(FRAME))
-                .collect();
-            queues.push(Queue { xsk: x, tx_free });
+            queues.push(Queue {
+                xsk: x,
+                lent: Lent::new(arena.total_buffers()),
+                ring: cfg.ring_size,
+            });
         }
         let poll = if queues.len() > 1 {
             let fds: Vec<RawFd> = queues.iter().map(|q| q.xsk.raw_fd()).collect();
@@ -110,8 +133,9 @@ impl AfXdpPort {
         } else {
             None
         };
+        let bind = queues.first().map_or(XskBind::Copy, |q| q.xsk.bind);
         Ok(AfXdpPort {
-            _link: link,
+            link: Some(link),
             _prog: prog,
             queues,
             _map: map,
@@ -119,8 +143,12 @@ impl AfXdpPort {
             interface: ifname.clone(),
             ifindex,
             mode,
+            bind,
+            umem,
             max_tx_len,
             stats: NicStats::default(),
+            kernel: Cell::new(((0, 0), None)),
+            stuck: 0,
             rx_next: 0,
             tx_next: 0,
         })
@@ -133,7 +161,7 @@ impl AfXdpPort {
 
     /// How the sockets are bound (zero-copy or copy).
     pub fn bind_mode(&self) -> XskBind {
-        self.queues[0].xsk.bind
+        self.bind
     }
 
     /// The interface name.
@@ -158,161 +186,16 @@ impl AfXdpPort {
     }
 }
 
-fn attach(
-    prog: &OwnedFd,
-    ifindex: u32,
-    choice: XdpModeChoice,
-) -> Result<(OwnedFd, XdpMode), String> {
-    let busy = |e: &io::Error| {
-        format!(
-            "attaching the XDP program: {e}: the interface already has an XDP program; see \
-             `ip link show` and remove it (`ip link set dev <if> xdp off`) or stop the program \
-             that owns it"
-        )
-    };
-    let other = |e: io::Error, mode: XdpMode| match e.raw_os_error() {
-        Some(libc::EBUSY) | Some(libc::EEXIST) => busy(&e),
-        Some(libc::EPERM) | Some(libc::EACCES) => {
-            format!("attaching the XDP program: {e}; {}", privilege_hint())
-        }
-        Some(libc::EINVAL) if mode == XdpMode::Generic => format!(
-            "attaching the XDP program with a BPF link: {e}: this kernel cannot attach XDP \
-             programs through BPF links (needs Linux ≥ 5.9)"
-        ),
-        _ => format!("attaching the XDP program in {} mode: {e}", mode.as_str()),
-    };
-    match choice {
-        XdpModeChoice::Generic => bpf::link_xdp(prog, ifindex, XdpMode::Generic)
-            .map(|l| (l, XdpMode::Generic))
-            .map_err(|e| other(e, XdpMode::Generic)),
-        XdpModeChoice::Native => bpf::link_xdp(prog, ifindex, XdpMode::Native)
-            .map(|l| (l, XdpMode::Native))
-            .map_err(|e| match e.raw_os_error() {
-                Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) => format!(
-                    "attaching the XDP program in native mode: {e}: the driver has no native \
-                     XDP support; set `xdp_mode: generic` (or `auto`)"
-                ),
-                _ => other(e, XdpMode::Native),
-            }),
-        XdpModeChoice::Auto => match bpf::link_xdp(prog, ifindex, XdpMode::Native) {
-            Ok(l) => Ok((l, XdpMode::Native)),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EEXIST)) => {
-                Err(busy(&e))
-            }
-            Err(_) => bpf::link_xdp(prog, ifindex, XdpMode::Generic)
-                .map(|l| (l, XdpMode::Generic))
-                .map_err(|e| other(e, XdpMode::Generic)),
-        },
-    }
-}
-
-fn explain_xsk(ifname: &str, q: u32, queues: u32, e: StepError) -> String {
-    let StepError { step, err } = e;
-    let hint = match (step, err.raw_os_error()) {
-        ("socket(AF_XDP)", Some(libc::EAFNOSUPPORT)) => {
-            "this kernel has no AF_XDP sockets (needs CONFIG_XDP_SOCKETS=y, Linux ≥ 5.4); use an \
-             `af_packet` port instead"
-                .to_string()
-        }
-        (_, Some(libc::EPERM) | Some(libc::EACCES)) => privilege_hint().to_string(),
-        ("XDP_UMEM_REG", Some(libc::ENOMEM) | Some(libc::ENOBUFS)) => {
-            "the UMEM could not be locked: raise the locked-memory limit (`ulimit -l unlimited`, \
-             LimitMEMLOCK=infinity) or lower `ring_size`"
-                .to_string()
-        }
-        ("bind", Some(libc::EINVAL)) => format!(
-            "queue {q} does not exist on `{ifname}` (see `ethtool -l {ifname}`); lower `queues` \
-             (now {queues})"
-        ),
-        ("bind", Some(libc::EBUSY)) => format!(
-            "queue {q} of `{ifname}` is already bound by another AF_XDP socket; stop the other \
-             program"
-        ),
-        ("bind", Some(libc::ENETDOWN) | Some(libc::ENODEV)) => {
-            format!("`{ifname}` disappeared; check `ip link show`")
-        }
-        _ => String::new(),
-    };
-    if hint.is_empty() {
-        format!("queue {q}: {step}: {err}")
-    } else {
-        format!("queue {q}: {step}: {err}; {hint}")
-    }
-}
-
-impl Queue {
-    /// Moves up to `max` received frames into fresh arena buffers.
-    fn rx(
-        &mut self,
-        arena: &Arena,
-        cache: &mut PoolCache<'_>,
-        out: &mut HandleBatch,
-        max: u32,
-        stats: &mut NicStats,
-    ) -> usize {
-        let x = &mut self.xsk;
-        let n = x.rx.peek(max);
-        // Every frame on the RX ring came from the fill ring, which has as
-        // many slots as the RX half of the UMEM, so there is always room to
-        // give the frames back.
-        let room = x.fill.free(n);
-        debug_assert_eq!(room, n);
-        let n = n.min(room);
-        let mut taken = 0;
-        let mut appended = 0;
-        while taken < n {
-            let d = x.rx.read(taken);
-            let len = d.len as usize;
-            if len > DATA_ROOM {
-                stats.rx_oversize += 1;
-            } else {
-                // No buffer: leave the rest on the RX ring for the next call
-                // (the kernel counts what overflows it as `rx_ring_full`).
-                let Some(mut h) = cache.alloc() else { break };
-                let mut p = arena.pkt(&mut h);
-                p.reset(len);
-                // ≈ 13–21 ns for 64 B of ≈ 60 ns per frame here (bench:
-                // af_xdp_rx, under load): the cost of not sharing the arena
-                // as UMEM (see the module doc).
-                x.copy_out(d.addr, p.data_mut());
-                if let Err(h) = out.push(h) {
-                    cache.free(h);
-                    break;
-                }
-                stats.rx_packets += 1;
-                stats.rx_bytes += len as u64;
-                appended += 1;
-            }
-            x.fill.write(taken, d.addr & !u64::from(FRAME - 1));
-            taken += 1;
-        }
-        if taken > 0 {
-            x.rx.release(taken);
-            x.fill.submit(taken);
-        }
-        // Zero-copy drivers stop polling when the fill ring ran dry and ask
-        // for a wakeup; copy mode never sets the flag, so this syscall runs
-        // only when the kernel asked for it.
-        if x.fill.needs_wakeup() {
-            x.kick_rx();
-        }
-        // Frames a previous tx_burst left on the TX ring (the kernel took
-        // fewer than asked) must not wait for the next transmit: one more
-        // wakeup, only when some are pending.
-        if x.tx.needs_wakeup() && x.tx.pending() > 0 {
-            let _ = x.kick_tx();
-        }
-        appended
-    }
-
-    /// Returns completed transmit frames to the free list.
-    fn reap_completions(&mut self) {
-        let x = &mut self.xsk;
-        let n = x.comp.peek(u32::MAX);
-        for i in 0..n {
-            self.tx_free.push(x.comp.read(i) & !u64::from(FRAME - 1));
-        }
-        x.comp.release(n);
+impl AfXdpPort {
+    /// Waits until the kernel has let go of queue `q` of a socket just
+    /// closed: a new socket can bind the queue only once the old one's
+    /// buffer pool is detached from it, which happens in a kernel work
+    /// item after `close` returns (and, with a zero-copy driver, only then
+    /// has the device stopped writing into the buffers it was given). The
+    /// probe binds in copy mode with an empty fill ring, so it writes
+    /// nothing; `Xsk::open` retries a busy queue for up to a second.
+    fn wait_released(&self, q: u32) -> Result<(), StepError> {
+        Xsk::open(self.ifindex, q, self.umem, RELEASE_PROBE_RING, true).map(drop)
     }
 }
 
@@ -340,7 +223,9 @@ impl NicPort for AfXdpPort {
             got += n;
             max -= n;
         }
-        self.rx_next = (self.rx_next + 1) % nq;
+        if nq > 0 {
+            self.rx_next = (self.rx_next + 1) % nq;
+        }
         Ok(got)
     }
 
@@ -351,53 +236,63 @@ impl NicPort for AfXdpPort {
         batch: &mut HandleBatch,
     ) -> Result<usize, NicError> {
         let nq = self.queues.len();
+        if nq == 0 {
+            return Ok(0);
+        }
         let q = &mut self.queues[self.tx_next];
         self.tx_next = (self.tx_next + 1) % nq;
-        q.reap_completions();
-        let room = q
-            .xsk
-            .tx
-            .free(batch.len() as u32)
-            .min(q.tx_free.len() as u32);
+        q.reap_completions(arena, cache);
+        let room = q.xsk.tx.free(batch.len() as u32);
         let before = batch.len();
         let mut sent = 0u32;
-        let mut full = false;
         let stats = &mut self.stats;
         let max_len = self.max_tx_len;
+        let (xsk, lent) = (&mut q.xsk, &mut q.lent);
+        // Whether the handle `retain` is about to give up was sent (lent
+        // to the kernel until its completion) or refused (freed now).
+        let was_sent = Cell::new(false);
         batch.retain(
             |h| {
-                if full {
+                if sent == room {
                     return true;
                 }
+                let buf = arena.dma_offset(h);
                 let p = arena.pkt(h);
-                let data = p.data();
-                if data.is_empty() || data.len() > max_len {
+                let len = p.len() as usize;
+                if !p.meta_is_sane() || len == 0 || len > max_len {
                     stats.tx_errors += 1;
+                    was_sent.set(false);
                     return false;
                 }
-                if sent == room {
-                    full = true;
-                    return true;
-                }
-                let addr = q.tx_free.pop().expect("room counts free frames");
-                q.xsk.copy_in(addr, data);
-                q.xsk.tx.write(
+                // In place: the descriptor names the packet's own bytes.
+                let addr = buf + u64::from(p.data_off());
+                xsk.tx.write(
                     sent,
                     libc::xdp_desc {
                         addr,
-                        len: data.len() as u32,
+                        len: len as u32,
                         options: 0,
                     },
                 );
-                stats.tx_bytes += data.len() as u64;
+                stats.tx_bytes += len as u64;
                 sent += 1;
+                was_sent.set(true);
                 false
             },
-            |h| cache.free(h),
+            |h| {
+                if was_sent.get() {
+                    // Cannot fail: the handle is unique and from this arena.
+                    if let Err(h) = lent.put(h) {
+                        cache.free(h);
+                    }
+                } else {
+                    cache.free(h);
+                }
+            },
         );
         if sent > 0 {
             q.xsk.tx.submit(sent);
-            stats.tx_packets += u64::from(sent);
+            self.stats.tx_packets += u64::from(sent);
         }
         // Copy mode transmits only inside a sendto wakeup, at most
         // KERNEL_TX_BUDGET frames each: one syscall per 32 frames is the
@@ -426,15 +321,61 @@ impl NicPort for AfXdpPort {
     }
 
     fn stats(&self) -> NicStats {
+        let ((mut dropped, mut invalid), last) = self.kernel.get();
+        let now = Instant::now();
+        let due = last.is_none_or(|t| now.duration_since(t) >= KERNEL_STATS_PERIOD);
+        // After `release` there are no sockets: the last figures stay.
+        if due && !self.queues.is_empty() {
+            (dropped, invalid) = (0, 0);
+            for q in &self.queues {
+                if let Ok(k) = q.xsk.statistics() {
+                    // The kernel's rx_dropped already includes the frames it
+                    // dropped for an empty fill ring (it bumps both counters).
+                    dropped += k.rx_dropped + k.rx_ring_full;
+                    invalid += k.tx_invalid_descs;
+                }
+            }
+            self.kernel.set(((dropped, invalid), Some(now)));
+        }
         let mut s = self.stats;
-        for q in &self.queues {
-            if let Ok(k) = q.xsk.statistics() {
-                // The kernel's rx_dropped already includes the frames it
-                // dropped for an empty fill ring (it bumps both counters).
-                s.rx_dropped += k.rx_dropped + k.rx_ring_full;
-                s.tx_errors += k.tx_invalid_descs;
+        s.rx_dropped += dropped;
+        s.tx_errors += invalid;
+        let lent: u64 = self.queues.iter().map(|q| u64::from(q.lent.count())).sum();
+        s.held = lent + u64::from(self.stuck);
+        s
+    }
+
+    fn release(&mut self, cache: &mut PoolCache<'_>) -> Result<(), NicError> {
+        // Final kernel counters first: the sockets are about to go.
+        self.kernel.set((self.kernel.get().0, None));
+        let last = self.stats();
+        self.stats.rx_dropped = last.rx_dropped;
+        self.stats.tx_errors = last.tx_errors;
+        self.kernel.set(((0, 0), Some(Instant::now())));
+        // No more redirects, then no more sockets.
+        self.link = None;
+        self.poll = None;
+        let queues = std::mem::take(&mut self.queues);
+        let mut lent = Vec::with_capacity(queues.len());
+        for Queue { xsk, lent: l, .. } in queues {
+            drop(xsk);
+            lent.push(l);
+        }
+        for (q, mut l) in lent.into_iter().enumerate() {
+            match self.wait_released(q as u32) {
+                Ok(()) => l.drain(|h| cache.free(h)),
+                // Never hand back a buffer the device may still write:
+                // these stay held (and counted in `held`) for good.
+                Err(_) => self.stuck += l.count(),
             }
         }
-        s
+        if self.stuck > 0 {
+            return Err(NicError(format!(
+                "af_xdp port on `{}`: the kernel did not release the queues within a second; \
+                 {} buffers stay held",
+                self.interface, self.stuck
+            )));
+        }
+        Ok(())
     }
 }

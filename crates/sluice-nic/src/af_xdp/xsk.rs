@@ -1,4 +1,4 @@
-//! One AF_XDP socket: its UMEM, its four rings and the few syscalls it
+//! One AF_XDP socket: its UMEM registration, its four rings and the few syscalls it
 //! needs (socket, setsockopt/getsockopt, mmap, bind, sendto/recvfrom for
 //! wakeups).
 #![allow(unsafe_code)]
@@ -28,18 +28,23 @@ impl XskBind {
     }
 }
 
-/// Sizes of one socket.
+/// The memory a socket's UMEM is registered over: the arena's buffer
+/// region, shared in place (see the module doc of `af_xdp`).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct XskSizes {
-    /// UMEM frames (chunks) of `FRAME` bytes.
-    pub frames: u32,
-    /// Entries of each ring (power of two); fill gets the RX frames, the
-    /// rest go to TX.
-    pub ring: u32,
+pub(crate) struct Umem {
+    /// Start address (page aligned) and length (whole pages).
+    pub addr: usize,
+    pub len: usize,
+    /// Bytes from a fill address to the end of the room a received frame
+    /// may use (the kernel puts the frame `XDP_PACKET_HEADROOM` in); also
+    /// the longest frame the kernel accepts for transmit.
+    pub chunk: u32,
 }
 
-/// UMEM chunk size: aligned mode, one frame per chunk.
-pub(crate) const FRAME: u32 = 2048;
+/// In unaligned-chunk mode an RX descriptor's address carries the frame's
+/// offset from its fill address in its top 16 bits
+/// (`XSK_UNALIGNED_BUF_OFFSET_SHIFT`).
+pub(crate) const OFFSET_SHIFT: u32 = 48;
 
 /// Failure of one step, naming the step (for the operator's message).
 #[derive(Debug)]
@@ -60,54 +65,15 @@ fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
-/// Anonymous memory holding the UMEM frames.
-struct UmemArea {
-    ptr: NonNull<u8>,
-    len: usize,
-}
-
-impl UmemArea {
-    fn new(len: usize) -> io::Result<Self> {
-        // SAFETY: a fresh private anonymous mapping; no existing memory is
-        // affected. MAP_POPULATE pre-faults it so the packet path never
-        // takes a page fault.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(UmemArea {
-            ptr: NonNull::new(p.cast()).expect("mmap never returns NULL on success"),
-            len,
-        })
-    }
-}
-
-impl Drop for UmemArea {
-    fn drop(&mut self) {
-        // SAFETY: unmapping our own mapping; the socket that registered it
-        // is closed before (field order in `Xsk`), and no borrows escape.
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
-    }
-}
-
 /// An XSK socket with its UMEM and rings.
 pub(crate) struct Xsk {
-    // Field order is drop order: rings unmapped, socket closed, then UMEM.
+    // Field order is drop order: rings unmapped, then the socket closed
+    // (which unbinds it; the UMEM's memory is the arena's, not ours).
     pub fill: Ring<u64>,
     pub comp: Ring<u64>,
     pub rx: Ring<libc::xdp_desc>,
     pub tx: Ring<libc::xdp_desc>,
     fd: OwnedFd,
-    umem: UmemArea,
     pub bind: XskBind,
 }
 
@@ -160,14 +126,15 @@ fn map_ring<T: Copy>(
 }
 
 impl Xsk {
-    /// Creates a socket, registers a UMEM, maps the rings and binds to
-    /// `ifindex`/`queue` (zero-copy if the driver can, copy otherwise, or
-    /// only copy when `force_copy`). The fill ring is filled with the first
-    /// `sizes.ring` frames.
+    /// Creates a socket, registers `umem` in unaligned-chunk mode, maps
+    /// rings of `ring` entries and binds to `ifindex`/`queue` (zero-copy if
+    /// the driver can, copy otherwise, or only copy when `force_copy`).
+    /// The fill ring starts empty: the port fills it with arena buffers.
     pub(crate) fn open(
         ifindex: u32,
         queue: u32,
-        sizes: XskSizes,
+        umem: Umem,
+        ring: u32,
         force_copy: bool,
     ) -> Result<Xsk, StepError> {
         // SAFETY: plain socket(2); the result is checked before use.
@@ -177,16 +144,14 @@ impl Xsk {
         )?;
         // SAFETY: `raw` is a fresh descriptor we own.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let umem = step(
-            "mmap UMEM",
-            UmemArea::new(sizes.frames as usize * FRAME as usize),
-        )?;
+        // Unaligned chunks: the arena's buffers are 2240 B apart, not a
+        // power of two, and each fill address is a buffer's own.
         let reg = libc::xdp_umem_reg {
-            addr: umem.ptr.as_ptr() as u64,
+            addr: umem.addr as u64,
             len: umem.len as u64,
-            chunk_size: FRAME,
+            chunk_size: umem.chunk,
             headroom: 0,
-            flags: 0,
+            flags: libc::XDP_UMEM_UNALIGNED_CHUNK_FLAG,
             tx_metadata_len: 0,
         };
         step("XDP_UMEM_REG", setsockopt(raw, libc::XDP_UMEM_REG, &reg))?;
@@ -196,7 +161,7 @@ impl Xsk {
             (libc::XDP_RX_RING, "XDP_RX_RING"),
             (libc::XDP_TX_RING, "XDP_TX_RING"),
         ] {
-            step(name, setsockopt(raw, opt, &sizes.ring))?;
+            step(name, setsockopt(raw, opt, &ring))?;
         }
         // SAFETY: all-zero is a valid xdp_mmap_offsets (plain integers).
         let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
@@ -219,16 +184,9 @@ impl Xsk {
             });
         }
         let d = std::mem::size_of::<libc::xdp_desc>();
-        let mut fill = step(
+        let fill = step(
             "mmap fill ring",
-            map_ring::<u64>(
-                raw,
-                libc::XDP_UMEM_PGOFF_FILL_RING,
-                &off.fr,
-                sizes.ring,
-                8,
-                true,
-            ),
+            map_ring::<u64>(raw, libc::XDP_UMEM_PGOFF_FILL_RING, &off.fr, ring, 8, true),
         )?;
         let comp = step(
             "mmap completion ring",
@@ -236,41 +194,19 @@ impl Xsk {
                 raw,
                 libc::XDP_UMEM_PGOFF_COMPLETION_RING,
                 &off.cr,
-                sizes.ring,
+                ring,
                 8,
                 false,
             ),
         )?;
         let rx = step(
             "mmap RX ring",
-            map_ring(
-                raw,
-                libc::XDP_PGOFF_RX_RING as u64,
-                &off.rx,
-                sizes.ring,
-                d,
-                false,
-            ),
+            map_ring(raw, libc::XDP_PGOFF_RX_RING as u64, &off.rx, ring, d, false),
         )?;
         let tx = step(
             "mmap TX ring",
-            map_ring(
-                raw,
-                libc::XDP_PGOFF_TX_RING as u64,
-                &off.tx,
-                sizes.ring,
-                d,
-                true,
-            ),
+            map_ring(raw, libc::XDP_PGOFF_TX_RING as u64, &off.tx, ring, d, true),
         )?;
-        // Hand the RX half of the frames to the kernel before binding so the
-        // first frames find room.
-        let n = fill.free(sizes.ring);
-        for i in 0..n {
-            fill.write(i, u64::from(i) * u64::from(FRAME));
-        }
-        fill.submit(n);
-
         let bind_with = |flags: u16| {
             let sa = libc::sockaddr_xdp {
                 sxdp_family: libc::AF_XDP as u16,
@@ -333,7 +269,6 @@ impl Xsk {
             rx,
             tx,
             fd,
-            umem,
             bind,
         })
     }
@@ -341,42 +276,6 @@ impl Xsk {
     /// The socket descriptor (pollable for input).
     pub(crate) fn raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
-    }
-
-    /// Copies frame bytes at UMEM address `addr` into `dst` (whose length is
-    /// the frame length).
-    #[inline]
-    pub(crate) fn copy_out(&self, addr: u64, dst: &mut [u8]) {
-        let a = addr as usize;
-        assert!(
-            a + dst.len() <= self.umem.len,
-            "descriptor outside the UMEM"
-        );
-        // SAFETY: in bounds (asserted); the frame belongs to us (we just
-        // consumed its RX descriptor), so the kernel does not write it now;
-        // `dst` is arena memory, disjoint from the UMEM.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.umem.ptr.as_ptr().add(a),
-                dst.as_mut_ptr(),
-                dst.len(),
-            )
-        }
-    }
-
-    /// Copies `src` into the frame at UMEM address `addr`.
-    #[inline]
-    pub(crate) fn copy_in(&mut self, addr: u64, src: &[u8]) {
-        let a = addr as usize;
-        assert!(
-            src.len() <= FRAME as usize && a + src.len() <= self.umem.len,
-            "frame outside the UMEM"
-        );
-        // SAFETY: in bounds (asserted); the frame is one of our free TX
-        // frames, not on any ring, so the kernel does not read it now.
-        unsafe {
-            std::ptr::copy_nonoverlapping(src.as_ptr(), self.umem.ptr.as_ptr().add(a), src.len())
-        }
     }
 
     /// Kicks the kernel to process the TX ring (copy mode transmits only

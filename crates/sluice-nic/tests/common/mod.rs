@@ -176,6 +176,14 @@ impl PeerSocket {
         );
     }
 
+    /// Sends one frame if the interface takes it now (false: a full
+    /// queue, e.g. under a blast).
+    pub fn try_send(&self, f: &[u8]) -> bool {
+        // SAFETY: `f` is readable for its length.
+        let r = unsafe { libc::send(self.fd.as_raw_fd(), f.as_ptr().cast(), f.len(), 0) };
+        r == f.len() as isize
+    }
+
     /// Receives `n` frames that came in from the wire (not our own
     /// outgoing ones), giving up at `timeout`.
     pub fn recv_incoming(&self, n: usize, timeout: Duration) -> Vec<Vec<u8>> {
