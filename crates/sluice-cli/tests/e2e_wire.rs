@@ -511,6 +511,8 @@ chains:
     for (i, name) in ["cli", "srv"].into_iter().enumerate() {
         let p = common::port(&r, name);
         assert_eq!(p["held_buffers"], 0, "released at the end: {p:#}");
+        // veth has native XDP but no zero-copy driver.
+        assert_eq!(p["mode"], "native XDP, copy", "{p:#}");
         let seen = ["rx_packets", "rx_dropped", "rx_oversize"]
             .iter()
             .map(|k| p[*k].as_u64().unwrap())

@@ -101,6 +101,8 @@ pub struct PortRt {
     pub name: String,
     /// Port kind name.
     pub kind: &'static str,
+    /// How a NIC port moves frames ([`NicPort::mode`]).
+    pub mode: Option<String>,
     /// Counters.
     pub stats: PortStats,
     io: PortIo,
@@ -238,9 +240,14 @@ impl PortRt {
             },
             ..PortStats::default()
         };
+        let mode = match &io {
+            PortIo::Nic { port, .. } => port.mode(),
+            _ => None,
+        };
         Ok(PortRt {
             name: name.to_string(),
             kind: kind.kind_name(),
+            mode,
             stats,
             io,
             realtime_offset_ns: realtime_offset_ns(),

@@ -219,6 +219,11 @@ pub struct PortReport {
     pub name: String,
     /// Port kind.
     pub kind: String,
+    /// How a NIC port moves frames: `af_xdp` gives its XDP mode and
+    /// whether its sockets are zero-copy or copy (`native XDP, copy`),
+    /// `dpdk` says it copies between mbufs and arena buffers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
     /// Counters.
     #[serde(flatten)]
     pub stats: PortStats,

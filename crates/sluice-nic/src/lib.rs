@@ -122,6 +122,13 @@ pub trait NicPort: Send {
     /// Current counters.
     fn stats(&self) -> NicStats;
 
+    /// How the port moves frames, for the run report (`ports[].mode`):
+    /// whether frames are copied between the device and arena buffers,
+    /// and by whom. `None` for kinds where that is not a choice.
+    fn mode(&self) -> Option<String> {
+        None
+    }
+
     /// Stops the port's I/O and frees every buffer it holds to `cache`
     /// (see [`NicStats::held`]); call once, before dropping the port.
     /// Afterwards it receives and sends nothing. A port dropped without

@@ -66,6 +66,8 @@ fn frames_cross_in_both_directions_and_counters_match_the_kernel() {
     let mut port = AfXdpPort::open(&AfXdpConfig::new(&veth.inside), &arena).unwrap();
     prime(&mut port, &arena, &mut cache);
     eprintln!("{}", port.describe());
+    // veth: native XDP, and the kernel copies (no zero-copy driver).
+    assert_eq!(port.mode().as_deref(), Some("native XDP, copy"));
     let rx0 = sys_counter(&veth.inside, "rx_packets");
     let tx0 = sys_counter(&veth.inside, "tx_packets");
 
@@ -284,6 +286,7 @@ fn generic_mode_is_reported_when_asked_for() {
     c.xdp_mode = XdpModeChoice::Generic;
     let port = AfXdpPort::open(&c, &common::arena()).unwrap();
     assert_eq!(port.xdp_mode().as_str(), "generic");
+    assert_eq!(port.mode().as_deref(), Some("generic XDP, copy"));
     assert!(link_show(&veth.inside).contains("xdpgeneric"));
 }
 

@@ -147,6 +147,7 @@ pub(crate) fn run_report(w: &Worker<'_>) -> RunReport {
                 PortReport {
                     name: p.name.clone(),
                     kind: p.kind.to_string(),
+                    mode: p.mode.clone(),
                     stats: p.stats.clone(),
                     reordered: sink.map(|s| s.reordered),
                     duplicates: sink.map(|s| s.duplicates),

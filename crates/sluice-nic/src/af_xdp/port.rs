@@ -313,6 +313,16 @@ impl NicPort for AfXdpPort {
         Ok(before - batch.len())
     }
 
+    /// `native XDP, zero-copy` (the device writes arena buffers) or
+    /// `generic XDP, copy` (the kernel copies each frame into one).
+    fn mode(&self) -> Option<String> {
+        Some(format!(
+            "{} XDP, {}",
+            self.mode.as_str(),
+            self.bind.as_str()
+        ))
+    }
+
     fn rx_fd(&self) -> Option<RawFd> {
         match &self.poll {
             Some(ep) => Some(ep.as_raw_fd()),

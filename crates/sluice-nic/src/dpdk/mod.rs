@@ -402,6 +402,11 @@ impl NicPort for DpdkPort {
         Ok(before - batch.len())
     }
 
+    /// Frames are copied between mbufs and arena buffers, both ways.
+    fn mode(&self) -> Option<String> {
+        Some("copy (mbuf ↔ arena buffer)".to_string())
+    }
+
     fn rx_fd(&self) -> Option<RawFd> {
         // DPDK ports are polled.
         None
