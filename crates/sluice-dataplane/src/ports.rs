@@ -281,6 +281,16 @@ impl PortRt {
         }
     }
 
+    /// The counters as reported: a NIC port's gauge of buffers it lent
+    /// the kernel is read now (not kept up to date per packet batch).
+    pub fn report_stats(&self) -> PortStats {
+        let mut s = self.stats.clone();
+        if let PortIo::Nic { port, .. } = &self.io {
+            s.held_buffers = port.stats().held;
+        }
+        s
+    }
+
     /// Whether this port produces packets.
     pub fn is_input(&self) -> bool {
         matches!(
@@ -394,9 +404,6 @@ impl PortRt {
                     }
                 }
                 n = out.len() - start;
-                if n > 0 {
-                    self.stats.held_buffers = port.stats().held;
-                }
             }
             _ => {}
         }
@@ -550,7 +557,6 @@ fn nic_tx(
     stats.tx_errors += refused + left;
     stats.rx_dropped = after.rx_dropped;
     stats.rx_oversize = after.rx_oversize;
-    stats.held_buffers = after.held;
     nic_offload_stats(stats, &after);
     refused + left
 }

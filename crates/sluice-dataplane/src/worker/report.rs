@@ -148,7 +148,7 @@ pub(crate) fn run_report(w: &Worker<'_>) -> RunReport {
                     name: p.name.clone(),
                     kind: p.kind.to_string(),
                     mode: p.mode.clone(),
-                    stats: p.stats.clone(),
+                    stats: p.report_stats(),
                     reordered: sink.map(|s| s.reordered),
                     duplicates: sink.map(|s| s.duplicates),
                 }
