@@ -4,81 +4,20 @@
 use std::fs::File;
 use std::io::BufWriter;
 
-use serde::Serialize;
 use sluice_mem::{Arena, HandleBatch, PoolCache, DATA_ROOM};
-use sluice_nic::{NicPort, NicStats};
+use sluice_nic::NicPort;
 use sluice_ports::generator::{GeneratorConfig, IpVersionChoice, Protocol, SizeSpec};
 use sluice_ports::pcap::{Pacer, PcapReplay};
 use sluice_ports::{Generator, PcapWriter, Shard, Sink, SinkConfig, SinkReport};
 use sluice_spec::{GeneratorSpec, PortKind};
 
-use crate::offload::{self, OffloadDrops, OffloadStats, PortOffload};
+use crate::offload::{self, OffloadStats, PortOffload};
 
-/// Counters of one port.
-#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, utoipa::ToSchema)]
-pub struct PortStats {
-    /// Packets received (input ports).
-    pub rx_packets: u64,
-    /// Bytes received.
-    pub rx_bytes: u64,
-    /// Packets transmitted (output ports).
-    pub tx_packets: u64,
-    /// Bytes transmitted.
-    pub tx_bytes: u64,
-    /// Transmit failures (e.g. a pcap write error).
-    pub tx_errors: u64,
-    /// Input frames dropped for not fitting a buffer.
-    pub rx_oversize: u64,
-    /// Input frames not read because the buffer pool was empty.
-    pub rx_no_buffer: u64,
-    /// Buffers the port has lent the kernel now (a gauge: an AF_XDP
-    /// port's fill rings and frames in flight); they come back when the
-    /// port closes.
-    #[serde(default)]
-    pub held_buffers: u64,
-    /// Frames the kernel or device dropped before sluice saw them (NIC
-    /// ports: a full receive ring).
-    pub rx_dropped: u64,
-    /// `pcap_in`: records left out because the file ends inside them (a
-    /// capture cut short; the intact records before it are replayed).
-    pub truncated_records: u64,
-    /// Super-packets and partial checksums (see [`crate::offload`]).
-    #[serde(flatten)]
-    pub offload: OffloadStats,
-    /// When the port first transmitted, ns since the Unix epoch (0: never):
-    /// how long a new chain took to carry traffic (`sluice bench deploy`).
-    #[serde(default)]
-    pub first_tx_unix_ns: u64,
-}
+mod nic;
+mod stats;
 
-/// Adds another copy's counters (the same port run by several workers).
-/// Next to the struct so a new counter cannot be left out of the sum.
-impl std::ops::AddAssign<&PortStats> for PortStats {
-    fn add_assign(&mut self, t: &PortStats) {
-        self.rx_packets += t.rx_packets;
-        self.rx_bytes += t.rx_bytes;
-        self.tx_packets += t.tx_packets;
-        self.tx_bytes += t.tx_bytes;
-        self.tx_errors += t.tx_errors;
-        self.rx_oversize += t.rx_oversize;
-        self.rx_no_buffer += t.rx_no_buffer;
-        self.held_buffers += t.held_buffers;
-        self.rx_dropped += t.rx_dropped;
-        self.truncated_records += t.truncated_records;
-        self.offload += &t.offload;
-        // The earliest of the copies that transmitted at all.
-        self.first_tx_unix_ns = match (self.first_tx_unix_ns, t.first_tx_unix_ns) {
-            (0, b) => b,
-            (a, 0) => a,
-            (a, b) => a.min(b),
-        };
-    }
-}
-
-/// How many times a NIC transmit is retried while the interface takes
-/// nothing (a full socket buffer or ring) before the rest of the batch is
-/// dropped as `port_tx_error`; each retry yields the CPU once (≈ 1 µs).
-const NIC_TX_RETRIES: u32 = 64;
+use nic::{nic_offload_stats, nic_tx};
+pub use stats::PortStats;
 
 enum PortIo {
     Generator(Box<Generator>),
@@ -518,45 +457,4 @@ fn tx_plain(
         cache.free(h);
     });
     0
-}
-
-/// Copies a NIC's offload counters (cumulative) into the port's.
-fn nic_offload_stats(stats: &mut PortStats, s: &NicStats) {
-    stats.offload.gso_rx = s.rx_gso;
-    stats.offload.gso_tx = s.tx_gso;
-    stats.offload.nic_offload_drops = OffloadDrops(s.offload_errors);
-}
-
-/// Sends `batch` on a NIC, retrying what the interface cannot take yet;
-/// updates `stats` from the port's counters and returns the frames lost.
-fn nic_tx(
-    port: &mut dyn NicPort,
-    stats: &mut PortStats,
-    arena: &Arena,
-    batch: &mut HandleBatch,
-    cache: &mut PoolCache<'_>,
-) -> u64 {
-    let before = port.stats();
-    let mut stalls = 0;
-    while !batch.is_empty() {
-        match port.tx_burst(arena, cache, batch) {
-            Ok(0) if stalls < NIC_TX_RETRIES => {
-                stalls += 1;
-                sluice_sys::yield_now();
-            }
-            Ok(0) | Err(_) => break,
-            Ok(_) => stalls = 0,
-        }
-    }
-    let left = batch.len() as u64;
-    batch.drain(|h| cache.free(h));
-    let after: NicStats = port.stats();
-    stats.tx_packets += after.tx_packets - before.tx_packets;
-    stats.tx_bytes += after.tx_bytes - before.tx_bytes;
-    let refused = after.tx_errors - before.tx_errors;
-    stats.tx_errors += refused + left;
-    stats.rx_dropped = after.rx_dropped;
-    stats.rx_oversize = after.rx_oversize;
-    nic_offload_stats(stats, &after);
-    refused + left
 }
