@@ -19,7 +19,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use wire_env::{in_netns, in_ns_cmd, ChildGuard, WireEnv, CLI_IP, SRV_IP, WIRE_CLI, WIRE_SRV};
+use wire_env::{
+    in_netns, in_ns_cmd, ChildGuard, LinkCounters, WireEnv, CLI_IP, SRV_IP, WIRE_CLI, WIRE_SRV,
+};
 
 const BODY: &str = "hello from the server namespace\n";
 const OPEN_PORT: u16 = 8080;
@@ -273,6 +275,31 @@ fn iperf3(env: &WireEnv) -> Option<f64> {
     v["end"]["sum_received"]["bits_per_second"].as_f64()
 }
 
+/// The `cli` and `srv` ports' counters agree with the wire namespace's
+/// interface counters taken before and after the run: every frame the
+/// interface received was read or counted as dropped by a full ring
+/// (possible when the test machine is loaded) or oversize, and every frame
+/// sent reached the interface.
+fn ports_match_the_kernel(r: &Value, before: &[LinkCounters; 2], after: &[LinkCounters; 2]) {
+    for (i, name) in ["cli", "srv"].into_iter().enumerate() {
+        let p = common::port(r, name);
+        let seen = ["rx_packets", "rx_dropped", "rx_oversize"]
+            .iter()
+            .map(|k| p[*k].as_u64().unwrap())
+            .sum::<u64>();
+        assert_eq!(
+            seen,
+            after[i].rx_packets - before[i].rx_packets,
+            "{name} rx vs kernel: {p:#}"
+        );
+        assert_eq!(
+            p["tx_packets"].as_u64().unwrap(),
+            after[i].tx_packets - before[i].tx_packets,
+            "{name} tx vs kernel: {p:#}"
+        );
+    }
+}
+
 #[test]
 fn tcp_and_udp_cross_an_af_packet_bump_in_the_wire() {
     if !privileged() {
@@ -375,25 +402,9 @@ fn tcp_and_udp_cross_an_af_packet_bump_in_the_wire() {
         env.counters(&env.wire, WIRE_CLI).unwrap(),
         env.counters(&env.wire, WIRE_SRV).unwrap(),
     ];
-    for (i, name) in ["cli", "srv"].into_iter().enumerate() {
+    ports_match_the_kernel(&r, &before, &after);
+    for name in ["cli", "srv"] {
         let p = common::port(&r, name);
-        // Every frame the interface received was either read or counted
-        // as dropped by a full ring (possible when the test machine is
-        // loaded) or oversize.
-        let seen = ["rx_packets", "rx_dropped", "rx_oversize"]
-            .iter()
-            .map(|k| p[*k].as_u64().unwrap())
-            .sum::<u64>();
-        assert_eq!(
-            seen,
-            after[i].rx_packets - before[i].rx_packets,
-            "{name} rx vs kernel: {p:#}"
-        );
-        assert_eq!(
-            p["tx_packets"].as_u64().unwrap(),
-            after[i].tx_packets - before[i].tx_packets,
-            "{name} tx vs kernel: {p:#}"
-        );
         assert_eq!(p["tx_errors"], 0, "{p:#}");
     }
     // Every blocked SYN is an ACL drop, and nothing else was dropped.
@@ -508,25 +519,12 @@ chains:
         env.counters(&env.wire, WIRE_CLI).unwrap(),
         env.counters(&env.wire, WIRE_SRV).unwrap(),
     ];
-    for (i, name) in ["cli", "srv"].into_iter().enumerate() {
+    ports_match_the_kernel(&r, &before, &after);
+    for name in ["cli", "srv"] {
         let p = common::port(&r, name);
         assert_eq!(p["held_buffers"], 0, "released at the end: {p:#}");
         // veth has native XDP but no zero-copy driver.
         assert_eq!(p["mode"], "native XDP, copy", "{p:#}");
-        let seen = ["rx_packets", "rx_dropped", "rx_oversize"]
-            .iter()
-            .map(|k| p[*k].as_u64().unwrap())
-            .sum::<u64>();
-        assert_eq!(
-            seen,
-            after[i].rx_packets - before[i].rx_packets,
-            "{name} rx vs kernel: {p:#}"
-        );
-        assert_eq!(
-            p["tx_packets"].as_u64().unwrap(),
-            after[i].tx_packets - before[i].tx_packets,
-            "{name} tx vs kernel: {p:#}"
-        );
     }
     drop(server);
 }

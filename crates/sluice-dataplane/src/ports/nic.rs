@@ -4,7 +4,7 @@
 use sluice_mem::{Arena, HandleBatch, PoolCache};
 use sluice_nic::{NicPort, NicStats};
 
-use super::PortStats;
+use super::stats::PortStats;
 use crate::offload::OffloadDrops;
 
 /// How many times a NIC transmit is retried while the interface takes
