@@ -16,6 +16,7 @@ use sluice_spec::{PortKind, SpecError};
 
 pub mod af_packet;
 pub mod options;
+mod sampled;
 mod sys;
 pub mod tap;
 

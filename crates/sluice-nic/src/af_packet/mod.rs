@@ -25,14 +25,13 @@
 mod ring;
 mod socket;
 
-use std::cell::Cell;
 use std::os::fd::RawFd;
-use std::time::{Duration, Instant};
 
 use sluice_mem::{Arena, HandleBatch, PoolCache, DATA_ROOM, MAX_PKT_LEN};
 use sluice_packet::gso::{GsoError, Offload};
 
 use crate::options::{AfPacketOptions, RingVersion};
+use crate::sampled::Sampled;
 use crate::sys::{self, ReadySet};
 use crate::{NicError, NicPort, NicStats};
 use ring::RxRing;
@@ -55,15 +54,11 @@ pub struct AfPacketPort {
     /// PACKET_VNET_HDR is on (`offload: true`).
     offload: bool,
     stats: NicStats,
-    /// Kernel ring drops read so far (PACKET_STATISTICS resets on read)
-    /// and when they were last read.
-    kernel_drops: Cell<(u64, Option<Instant>)>,
+    /// Kernel ring drops read so far (PACKET_STATISTICS resets on read; a
+    /// getsockopt per transmit burst would cost ≈ 0.3 µs, the sample's
+    /// clock read ≈ 20 ns).
+    kernel_drops: Sampled<u64>,
 }
-
-/// How often [`NicPort::stats`] asks the kernel for ring drops: the worker
-/// reads stats after every transmit burst, and a getsockopt there would
-/// cost ≈ 0.3 µs per burst; a clock read costs ≈ 20 ns.
-const KERNEL_STATS_PERIOD: Duration = Duration::from_millis(1);
 
 impl AfPacketPort {
     /// Opens `o.queues` sockets on `interface`. With `o.queues > 1`, or
@@ -109,7 +104,7 @@ impl AfPacketPort {
             send: SendBufs::new(),
             offload: o.offload,
             stats: NicStats::default(),
-            kernel_drops: Cell::new((0, None)),
+            kernel_drops: Sampled::new(0),
         })
     }
 }
@@ -400,12 +395,9 @@ impl NicPort for AfPacketPort {
     }
 
     fn stats(&self) -> NicStats {
-        let (mut drops, last) = self.kernel_drops.get();
-        let now = Instant::now();
-        if last.is_none_or(|t| now.duration_since(t) >= KERNEL_STATS_PERIOD) {
-            drops += self.queues.iter().map(|q| q.sock.take_drops()).sum::<u64>();
-            self.kernel_drops.set((drops, Some(now)));
-        }
+        let drops = self
+            .kernel_drops
+            .get(|d| d + self.queues.iter().map(|q| q.sock.take_drops()).sum::<u64>());
         NicStats {
             rx_dropped: drops,
             ..self.stats

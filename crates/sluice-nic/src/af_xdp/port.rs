@@ -3,7 +3,6 @@
 
 use std::cell::Cell;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::time::{Duration, Instant};
 
 use sluice_mem::{Arena, Backing, HandleBatch, PoolCache, MAX_BATCH};
 
@@ -13,16 +12,12 @@ use super::config::AfXdpConfig;
 use super::lent::Lent;
 use super::queue::{Queue, CHUNK};
 use super::xsk::{self, StepError, Umem, Xsk, XskBind};
+use crate::sampled::Sampled;
 use crate::{NicError, NicPort, NicStats};
 
 /// Frames the generic (copy-mode) transmit path takes per `sendto` wakeup
 /// in the kernel (`MAX_PER_SOCKET_BUDGET`); bounds our wakeup loop.
 const KERNEL_TX_BUDGET: u32 = 32;
-
-/// How often `stats` asks the kernel for its socket counters (a
-/// `getsockopt` per queue): the per-batch transmit accounting reads the
-/// stats twice per batch, which must not cost two syscalls.
-const KERNEL_STATS_PERIOD: Duration = Duration::from_millis(1);
 
 /// Ring entries of the probe socket `release` binds to learn that the
 /// kernel let go of a closed socket's queue.
@@ -50,9 +45,9 @@ pub struct AfXdpPort {
     /// rather than sent and silently dropped by the device.
     max_tx_len: usize,
     stats: NicStats,
-    /// The kernel's drop and invalid-descriptor counts, and when they
-    /// were read (see [`KERNEL_STATS_PERIOD`]).
-    kernel: Cell<((u64, u64), Option<Instant>)>,
+    /// The kernel's drop and invalid-descriptor counts (a `getsockopt`
+    /// per queue).
+    kernel: Sampled<(u64, u64)>,
     /// Buffers `release` could not take back (the kernel kept a queue).
     stuck: u32,
     rx_next: usize,
@@ -147,7 +142,7 @@ impl AfXdpPort {
             umem,
             max_tx_len,
             stats: NicStats::default(),
-            kernel: Cell::new(((0, 0), None)),
+            kernel: Sampled::new((0, 0)),
             stuck: 0,
             rx_next: 0,
             tx_next: 0,
@@ -196,6 +191,20 @@ impl AfXdpPort {
     /// nothing; `Xsk::open` retries a busy queue for up to a second.
     fn wait_released(&self, q: u32) -> Result<(), StepError> {
         Xsk::open(self.ifindex, q, self.umem, RELEASE_PROBE_RING, true).map(drop)
+    }
+
+    /// The kernel's drop and invalid-descriptor counts over all sockets.
+    fn read_kernel(&self) -> (u64, u64) {
+        let (mut dropped, mut invalid) = (0, 0);
+        for q in &self.queues {
+            if let Ok(k) = q.xsk.statistics() {
+                // The kernel's rx_dropped already includes the frames it
+                // dropped for an empty fill ring (it bumps both counters).
+                dropped += k.rx_dropped + k.rx_ring_full;
+                invalid += k.tx_invalid_descs;
+            }
+        }
+        (dropped, invalid)
     }
 }
 
@@ -331,22 +340,14 @@ impl NicPort for AfXdpPort {
     }
 
     fn stats(&self) -> NicStats {
-        let ((mut dropped, mut invalid), last) = self.kernel.get();
-        let now = Instant::now();
-        let due = last.is_none_or(|t| now.duration_since(t) >= KERNEL_STATS_PERIOD);
         // After `release` there are no sockets: the last figures stay.
-        if due && !self.queues.is_empty() {
-            (dropped, invalid) = (0, 0);
-            for q in &self.queues {
-                if let Ok(k) = q.xsk.statistics() {
-                    // The kernel's rx_dropped already includes the frames it
-                    // dropped for an empty fill ring (it bumps both counters).
-                    dropped += k.rx_dropped + k.rx_ring_full;
-                    invalid += k.tx_invalid_descs;
-                }
+        let (dropped, invalid) = self.kernel.get(|old| {
+            if self.queues.is_empty() {
+                old
+            } else {
+                self.read_kernel()
             }
-            self.kernel.set(((dropped, invalid), Some(now)));
-        }
+        });
         let mut s = self.stats;
         s.rx_dropped += dropped;
         s.tx_errors += invalid;
@@ -356,12 +357,12 @@ impl NicPort for AfXdpPort {
     }
 
     fn release(&mut self, cache: &mut PoolCache<'_>) -> Result<(), NicError> {
-        // Final kernel counters first: the sockets are about to go.
-        self.kernel.set((self.kernel.get().0, None));
-        let last = self.stats();
-        self.stats.rx_dropped = last.rx_dropped;
-        self.stats.tx_errors = last.tx_errors;
-        self.kernel.set(((0, 0), Some(Instant::now())));
+        // Final kernel counters first, into the port's own: the sockets
+        // are about to go.
+        let (dropped, invalid) = self.read_kernel();
+        self.stats.rx_dropped += dropped;
+        self.stats.tx_errors += invalid;
+        self.kernel.set((0, 0));
         // No more redirects, then no more sockets.
         self.link = None;
         self.poll = None;

@@ -19,15 +19,14 @@
 
 mod ffi;
 
-use std::cell::Cell;
 use std::os::fd::RawFd;
 use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use sluice_mem::{Arena, HandleBatch, PoolCache, DATA_ROOM, MAX_BATCH};
 use sluice_spec::{NicSpec, SpecError};
 
+use crate::sampled::Sampled;
 use crate::{NicError, NicPort, NicStats};
 
 /// Settings of one DPDK port.
@@ -107,11 +106,6 @@ impl DpdkConfig {
         Ok(c)
     }
 }
-
-/// How often `stats` asks the device for its counters
-/// (`rte_eth_stats_get`, register reads on a real NIC): the per-batch
-/// transmit accounting reads the stats twice per batch.
-const DEVICE_STATS_PERIOD: Duration = Duration::from_millis(1);
 
 /// The EAL arguments the process was initialised with, or why it failed.
 static EAL: OnceLock<Result<Vec<String>, String>> = OnceLock::new();
@@ -197,9 +191,9 @@ pub struct DpdkPort {
     mempool: *mut ffi::Mempool,
     created: bool,
     stats: NicStats,
-    /// The device's missed/no-mbuf and transmit-error counts, and when
-    /// they were read (see [`DEVICE_STATS_PERIOD`]).
-    device: Cell<((u64, u64), Option<Instant>)>,
+    /// The device's missed/no-mbuf and transmit-error counts
+    /// (`rte_eth_stats_get`: register reads on a real NIC).
+    device: Sampled<(u64, u64)>,
     rx_next: u16,
     tx_next: u16,
     mbufs: [*mut ffi::Mbuf; MAX_BATCH],
@@ -279,7 +273,7 @@ impl DpdkPort {
             mempool,
             created,
             stats: NicStats::default(),
-            device: Cell::new(((0, 0), None)),
+            device: Sampled::new((0, 0)),
             rx_next: 0,
             tx_next: 0,
             mbufs: [std::ptr::null_mut(); MAX_BATCH],
@@ -424,14 +418,9 @@ impl NicPort for DpdkPort {
     }
 
     fn stats(&self) -> NicStats {
-        let ((mut dropped, mut errors), last) = self.device.get();
-        let now = Instant::now();
-        if last.is_none_or(|t| now.duration_since(t) >= DEVICE_STATS_PERIOD) {
-            if let Some(d) = ffi::stats(self.port) {
-                (dropped, errors) = (d[4] + d[7], d[6]);
-            }
-            self.device.set(((dropped, errors), Some(now)));
-        }
+        let (dropped, errors) = self
+            .device
+            .get(|old| ffi::stats(self.port).map_or(old, |d| (d[4] + d[7], d[6])));
         let mut s = self.stats;
         s.rx_dropped += dropped;
         s.tx_errors += errors;
