@@ -161,6 +161,10 @@ pub enum BenchKind {
     /// chains, chains of costly NFs), under turns and under NFs that
     /// schedule themselves, in alternating rounds.
     Sched(SchedArgs),
+    /// sluice against DPDK testpmd and OVS-DPDK on the same DPDK virtual
+    /// devices, CPUs and frames (root; peers that are not installed are
+    /// left out with a message).
+    Peers(crate::bench_peers::PeersArgs),
 }
 
 /// `sluice bench sched`.

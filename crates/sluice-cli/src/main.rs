@@ -8,6 +8,7 @@ mod bench_deploy;
 mod bench_instantiate;
 mod bench_jitter;
 mod bench_nfs;
+mod bench_peers;
 mod bench_perflow;
 mod bench_replicas;
 mod bench_sched;
@@ -90,6 +91,7 @@ fn main() -> ExitCode {
             BenchKind::Deploy(a) => bench_deploy::run(a),
             BenchKind::Instantiate(a) => bench_instantiate::run(a),
             BenchKind::Sched(a) => bench_sched::run_bench(a),
+            BenchKind::Peers(a) => bench_peers::run(a),
         },
         Command::Validate { spec } => match sluice_spec::load(&spec, &type_names()) {
             Ok(s) => match compile(&s, REGISTRY, &Target::of_spec(&s), None) {

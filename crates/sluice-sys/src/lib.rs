@@ -39,6 +39,12 @@ pub use zeroed::ZeroedTable;
 
 pub use rustix::process::Pid;
 
+/// Clock ticks per second of the kernel's process times (`/proc/PID/stat`
+/// `utime`/`stime`; `sysconf(_SC_CLK_TCK)`).
+pub fn clock_ticks_per_second() -> u64 {
+    rustix::param::clock_ticks_per_second()
+}
+
 /// Which side of a fork we are on.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Forked {

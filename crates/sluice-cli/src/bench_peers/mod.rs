@@ -1,0 +1,411 @@
+//! `sluice bench peers`: sluice against the systems a user would pick
+//! instead, on the same DPDK virtual devices, the same CPUs and the same
+//! frames, in alternating rounds: DPDK's testpmd (the floor: a loop that
+//! moves bursts between ports), Open vSwitch with its DPDK datapath (a
+//! switch that parses every frame and looks it up), and sluice with its
+//! forwarder inline in the worker and in its own process.
+//!
+//! Every system is started for one run, given a second of traffic to
+//! settle, then sampled twice `--duration` apart ([`probe`]): packets its
+//! ports transmitted (its own counters) and the CPU time of its processes.
+//! A row's figures are those of its median round. Not part of CI (it needs
+//! root, huge pages and the peers installed); its figures go into
+//! `docs/benchmarks.md` with the CPU that gave them.
+
+mod huge;
+mod ovs;
+mod probe;
+mod sluice;
+mod testpmd;
+mod work;
+
+use std::path::PathBuf;
+use std::process::{Child, ExitCode};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use serde::Serialize;
+
+use probe::{Sample, Window};
+use work::Work;
+
+/// `sluice bench peers`.
+#[derive(Debug, Args)]
+pub struct PeersArgs {
+    /// One round of 1 s per system and work (default: three rounds of 3 s).
+    #[arg(long)]
+    pub quick: bool,
+    /// Only these systems (repeatable): testpmd, ovs_dpdk, sluice_inline,
+    /// sluice_process.
+    #[arg(long, value_parser = System::NAMES)]
+    pub system: Vec<String>,
+    /// Only these works (repeatable): io, macswap, bidir, pcap.
+    #[arg(long, value_parser = ["io", "macswap", "bidir", "pcap"])]
+    pub work: Vec<String>,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A system under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum System {
+    Testpmd,
+    OvsDpdk,
+    SluiceInline,
+    SluiceProcess,
+}
+
+impl System {
+    const ALL: [System; 4] = [
+        System::Testpmd,
+        System::OvsDpdk,
+        System::SluiceInline,
+        System::SluiceProcess,
+    ];
+    const NAMES: [&'static str; 4] = ["testpmd", "ovs_dpdk", "sluice_inline", "sluice_process"];
+
+    fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+
+    fn start(self, work: Work, env: &Env) -> Result<Box<dyn Running>, StartError> {
+        Ok(match self {
+            System::Testpmd => Box::new(testpmd::Testpmd::start(work, env)?),
+            System::OvsDpdk => Box::new(ovs::Ovs::start(work, env)?),
+            System::SluiceInline => Box::new(sluice::Sluice::start(work, "inline", env)?),
+            System::SluiceProcess => Box::new(sluice::Sluice::start(work, "process", env)?),
+        })
+    }
+}
+
+/// A system running one work; stopped when dropped.
+pub(crate) trait Running {
+    /// The process whose tree does the work.
+    fn pid(&self) -> u32;
+    /// Packets each port has transmitted so far (port 0, port 1).
+    fn tx(&mut self) -> Result<[u64; 2], String>;
+}
+
+/// Why a system did not run.
+#[derive(Debug)]
+pub(crate) enum StartError {
+    /// It is not installed or not built in: the row is left out, with why.
+    Skip(String),
+    /// It is there but failed: the benchmark fails.
+    Fail(String),
+}
+
+/// What every system's run shares.
+pub(crate) struct Env {
+    /// The real-frame work's capture.
+    pub pcap: PathBuf,
+}
+
+impl Env {
+    #[cfg(test)]
+    pub fn for_tests() -> Env {
+        Env {
+            pcap: PathBuf::from("/tmp/sluice-peers.pcap"),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct Row {
+    system: &'static str,
+    work: Work,
+    /// Packets transmitted by both ports, median round.
+    mpps: f64,
+    /// Per direction (port 1's transmit is port 0 → 1), median round.
+    mpps_0_to_1: f64,
+    mpps_1_to_0: f64,
+    /// CPU cycles per packet at the nominal clock, median round.
+    cycles_per_packet: f64,
+    /// Cores its processes kept busy, median round.
+    cores: f64,
+    rounds_mpps: Vec<f64>,
+}
+
+#[derive(Debug, Serialize)]
+struct Skipped {
+    system: &'static str,
+    reason: String,
+}
+
+/// sluice over its peers, the smallest over the works both ran.
+#[derive(Debug, Default, Serialize)]
+struct Ratios {
+    sluice_inline_vs_ovs: Option<f64>,
+    sluice_process_vs_ovs: Option<f64>,
+    sluice_inline_vs_testpmd: Option<f64>,
+    sluice_process_vs_testpmd: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    cpu: String,
+    cpu_mhz: f64,
+    rounds: u32,
+    duration_s: f64,
+    setup: &'static str,
+    rows: Vec<Row>,
+    skipped: Vec<Skipped>,
+    ratios: Ratios,
+}
+
+const SETUP: &str = "64 B frames; DPDK 22.11 virtual devices: net_null0 (size=64) in, \
+net_null1 (no-rx=1) out, both receiving for bidir, net_pcap0 replaying 64 IPv4/UDP flows \
+for pcap; 2 MiB huge pages; testpmd and OVS forward on CPU 1 with their main thread on \
+CPU 0; sluice: one worker, its forwarder inline or in a process on the other CPU";
+
+pub fn run(a: PeersArgs) -> ExitCode {
+    match bench(&a) {
+        Ok(report) => {
+            if a.json {
+                crate::print_stdout(
+                    &(serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"),
+                );
+            } else {
+                crate::print_stdout(&table(&report));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("sluice: bench peers: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn bench(a: &PeersArgs) -> Result<Report, String> {
+    let (rounds, secs) = if a.quick { (1, 1.0) } else { (3, 3.0) };
+    let systems: Vec<System> = System::ALL
+        .into_iter()
+        .filter(|s| a.system.is_empty() || a.system.iter().any(|n| n == s.name()))
+        .collect();
+    let works: Vec<Work> = Work::ALL
+        .into_iter()
+        .filter(|w| a.work.is_empty() || a.work.iter().any(|n| n == w.name()))
+        .collect();
+    let mhz = probe::cpu_mhz().ok_or("/proc/cpuinfo gives no `cpu MHz`")?;
+    let _pages = huge::Reserve::at_least(1280)?;
+    let dir = std::env::temp_dir().join(format!("sluice-bench-peers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let env = Env {
+        pcap: dir.join("flows.pcap"),
+    };
+    let result = (|| {
+        work::write_pcap(&env.pcap)?;
+        let mut windows: Vec<Vec<Window>> = vec![Vec::new(); systems.len() * works.len()];
+        let mut skipped: Vec<Skipped> = Vec::new();
+        for round in 0..rounds {
+            for (wi, &work) in works.iter().enumerate() {
+                // Alternate which system goes first, so drift in the host
+                // does not always favour the same one.
+                for k in 0..systems.len() {
+                    let si = (k + round as usize + wi) % systems.len();
+                    let system = systems[si];
+                    if skipped.iter().any(|s| s.system == system.name()) {
+                        continue;
+                    }
+                    match system.start(work, &env) {
+                        Ok(mut r) => {
+                            let w = measure(r.as_mut(), Duration::from_secs_f64(secs))
+                                .map_err(|e| format!("{} {}: {e}", system.name(), work.name()))?;
+                            windows[si * works.len() + wi].push(w);
+                        }
+                        Err(StartError::Skip(reason)) => {
+                            eprintln!("sluice: bench peers: skipping {}: {reason}", system.name());
+                            skipped.push(Skipped {
+                                system: system.name(),
+                                reason,
+                            });
+                        }
+                        Err(StartError::Fail(e)) => {
+                            return Err(format!("{} {}: {e}", system.name(), work.name()))
+                        }
+                    }
+                }
+            }
+        }
+        let mut rows = Vec::new();
+        for (si, system) in systems.iter().enumerate() {
+            for (wi, work) in works.iter().enumerate() {
+                let ws = &windows[si * works.len() + wi];
+                if ws.is_empty() {
+                    continue;
+                }
+                let m = crate::bench::median_round(ws.clone(), Window::mpps);
+                rows.push(Row {
+                    system: system.name(),
+                    work: *work,
+                    mpps: m.mpps(),
+                    mpps_0_to_1: m.tx_mpps[1],
+                    mpps_1_to_0: m.tx_mpps[0],
+                    cycles_per_packet: m.cycles_per_packet(mhz),
+                    cores: m.cores,
+                    rounds_mpps: ws.iter().map(Window::mpps).collect(),
+                });
+            }
+        }
+        let ratios = ratios(&rows);
+        Ok(Report {
+            cpu: crate::bench::cpu_model(),
+            cpu_mhz: mhz,
+            rounds,
+            duration_s: secs,
+            setup: SETUP,
+            rows,
+            skipped,
+            ratios,
+        })
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+/// Waits for traffic, lets it settle for a second, then samples the
+/// system `span` apart.
+fn measure(r: &mut dyn Running, span: Duration) -> Result<Window, String> {
+    let t0 = Instant::now();
+    let first = r.tx()?;
+    loop {
+        let now = r.tx()?;
+        if now[0] + now[1] > first[0] + first[1] {
+            break;
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            return Err("no packet came out within 60 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let tps = probe::ticks_per_s();
+    let sample = |r: &mut dyn Running| -> Result<Sample, String> {
+        let tx = r.tx()?;
+        Ok(Sample {
+            at: Instant::now(),
+            tx,
+            ticks: probe::tree_ticks(r.pid()),
+        })
+    };
+    let a = sample(r)?;
+    std::thread::sleep(span);
+    let b = sample(r)?;
+    Ok(Window::between(&a, &b, tps))
+}
+
+/// The smallest ratio of a sluice row to a peer's over the works both ran.
+fn ratios(rows: &[Row]) -> Ratios {
+    let min_ratio = |ours: &str, theirs: &str| {
+        rows.iter()
+            .filter(|r| r.system == ours)
+            .filter_map(|o| {
+                let t = rows
+                    .iter()
+                    .find(|t| t.system == theirs && t.work == o.work)?;
+                (t.mpps > 0.0).then(|| o.mpps / t.mpps)
+            })
+            .min_by(f64::total_cmp)
+    };
+    Ratios {
+        sluice_inline_vs_ovs: min_ratio("sluice_inline", "ovs_dpdk"),
+        sluice_process_vs_ovs: min_ratio("sluice_process", "ovs_dpdk"),
+        sluice_inline_vs_testpmd: min_ratio("sluice_inline", "testpmd"),
+        sluice_process_vs_testpmd: min_ratio("sluice_process", "testpmd"),
+    }
+}
+
+fn table(r: &Report) -> String {
+    let mut s = format!(
+        "{} ({:.0} MHz), {} round(s) of {} s, median round\n{:<16} {:<8} {:>8} {:>9} {:>9} {:>7} {:>6}\n",
+        r.cpu, r.cpu_mhz, r.rounds, r.duration_s, "system", "work", "Mpps", "0→1", "1→0", "cyc/pkt", "cores"
+    );
+    for w in &r.rows {
+        s.push_str(&format!(
+            "{:<16} {:<8} {:>8.2} {:>9.2} {:>9.2} {:>7.0} {:>6.2}\n",
+            w.system,
+            w.work.name(),
+            w.mpps,
+            w.mpps_0_to_1,
+            w.mpps_1_to_0,
+            w.cycles_per_packet,
+            w.cores
+        ));
+    }
+    for k in &r.skipped {
+        s.push_str(&format!("skipped {}: {}\n", k.system, k.reason));
+    }
+    let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}×"));
+    s.push_str(&format!(
+        "lowest over the works: inline/OVS {}  process/OVS {}  inline/testpmd {}  process/testpmd {}\n",
+        f(r.ratios.sluice_inline_vs_ovs),
+        f(r.ratios.sluice_process_vs_ovs),
+        f(r.ratios.sluice_inline_vs_testpmd),
+        f(r.ratios.sluice_process_vs_testpmd)
+    ));
+    s
+}
+
+/// Whether `program` is an executable on `PATH`.
+pub(crate) fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
+}
+
+/// Waits up to `timeout` for a child to exit, then kills it.
+pub(crate) fn reap(child: &mut Child, timeout: Duration) {
+    let t0 = Instant::now();
+    while t0.elapsed() < timeout {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(system: &'static str, work: Work, mpps: f64) -> Row {
+        Row {
+            system,
+            work,
+            mpps,
+            mpps_0_to_1: mpps,
+            mpps_1_to_0: 0.0,
+            cycles_per_packet: 0.0,
+            cores: 1.0,
+            rounds_mpps: vec![mpps],
+        }
+    }
+
+    #[test]
+    fn ratios_take_the_worst_work_both_ran() {
+        let rows = [
+            row("ovs_dpdk", Work::Io, 30.0),
+            row("ovs_dpdk", Work::Bidir, 20.0),
+            row("sluice_inline", Work::Io, 45.0),
+            row("sluice_inline", Work::Bidir, 20.0),
+            // A work the peer did not run does not count.
+            row("sluice_inline", Work::Pcap, 1.0),
+            row("testpmd", Work::Io, 0.0),
+        ];
+        let r = ratios(&rows);
+        assert_eq!(r.sluice_inline_vs_ovs, Some(1.0));
+        assert_eq!(r.sluice_process_vs_ovs, None);
+        // A peer row at 0 Mpps gives no ratio rather than infinity.
+        assert_eq!(r.sluice_inline_vs_testpmd, None);
+    }
+
+    #[test]
+    fn system_names_match_their_order() {
+        for s in System::ALL {
+            assert_eq!(System::NAMES[s as usize], s.name());
+        }
+    }
+}
