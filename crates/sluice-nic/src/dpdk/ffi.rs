@@ -32,6 +32,8 @@ extern "C" {
         errlen: usize,
     ) -> c_int;
     fn sl_port_close(port: u16, remove: c_int, mp: *mut Mempool);
+    fn sl_thread_register() -> c_int;
+    fn sl_thread_unregister();
     fn sl_rx_burst(port: u16, q: u16, pkts: *mut *mut Mbuf, n: u16) -> u16;
     fn sl_tx_burst(port: u16, q: u16, pkts: *mut *mut Mbuf, n: u16) -> u16;
     fn sl_mbuf_copy_out(m: *const Mbuf, dst: *mut c_void, cap: u32) -> c_int;
@@ -150,6 +152,25 @@ pub(crate) fn port_close(port: u16, remove: bool, mp: *mut Mempool) {
     // SAFETY: `port` was set up by `port_setup` and `mp` is its pool (or
     // null); no mbuf of the pool is held by us any more.
     unsafe { sl_port_close(port, c_int::from(remove), mp) }
+}
+
+/// Gives the calling thread an lcore id if it has none: `Ok(true)` if
+/// it registered one now (give it back with [`thread_unregister`] on the
+/// same thread), `Ok(false)` if it had one, `Err(errno)` if none is left.
+pub(crate) fn thread_register() -> Result<bool, c_int> {
+    // SAFETY: EAL is initialised (a port exists); the call touches only
+    // the calling thread's lcore id and EAL's table of them.
+    match unsafe { sl_thread_register() } {
+        r if r < 0 => Err(-r),
+        r => Ok(r == 1),
+    }
+}
+
+/// Gives back the lcore id [`thread_register`] gave this thread.
+pub(crate) fn thread_unregister() {
+    // SAFETY: called once, on the thread that registered, when it no
+    // longer uses DPDK (its thread-local guard's drop).
+    unsafe { sl_thread_unregister() }
 }
 
 /// Receives up to `pkts.len()` mbufs into `pkts`; returns how many.

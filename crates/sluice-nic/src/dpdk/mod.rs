@@ -18,6 +18,7 @@
 //! port brings its own `vdev` arguments.
 
 mod ffi;
+mod lcore;
 
 use std::os::fd::RawFd;
 use std::sync::{Mutex, OnceLock};
@@ -315,6 +316,7 @@ impl NicPort for DpdkPort {
         if max == 0 {
             return Ok(0);
         }
+        lcore::ensure();
         let q = self.rx_next;
         self.rx_next = (self.rx_next + 1) % self.queues;
         let n = ffi::rx_burst(self.port, q, &mut self.mbufs[..max]);
@@ -375,6 +377,7 @@ impl NicPort for DpdkPort {
         if n == 0 {
             return Ok(before);
         }
+        lcore::ensure();
         let mbufs = &mut self.mbufs[..n];
         if !ffi::alloc_bulk(self.mempool, mbufs) {
             // Pool empty: nothing queued now; the caller retries.

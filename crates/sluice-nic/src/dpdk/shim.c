@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include <rte_eal.h>
+#include <rte_lcore.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
@@ -114,6 +115,16 @@ void sl_port_close(uint16_t port, int remove, struct rte_mempool *mp) {
     if (remove && dev != NULL) (void)rte_dev_remove(dev);
     if (mp != NULL) rte_mempool_free(mp);
 }
+
+/* Gives the calling thread an lcore id if it has none. Returns 1 if it
+ * registered it now, 0 if the thread had one (an EAL thread), a negative
+ * errno if DPDK has no id left. */
+int sl_thread_register(void) {
+    if (rte_lcore_id() != LCORE_ID_ANY) return 0;
+    return rte_thread_register() == 0 ? 1 : -rte_errno;
+}
+
+void sl_thread_unregister(void) { rte_thread_unregister(); }
 
 uint16_t sl_rx_burst(uint16_t port, uint16_t q, struct rte_mbuf **pkts, uint16_t n) {
     return rte_eth_rx_burst(port, q, pkts, n);
