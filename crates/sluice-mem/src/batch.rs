@@ -121,6 +121,17 @@ impl HandleBatch {
         self.len += 1;
     }
 
+    /// Moves the first `n` handles (all if fewer) out, in order, into `f`,
+    /// keeping the rest in order: what a port hands back once a device
+    /// took the front of a batch.
+    pub fn drain_front(&mut self, n: usize, mut f: impl FnMut(PktHandle)) {
+        let n = n.min(self.len);
+        for i in 0..n {
+            f(PktHandle::from_raw_owned(self.raw[i]));
+        }
+        self.consume_front(n);
+    }
+
     /// Keeps only the handles for which `keep` returns true, handing the
     /// others to `reject`, preserving order.
     pub fn retain(
@@ -213,5 +224,24 @@ mod tests {
         b.drain(|h| {
             let _ = h.into_raw();
         });
+    }
+
+    /// `drain_front` hands out exactly the first `n` in order and keeps
+    /// the rest in order; asking for more than it holds takes all.
+    #[test]
+    fn drain_front_takes_the_front_and_keeps_the_rest_in_order() {
+        let mut b = HandleBatch::new();
+        for i in 0..10 {
+            b.push_raw_owned(i);
+        }
+        let mut out = Vec::new();
+        b.drain_front(4, |h| out.push(h.into_raw()));
+        assert_eq!(out, [0, 1, 2, 3]);
+        assert_eq!(b.indices(), [4, 5, 6, 7, 8, 9]);
+        b.drain_front(0, |h| out.push(h.into_raw()));
+        assert_eq!(out.len(), 4);
+        b.drain_front(99, |h| out.push(h.into_raw()));
+        assert_eq!(out, (0..10).collect::<Vec<_>>());
+        assert!(b.is_empty());
     }
 }
