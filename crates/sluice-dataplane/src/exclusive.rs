@@ -4,7 +4,7 @@
 //!
 //! - A flow's first packet at the set takes an idle member (the lowest
 //!   numbered, so a small load stays on few instances) and is pinned to it
-//!   by flow id, a byte per flow as `shortest_queue` pins are.
+//!   by flow id, two bytes per flow as `shortest_queue` pins are.
 //! - When the flow's slot is released (its end marker passed every NF, or
 //!   it idled out), [`Exclusive::release`] names its member if no flow is
 //!   left on it, and the worker resets it (`NetworkFunction::reset`:
@@ -25,10 +25,12 @@
 //!   `shared` fallback a flow whose class finds no idle member shares the
 //!   least loaded one, flow by flow (the class is not recorded there).
 //!
-//! Cost: a pinned packet reads its byte; a new flow pops the free stack
-//! (and, per class, compares its class with each member's: at most 64).
+//! Cost: a pinned packet reads its pin; a new flow pops the free stack
+//! (and, per class, looks its class up in a map of the classes served).
 //! Nothing allocates on the packet path: tables are made when a plan is
 //! installed.
+
+use std::collections::HashMap;
 
 use sluice_spec::{Fallback, Steer};
 
@@ -39,15 +41,19 @@ use crate::replicas::ReplicaSet;
 #[derive(Debug)]
 struct Pool {
     /// By flow id: member + 1, 0 while the flow has none.
-    pins: Box<[u8]>,
+    pins: Box<[u16]>,
     /// By member: flows pinned to it.
     load: Vec<u32>,
     /// Idle members, the lowest on top.
-    free: Vec<u8>,
+    free: Vec<u16>,
     /// Members the state was made for.
     members: Vec<u16>,
     /// By member: the class it serves (`per_class`; `None` when idle).
     classes: Vec<Option<ClassKey>>,
+    /// The same the other way: class → member, for the classes served
+    /// (a new flow's lookup; room for every member is reserved, so an
+    /// insert never allocates on the packet path).
+    by_class: HashMap<ClassKey, u16>,
     /// Packets waiting for an instance (`fallback: wait`): a new flow
     /// waits behind them.
     waiting: u32,
@@ -56,11 +62,12 @@ struct Pool {
 impl Pool {
     fn new(set: &ReplicaSet, capacity: u32) -> Pool {
         let mut p = Pool {
-            pins: vec![0u8; capacity as usize].into_boxed_slice(),
+            pins: vec![0u16; capacity as usize].into_boxed_slice(),
             load: Vec::new(),
             free: Vec::new(),
             members: Vec::new(),
             classes: Vec::new(),
+            by_class: HashMap::new(),
             waiting: 0,
         };
         p.resize(set);
@@ -78,7 +85,7 @@ impl Pool {
                 None => *pin = 0,
             }
         }
-        self.free = (0..n as u8)
+        self.free = (0..n as u16)
             .rev()
             .filter(|&m| load[m as usize] == 0)
             .collect();
@@ -86,6 +93,13 @@ impl Pool {
         for (c, l) in self.classes.iter_mut().zip(&load) {
             if *l == 0 {
                 *c = None;
+            }
+        }
+        self.by_class.clear();
+        self.by_class.reserve(n);
+        for (m, c) in self.classes.iter().enumerate() {
+            if let Some(k) = c {
+                self.by_class.insert(*k, m as u16);
             }
         }
         self.load = load;
@@ -149,7 +163,9 @@ impl Exclusive {
             return None;
         }
         let key = (set.steer == Steer::PerClass).then(class);
-        let own = key.and_then(|k| p.classes.iter().position(|c| *c == Some(k)));
+        let own = key
+            .and_then(|k| p.by_class.get(&k))
+            .map(|&m| usize::from(m));
         let m = match own.or_else(|| p.free.pop().map(usize::from)) {
             Some(m) => m,
             None => match set.fallback {
@@ -159,8 +175,11 @@ impl Exclusive {
         };
         if own.is_none() && p.load[m] == 0 {
             p.classes[m] = key;
+            if let Some(k) = key {
+                p.by_class.insert(k, m as u16);
+            }
         }
-        *pin = m as u8 + 1;
+        *pin = m as u16 + 1;
         p.load[m] += 1;
         Some(set.members[m])
     }
@@ -198,10 +217,12 @@ impl Exclusive {
             if let Some(l) = p.load.get_mut(m) {
                 *l -= 1;
                 if *l == 0 {
-                    p.classes[m] = None;
+                    if let Some(k) = p.classes[m].take() {
+                        p.by_class.remove(&k);
+                    }
                     idle.push(Idle {
                         base: base as u16,
-                        member: m as u8,
+                        member: m as u16,
                         nf: p.members[m],
                     });
                 }
@@ -250,7 +271,7 @@ pub struct Idle {
     /// The set's base NF id.
     pub base: u16,
     /// Its member number.
-    pub member: u8,
+    pub member: u16,
     /// Its NF id.
     pub nf: u16,
 }
@@ -386,6 +407,54 @@ mod tests {
         assert_eq!(e.pick(10, &s, 6, || c), Some(10), "then any class takes it");
         assert_eq!(e.pick(10, &s, 7, || c), Some(10));
         assert_eq!(e.pick(10, &s, 8, || a), None);
+    }
+
+    /// The largest pool the spec allows: every member is taken once, by
+    /// flow or by class, and a class keeps its member across its flows.
+    #[test]
+    fn a_pool_of_the_most_members_gives_each_flow_and_class_its_own() {
+        let n = sluice_spec::MAX_REPLICAS as u16;
+        let mut sets = set(n, Fallback::Drop);
+        let s = sets[10].clone().unwrap();
+        let mut e = Exclusive::default();
+        e.install(&sets, 4096);
+        let got: std::collections::HashSet<u16> = (0..u32::from(n))
+            .map(|f| e.pick(10, &s, f, none).unwrap())
+            .collect();
+        assert_eq!(got.len(), usize::from(n));
+        assert_eq!(e.pick(10, &s, u32::from(n), none), None, "all busy");
+
+        let c = sets[10].as_mut().unwrap();
+        c.steer = Steer::PerClass;
+        let c = c.clone();
+        let mut e = Exclusive::default();
+        e.install(&sets, 4096);
+        let class = |f: u32| ClassKey::test(u128::from(f % u32::from(n)));
+        let mut member = vec![0u16; usize::from(n)];
+        for f in 0..2 * u32::from(n) {
+            let m = e.pick(10, &c, f, || class(f)).unwrap();
+            if f < u32::from(n) {
+                member[f as usize] = m;
+            } else {
+                assert_eq!(
+                    m,
+                    member[(f - u32::from(n)) as usize],
+                    "flow {f}: its class's member"
+                );
+            }
+        }
+        let mut idle = Vec::new();
+        e.release(700, &mut idle);
+        e.release(700 + u32::from(n), &mut idle);
+        assert_eq!(idle.len(), 1);
+        e.idle_again(idle[0]);
+        let fresh = ClassKey::test(1 << 100);
+        assert_eq!(e.pick(10, &c, 3000, || fresh), Some(member[700]));
+        assert_eq!(
+            e.pick(10, &c, 3001, || class(700)),
+            None,
+            "its old class is gone"
+        );
     }
 
     #[test]

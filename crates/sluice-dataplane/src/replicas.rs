@@ -17,11 +17,11 @@
 //! - **`shortest_queue`**: a flow's first packet goes to the member with
 //!   the fewest packets waiting in its receive ring (ties go round), and
 //!   the choice is pinned by flow id in [`Pins`] until the flow's slot is
-//!   released (NetVM's load-aware steering, seed 002). Cost: one byte per
+//!   released (NetVM's load-aware steering, seed 002). Cost: two bytes per
 //!   flow and set, allocated when the plan is installed, never on the
 //!   packet path.
 
-use sluice_spec::Steer;
+use sluice_spec::{Steer, MAX_REPLICAS};
 
 /// Buckets of the `hash` table. The table is 4 KiB, so it stays in L1
 /// beside the packet path's other data. A first version filled 65,536
@@ -49,18 +49,20 @@ pub struct ReplicaSet {
     /// `per_flow`, `per_class`: how a released member is made new.
     pub reset: sluice_spec::ResetMode,
     /// Replica number by hash bucket (`hash` steering; see
-    /// [`BUCKET_BITS`]); at most 64 replicas, so a byte each.
-    buckets: Box<[u8]>,
+    /// [`BUCKET_BITS`]); at most [`MAX_REPLICAS`], so two bytes each (8 KiB,
+    /// still a quarter of L1).
+    buckets: Box<[u16]>,
 }
 
 impl ReplicaSet {
     /// A set of `members` (NF ids by replica number, at least one).
     pub fn new(members: Vec<u16>, steer: Steer) -> ReplicaSet {
-        // The compiler makes sets of 2 to 64 (`nfs[].replicas`): every
-        // bucket names a member, so the packet path cannot index past one.
+        // The compiler makes sets of 2 to MAX_REPLICAS (`nfs[].replicas`):
+        // every bucket names a member, so the packet path cannot index
+        // past one.
         assert!(
-            (1..=64).contains(&members.len()),
-            "a replica set has 1 to 64 members"
+            (1..=MAX_REPLICAS as usize).contains(&members.len()),
+            "a replica set has 1 to {MAX_REPLICAS} members"
         );
         let buckets = bucket_table(members.len());
         ReplicaSet {
@@ -83,7 +85,7 @@ impl ReplicaSet {
     }
 }
 
-/// The replica of each bucket for a set of `n` replicas (1..=64). Built
+/// The replica of each bucket for a set of `n` replicas (1..=[`MAX_REPLICAS`]). Built
 /// up one replica at a time from everything in replica 0: replica `k`
 /// takes from each earlier replica what it holds above its new share,
 /// scanning the buckets in a fixed scattered order. So the table for `n`
@@ -91,10 +93,10 @@ impl ReplicaSet {
 /// compute the same), each replica holds 4096/n buckets (±1), and the
 /// table for `n+1` differs from the one for `n` only in the buckets
 /// replica `n` took.
-pub fn bucket_table(n: usize) -> Box<[u8]> {
-    let mut table = vec![0u8; BUCKETS];
+pub fn bucket_table(n: usize) -> Box<[u16]> {
+    let mut table = vec![0u16; BUCKETS];
     let mut held = vec![BUCKETS; 1];
-    for k in 1..n.min(64) {
+    for k in 1..n.min(MAX_REPLICAS as usize) {
         // Shares of k+1 replicas: the first `BUCKETS % (k+1)` get one more.
         let share = |j: usize| BUCKETS / (k + 1) + usize::from(j < BUCKETS % (k + 1));
         let mut surplus: Vec<usize> = (0..k).map(|j| held[j].saturating_sub(share(j))).collect();
@@ -107,19 +109,19 @@ pub fn bucket_table(n: usize) -> Box<[u8]> {
                 surplus[from] -= 1;
                 held[from] -= 1;
                 held[k] += 1;
-                table[b] = k as u8;
+                table[b] = k as u16;
             }
         }
     }
     table.into_boxed_slice()
 }
 
-/// `shortest_queue` choices by flow id, one table per set (a byte per
+/// `shortest_queue` choices by flow id, one table per set (two bytes per
 /// flow: member + 1, 0 while the flow has none).
 #[derive(Debug, Default)]
 pub struct Pins {
     /// By base NF id: the set's table and its round-robin cursor.
-    tables: Vec<Option<(Box<[u8]>, u8)>>,
+    tables: Vec<Option<(Box<[u16]>, u16)>>,
 }
 
 impl Pins {
@@ -127,13 +129,13 @@ impl Pins {
     /// id), keeping the choices of sets that stay, for `flow_capacity`
     /// flow ids.
     pub fn install(&mut self, sets: &[Option<ReplicaSet>], flow_capacity: u32) {
-        let mut tables: Vec<Option<(Box<[u8]>, u8)>> = Vec::with_capacity(sets.len());
+        let mut tables: Vec<Option<(Box<[u16]>, u16)>> = Vec::with_capacity(sets.len());
         for (base, set) in sets.iter().enumerate() {
             let keep = self.tables.get_mut(base).and_then(Option::take);
             tables.push(match set {
                 Some(s) if s.steer == Steer::ShortestQueue => {
                     Some(keep.unwrap_or_else(|| {
-                        (vec![0u8; flow_capacity as usize].into_boxed_slice(), 0)
+                        (vec![0u16; flow_capacity as usize].into_boxed_slice(), 0)
                     }))
                 }
                 _ => None,
@@ -167,9 +169,9 @@ impl Pins {
             }
         }
         let best = least_queued(set, usize::from(*cursor), &queued);
-        *cursor = ((best + 1) % set.members.len()) as u8;
+        *cursor = ((best + 1) % set.members.len()) as u16;
         if let Some(s) = slot {
-            *s = best as u8 + 1;
+            *s = best as u16 + 1;
         }
         set.members[best]
     }
@@ -246,6 +248,39 @@ mod tests {
             let (before, after) = (small.by_hash(hash), big.by_hash(hash));
             prop_assert!(after == before || after == 10 + n);
         }
+    }
+
+    /// Sets past a byte's reach (more than 255 members, up to the most
+    /// the spec allows) keep both properties and name every member.
+    #[test]
+    fn large_sets_grow_by_moving_buckets_only_to_the_new_replica() {
+        for n in [255usize, 256, 700, MAX_REPLICAS as usize - 1] {
+            let (small, big) = (bucket_table(n), bucket_table(n + 1));
+            assert!(small
+                .iter()
+                .zip(big.iter())
+                .all(|(a, b)| a == b || usize::from(*b) == n));
+            let mut held = vec![0usize; n + 1];
+            for &r in big.iter() {
+                held[usize::from(r)] += 1;
+            }
+            let (lo, hi) = (held.iter().min().unwrap(), held.iter().max().unwrap());
+            assert!(
+                hi - lo <= 1 && *lo > 0,
+                "{n}: every replica holds its share"
+            );
+        }
+    }
+
+    #[test]
+    fn shortest_queue_pins_members_past_255() {
+        let s = set(MAX_REPLICAS as u16, Steer::ShortestQueue);
+        let mut pins = Pins::default();
+        pins.install(&[Some(s.clone())], 16);
+        let m = pins.pick(0, &s, 3, |m| usize::from(m != 10 + 1000));
+        assert_eq!(m, 10 + 1000);
+        assert_eq!(pins.pick(0, &s, 3, |_| 0), 10 + 1000, "pinned");
+        assert_eq!(pins.pinned(0, &s, 3), Some(10 + 1000));
     }
 
     #[test]

@@ -183,6 +183,19 @@ fn every_flow_gets_a_fresh_instance_and_instances_are_reused() {
     assert!(busiest > 40 * 10, "instances were reused: {busiest}");
 }
 
+/// A pool past a byte's reach (300 members: pins are two bytes): 300
+/// concurrent connections each get an instance of their own, and more
+/// than 255 instances serve.
+#[test]
+fn a_pool_of_hundreds_gives_each_of_hundreds_of_flows_its_own_instance() {
+    let r = run_spec(&spec(300, "replicas: 300, steer: per_flow"));
+    assert_eq!(r.packets_out, COUNT, "{r:#?}");
+    assert_eq!(r.drops_total, 0, "{r:#?}");
+    assert_eq!(total(&r, "leaked"), 0, "no instance saw two flows");
+    let serving = r.nfs.iter().filter(|n| n.packets > 0).count();
+    assert!(serving > 255, "{serving} instances served");
+}
+
 #[test]
 fn the_control_shared_instances_see_flows_mixed() {
     let r = run_spec(&spec(2, "replicas: 16, steer: hash"));

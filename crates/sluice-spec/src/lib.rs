@@ -79,7 +79,8 @@ pub use ipnet::IpNet;
 pub use load::{load, parse_str, parse_value};
 pub use location::{Location, SourceName};
 pub use model::{
-    ChainSpec, Draining, Fallback, Isolation, MatchSpec, NfSpec, PoolBounds, ResetMode, Spec, Steer,
+    ChainSpec, Draining, Fallback, Isolation, MatchSpec, NfSpec, PoolBounds, ResetMode, Spec,
+    Steer, MAX_REPLICAS,
 };
 pub use net::{proto_name, proto_number, PortRange};
 pub use ports::{

@@ -59,9 +59,9 @@ pub(crate) const WATERMARK_PCT: Limit = range(1, 100);
 pub(crate) const RED_MIN_PCT: Limit = range(0, 99);
 /// `nfs[].cpu_weight` (cgroup v2's `cpu.weight` range).
 pub(crate) const CPU_WEIGHT: Limit = range(1, 10_000);
-/// `nfs[].replicas`: a replica number fits the `.N` suffix of a name and
-/// a pin of the steering table (8 bits).
-pub(crate) const REPLICAS: Limit = range(1, 64);
+/// `nfs[].replicas`, a pool's `min` and `max`: a replica number fits a
+/// pin of the steering tables (16 bits; [`crate::MAX_REPLICAS`]).
+pub(crate) const REPLICAS: Limit = range(1, crate::MAX_REPLICAS as u64);
 /// `nfs[].class.prefix`: an IPv6 prefix length (IPv4 uses at most 32).
 pub(crate) const CLASS_PREFIX: Limit = range(0, 128);
 /// `nfs[].generation` and `nfs[].draining.generation`: a rollout a

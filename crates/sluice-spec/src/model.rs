@@ -63,7 +63,7 @@ pub struct NfSpec {
     /// A named domain needs `isolation: process` and seccomp on.
     pub domain: Option<String>,
     /// Instances of it side by side in each chain that passes it
-    /// (`replicas`, 1..=64, default 1), each flow served by one of them
+    /// (`replicas`, 1..=[`MAX_REPLICAS`], default 1), each flow served by one of them
     /// (NetVM's load-aware steering, Flurries' NF replicas). Replica 0
     /// keeps the NF's name, the others are `NAME.1`, `NAME.2`, … (a name
     /// no spec object can take), so changing `replicas` adds or retires
@@ -141,7 +141,7 @@ pub struct Draining {
     pub generation: u32,
     /// The config it runs.
     pub config: ConfigNode,
-    /// Its replicas (1..=64).
+    /// Its replicas (1..=[`MAX_REPLICAS`]).
     pub replicas: u32,
 }
 
@@ -171,7 +171,12 @@ pub enum Steer {
     PerClass,
 }
 
-/// The bounds of a `per_flow` NF's pool (`nfs[].pool`), 1..=64 each.
+/// Most instances of one NF (`replicas`, a pool's `max`). Each is an NF
+/// of its own (a slot, a process); the steering state that names them is
+/// two bytes per flow and set (Flurries ran thousands of per-flow NFs).
+pub const MAX_REPLICAS: u32 = 1024;
+
+/// The bounds of a `per_flow` NF's pool (`nfs[].pool`), 1..=[`MAX_REPLICAS`] each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PoolBounds {
     /// Fewest instances (`min`).

@@ -12,7 +12,7 @@ use crate::error::SpecError;
 use crate::fields::{suggest, Res};
 use crate::limits::{self, Limit};
 use crate::location::Location;
-use crate::model::{Isolation, Spec};
+use crate::model::{Isolation, Spec, MAX_REPLICAS};
 use crate::net::{self, PortRange};
 use crate::path::{self, Seg};
 use crate::ports::{GeneratorSpec, PortKind, SizeSpec};
@@ -141,10 +141,13 @@ pub(crate) fn validate(spec: &Spec, known_nf_types: &[&str], locator: &dyn Locat
                  whose core it does not share by weight",
             ));
         }
-        if !(1..=64).contains(&nf.replicas) {
+        if !(1..=MAX_REPLICAS).contains(&nf.replicas) {
             return Err(cx.err(
                 format!("nfs[{i}].replicas"),
-                format!("replicas {} is out of range (1 to 64)", nf.replicas),
+                format!(
+                    "replicas {} is out of range (1 to {MAX_REPLICAS})",
+                    nf.replicas
+                ),
             ));
         }
         if nf.fallback != crate::model::Fallback::default() && !nf.steer.exclusive() {
@@ -192,11 +195,11 @@ pub(crate) fn validate(spec: &Spec, known_nf_types: &[&str], locator: &dyn Locat
                     "pool applies to `steer: per_flow` and `per_class` (its instances are the pool)",
                 ));
             }
-            if !(1..=64).contains(&p.min) || !(p.min..=64).contains(&p.max) {
+            if !(1..=MAX_REPLICAS).contains(&p.min) || !(p.min..=MAX_REPLICAS).contains(&p.max) {
                 return Err(cx.err(
                     at,
                     format!(
-                        "pool min {} and max {} must hold 1 <= min <= max <= 64",
+                        "pool min {} and max {} must hold 1 <= min <= max <= {MAX_REPLICAS}",
                         p.min, p.max
                     ),
                 ));
@@ -222,10 +225,13 @@ pub(crate) fn validate(spec: &Spec, known_nf_types: &[&str], locator: &dyn Locat
                     ),
                 ));
             }
-            if !(1..=64).contains(&d.replicas) {
+            if !(1..=MAX_REPLICAS).contains(&d.replicas) {
                 return Err(cx.err(
                     format!("nfs[{i}].draining.replicas"),
-                    format!("replicas {} is out of range (1 to 64)", d.replicas),
+                    format!(
+                        "replicas {} is out of range (1 to {MAX_REPLICAS})",
+                        d.replicas
+                    ),
                 ));
             }
         }

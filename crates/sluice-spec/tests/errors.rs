@@ -510,9 +510,9 @@ settings:
 ports:
   - { name: gen, kind: generator }
 nfs:
-  - { name: fw, type: acl, replicas: 65 }
+  - { name: fw, type: acl, replicas: 1025 }
 ",
-        "bad.yaml:4:38: nfs[0].replicas: must be an integer between 1 and 64, got 65",
+        "bad.yaml:4:38: nfs[0].replicas: must be an integer between 1 and 1024, got 1025",
     );
     check(
         "
@@ -572,7 +572,7 @@ nfs:
         (
             "{ name: fw, type: acl, steer: per_flow, pool: { min: 8, max: 2 } }",
             "nfs[0].pool",
-            "must hold 1 <= min <= max <= 64",
+            "must hold 1 <= min <= max <= 1024",
         ),
         (
             "{ name: fw, type: acl, steer: per_flow, replicas: 9, pool: { min: 2, max: 8 } }",
@@ -604,7 +604,7 @@ fn replicas_built_by_code_are_range_checked() {
     spec.nfs[0].replicas = 0;
     let e = spec.validate(TYPES).unwrap_err();
     assert_eq!(e.field, "nfs[0].replicas");
-    assert_eq!(e.message, "replicas 0 is out of range (1 to 64)");
+    assert_eq!(e.message, "replicas 0 is out of range (1 to 1024)");
 }
 
 #[test]
