@@ -164,7 +164,25 @@ pub enum BenchKind {
     /// sluice against DPDK testpmd and OVS-DPDK on the same DPDK virtual
     /// devices, CPUs and frames (root; peers that are not installed are
     /// left out with a message).
-    Peers(crate::bench_peers::PeersArgs),
+    Peers(PeersArgs),
+}
+
+/// `sluice bench peers`.
+#[derive(Debug, Args)]
+pub struct PeersArgs {
+    /// One round of 1 s per system and work (default: three rounds of 3 s).
+    #[arg(long)]
+    pub quick: bool,
+    /// Only these systems (repeatable): testpmd, ovs_dpdk, sluice_inline,
+    /// sluice_process.
+    #[arg(long, value_parser = ["testpmd", "ovs_dpdk", "sluice_inline", "sluice_process"])]
+    pub system: Vec<String>,
+    /// Only these works (repeatable): io, macswap, bidir, pcap.
+    #[arg(long, value_parser = ["io", "macswap", "bidir", "pcap"])]
+    pub work: Vec<String>,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `sluice bench sched`.

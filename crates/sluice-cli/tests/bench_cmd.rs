@@ -14,17 +14,6 @@ use common::*;
 use serde_json::Value;
 use std::process::Stdio;
 
-fn bench(args: &[&str]) -> (std::process::Output, Value) {
-    let out = sluice()
-        .arg("bench")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let v = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    (out, v)
-}
-
 #[test]
 fn bench_chain_reports_rate_latency_and_no_leaks_with_one_and_two_workers() {
     for (workers, isolation) in [

@@ -25,6 +25,19 @@ pub fn spec_file(text: &str) -> (tempfile::TempDir, PathBuf) {
     (dir, path)
 }
 
+/// Runs `sluice bench ARGS` (no input) and parses its stdout as JSON
+/// (`Null` when it printed none).
+pub fn bench(args: &[&str]) -> (Output, Value) {
+    let out = sluice()
+        .arg("bench")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out, v)
+}
+
 /// Runs `sluice run SPEC --duration D --json` and parses the report.
 pub fn run_json(spec: &Path, duration: f64) -> (Output, Value) {
     let out = sluice()

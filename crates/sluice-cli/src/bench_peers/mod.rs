@@ -23,29 +23,11 @@ use std::path::PathBuf;
 use std::process::{Child, ExitCode};
 use std::time::{Duration, Instant};
 
-use clap::Args;
 use serde::Serialize;
 
+use crate::cli::PeersArgs;
 use probe::{Sample, Window};
 use work::Work;
-
-/// `sluice bench peers`.
-#[derive(Debug, Args)]
-pub struct PeersArgs {
-    /// One round of 1 s per system and work (default: three rounds of 3 s).
-    #[arg(long)]
-    pub quick: bool,
-    /// Only these systems (repeatable): testpmd, ovs_dpdk, sluice_inline,
-    /// sluice_process.
-    #[arg(long, value_parser = System::NAMES)]
-    pub system: Vec<String>,
-    /// Only these works (repeatable): io, macswap, bidir, pcap.
-    #[arg(long, value_parser = ["io", "macswap", "bidir", "pcap"])]
-    pub work: Vec<String>,
-    /// Print one JSON object on stdout.
-    #[arg(long)]
-    pub json: bool,
-}
 
 /// A system under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -400,6 +382,22 @@ mod tests {
         assert_eq!(r.sluice_process_vs_ovs, None);
         // A peer row at 0 Mpps gives no ratio rather than infinity.
         assert_eq!(r.sluice_inline_vs_testpmd, None);
+    }
+
+    /// The command line's lists (in `cli.rs`) name exactly these.
+    #[test]
+    fn every_system_and_work_is_accepted_on_the_command_line() {
+        use clap::Parser;
+        let parse = |flag: &str, v: &str| {
+            crate::cli::Cli::try_parse_from(["sluice", "bench", "peers", flag, v]).is_ok()
+        };
+        for s in System::NAMES {
+            assert!(parse("--system", s), "{s}");
+        }
+        for w in Work::ALL {
+            assert!(parse("--work", w.name()), "{w:?}");
+        }
+        assert!(!parse("--system", "vpp"));
     }
 
     #[test]
