@@ -120,8 +120,19 @@ pub trait NicPort: Send {
     /// worker to sleep on), if the port has one.
     fn rx_fd(&self) -> Option<RawFd>;
 
-    /// Current counters.
+    /// Current counters: the port's own and those only the device or the
+    /// kernel keeps (drops before the port saw a frame, device transmit
+    /// errors), the latter at most a millisecond old. A system call or
+    /// driver call at most once a millisecond: for reports.
     fn stats(&self) -> NicStats;
+
+    /// The counters the port keeps itself, read without asking the device
+    /// or the kernel: what the platform reads around every transmit
+    /// batch. Default: [`NicPort::stats`] (for ports whose counters are
+    /// all their own).
+    fn counters(&self) -> NicStats {
+        self.stats()
+    }
 
     /// How the port moves frames, for the run report (`ports[].mode`):
     /// whether frames are copied between the device and arena buffers,

@@ -16,7 +16,7 @@ use crate::offload::{self, OffloadStats, PortOffload};
 mod nic;
 mod stats;
 
-use nic::{nic_offload_stats, nic_tx};
+use nic::{nic_device_stats, nic_tx};
 pub use stats::PortStats;
 
 enum PortIo {
@@ -220,12 +220,13 @@ impl PortRt {
         }
     }
 
-    /// The counters as reported: a NIC port's gauge of buffers it lent
-    /// the kernel is read now (not kept up to date per packet batch).
+    /// The counters as reported: what only a NIC's device or kernel
+    /// counts (drops, lent buffers, device errors) is read now, not per
+    /// packet batch.
     pub fn report_stats(&self) -> PortStats {
         let mut s = self.stats.clone();
         if let PortIo::Nic { port, .. } = &self.io {
-            s.held_buffers = port.stats().held;
+            nic_device_stats(port.as_ref(), &mut s);
         }
         s
     }
@@ -385,19 +386,14 @@ impl PortRt {
         )
     }
 
-    /// Flushes buffered output (pcap files) and takes the final NIC
-    /// counters (kernel ring drops, oversize frames).
+    /// Flushes buffered output (pcap files), and makes the NIC counters
+    /// that [`PortRt::report_stats`] reads next final.
     pub fn flush(&mut self) -> Result<(), PortError> {
-        if let PortIo::Nic { port, .. } = &self.io {
-            // A port may refresh slow kernel counters at most every
-            // millisecond (af_packet's ring drops): wait that out once so
-            // the final figures are exact.
+        if let PortIo::Nic { .. } = &self.io {
+            // A port refreshes slow kernel and device counters at most
+            // every millisecond (af_packet's ring drops): wait that out
+            // once so the final figures are exact.
             std::thread::sleep(std::time::Duration::from_millis(2));
-            let s = port.stats();
-            self.stats.rx_dropped = s.rx_dropped;
-            self.stats.rx_oversize = s.rx_oversize;
-            self.stats.held_buffers = s.held;
-            nic_offload_stats(&mut self.stats, &s);
         }
         if let PortIo::PcapOut(w) = &mut self.io {
             w.flush()

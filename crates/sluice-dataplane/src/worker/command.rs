@@ -551,6 +551,6 @@ impl<'a> Worker<'a> {
         if let Err(e) = p.flush() {
             tracing::warn!("port {}: {e}", p.name);
         }
-        self.gone.ports += &p.stats;
+        self.gone.ports += &p.report_stats();
     }
 }

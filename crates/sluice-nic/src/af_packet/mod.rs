@@ -394,6 +394,10 @@ impl NicPort for AfPacketPort {
         }
     }
 
+    fn counters(&self) -> NicStats {
+        self.stats
+    }
+
     fn stats(&self) -> NicStats {
         let drops = self
             .kernel_drops

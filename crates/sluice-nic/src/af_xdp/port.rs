@@ -339,6 +339,10 @@ impl NicPort for AfXdpPort {
         }
     }
 
+    fn counters(&self) -> NicStats {
+        self.stats
+    }
+
     fn stats(&self) -> NicStats {
         // After `release` there are no sockets: the last figures stay.
         let (dropped, invalid) = self.kernel.get(|old| {

@@ -414,6 +414,10 @@ impl NicPort for DpdkPort {
         None
     }
 
+    fn counters(&self) -> NicStats {
+        self.stats
+    }
+
     fn stats(&self) -> NicStats {
         let (dropped, errors) = self
             .device
