@@ -51,7 +51,17 @@ impl System {
         Self::NAMES[self as usize]
     }
 
-    fn start(self, work: Work, env: &Env) -> Result<Box<dyn Running>, StartError> {
+    /// Why it cannot run here (not installed, not built in), if it cannot:
+    /// its rows are left out, with the reason.
+    fn missing(self) -> Option<String> {
+        match self {
+            System::Testpmd => testpmd::Testpmd::missing(),
+            System::OvsDpdk => ovs::Ovs::missing(),
+            System::SluiceInline | System::SluiceProcess => sluice::Sluice::missing(),
+        }
+    }
+
+    fn start(self, work: Work, env: &Env) -> Result<Box<dyn Running>, String> {
         Ok(match self {
             System::Testpmd => Box::new(testpmd::Testpmd::start(work, env)?),
             System::OvsDpdk => Box::new(ovs::Ovs::start(work, env)?),
@@ -67,15 +77,6 @@ pub(crate) trait Running {
     fn pid(&self) -> u32;
     /// Packets each port has transmitted so far (port 0, port 1).
     fn tx(&mut self) -> Result<[u64; 2], String>;
-}
-
-/// Why a system did not run.
-#[derive(Debug)]
-pub(crate) enum StartError {
-    /// It is not installed or not built in: the row is left out, with why.
-    Skip(String),
-    /// It is there but failed: the benchmark fails.
-    Fail(String),
 }
 
 /// What every system's run shares.
@@ -162,16 +163,33 @@ pub fn run(a: PeersArgs) -> ExitCode {
 
 fn bench(a: &PeersArgs) -> Result<Report, String> {
     let (rounds, secs) = if a.quick { (1, 1.0) } else { (3, 3.0) };
+    let mut skipped: Vec<Skipped> = Vec::new();
     let systems: Vec<System> = System::ALL
         .into_iter()
         .filter(|s| a.system.is_empty() || a.system.iter().any(|n| n == s.name()))
+        .filter(|s| match s.missing() {
+            None => true,
+            Some(reason) => {
+                eprintln!("sluice: bench peers: skipping {}: {reason}", s.name());
+                skipped.push(Skipped {
+                    system: s.name(),
+                    reason,
+                });
+                false
+            }
+        })
         .collect();
     let works: Vec<Work> = Work::ALL
         .into_iter()
         .filter(|w| a.work.is_empty() || a.work.iter().any(|n| n == w.name()))
         .collect();
     let mhz = probe::cpu_mhz().ok_or("/proc/cpuinfo gives no `cpu MHz`")?;
-    let _pages = huge::Reserve::at_least(1280)?;
+    // Only when something runs: a bench that skips everything needs none.
+    let _pages = if systems.is_empty() {
+        None
+    } else {
+        Some(huge::Reserve::at_least(1280)?)
+    };
     let dir = std::env::temp_dir().join(format!("sluice-bench-peers-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let env = Env {
@@ -180,7 +198,6 @@ fn bench(a: &PeersArgs) -> Result<Report, String> {
     let result = (|| {
         work::write_pcap(&env.pcap)?;
         let mut windows: Vec<Vec<Window>> = vec![Vec::new(); systems.len() * works.len()];
-        let mut skipped: Vec<Skipped> = Vec::new();
         for round in 0..rounds {
             for (wi, &work) in works.iter().enumerate() {
                 // Alternate which system goes first, so drift in the host
@@ -188,26 +205,10 @@ fn bench(a: &PeersArgs) -> Result<Report, String> {
                 for k in 0..systems.len() {
                     let si = (k + round as usize + wi) % systems.len();
                     let system = systems[si];
-                    if skipped.iter().any(|s| s.system == system.name()) {
-                        continue;
-                    }
-                    match system.start(work, &env) {
-                        Ok(mut r) => {
-                            let w = measure(r.as_mut(), Duration::from_secs_f64(secs))
-                                .map_err(|e| format!("{} {}: {e}", system.name(), work.name()))?;
-                            windows[si * works.len() + wi].push(w);
-                        }
-                        Err(StartError::Skip(reason)) => {
-                            eprintln!("sluice: bench peers: skipping {}: {reason}", system.name());
-                            skipped.push(Skipped {
-                                system: system.name(),
-                                reason,
-                            });
-                        }
-                        Err(StartError::Fail(e)) => {
-                            return Err(format!("{} {}: {e}", system.name(), work.name()))
-                        }
-                    }
+                    let at = |e: String| format!("{} {}: {e}", system.name(), work.name());
+                    let mut r = system.start(work, &env).map_err(at)?;
+                    let w = measure(r.as_mut(), Duration::from_secs_f64(secs)).map_err(at)?;
+                    windows[si * works.len() + wi].push(w);
                 }
             }
         }

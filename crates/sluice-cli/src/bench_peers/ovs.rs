@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::work::Work;
-use super::{Env, Running, StartError};
+use super::{Env, Running};
 
 /// The DPDK build of the switch, as Debian installs it (the plain
 /// `ovs-vswitchd` has no DPDK datapath).
@@ -28,22 +28,23 @@ pub(crate) struct Ovs {
 }
 
 impl Ovs {
-    pub fn start(work: Work, env: &Env) -> Result<Ovs, StartError> {
-        if !Path::new(VSWITCHD).exists() || !super::on_path("ovs-vsctl") {
-            return Err(StartError::Skip(
-                "OVS-DPDK is not installed (Debian: apt-get install openvswitch-switch-dpdk)"
-                    .into(),
-            ));
-        }
+    /// Why it cannot run here, if it cannot.
+    pub fn missing() -> Option<String> {
+        (!Path::new(VSWITCHD).exists() || !super::on_path("ovs-vsctl")).then(|| {
+            "OVS-DPDK is not installed (Debian: apt-get install openvswitch-switch-dpdk)".into()
+        })
+    }
+
+    pub fn start(work: Work, env: &Env) -> Result<Ovs, String> {
         let dir = std::env::temp_dir().join(format!("sluice-bench-ovs-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).map_err(|e| StartError::Fail(e.to_string()))?;
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         let mut ovs = Ovs {
             dir,
             vswitchd: 0,
             ovsdb: None,
         };
-        ovs.bring_up(work, env).map_err(StartError::Fail)?;
+        ovs.bring_up(work, env)?;
         Ok(ovs)
     }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::work::Work;
-use super::{Env, Running, StartError};
+use super::{Env, Running};
 use crate::bench_daemon::{self, Daemon};
 use crate::client::Client;
 
@@ -22,16 +22,18 @@ pub(crate) struct Sluice {
 }
 
 impl Sluice {
-    pub fn start(work: Work, isolation: &str, env: &Env) -> Result<Sluice, StartError> {
-        if !cfg!(feature = "dpdk") {
-            return Err(StartError::Skip(
-                "this sluice has no DPDK ports (build it with `cargo build --release -p sluice-cli --features dpdk`)"
-                    .into(),
-            ));
-        }
-        let (daemon, client) = bench_daemon::start_daemon().map_err(StartError::Fail)?;
+    /// Why it cannot run here, if it cannot.
+    pub fn missing() -> Option<String> {
+        (!cfg!(feature = "dpdk")).then(|| {
+            "this sluice has no DPDK ports (build it with `cargo build --release -p sluice-cli --features dpdk`)"
+                .into()
+        })
+    }
+
+    pub fn start(work: Work, isolation: &str, env: &Env) -> Result<Sluice, String> {
+        let (daemon, client) = bench_daemon::start_daemon()?;
         bench_daemon::apply(&client, &spec(work, isolation, env))
-            .map_err(|e| StartError::Fail(format!("the daemon refused the spec: {e}")))?;
+            .map_err(|e| format!("the daemon refused the spec: {e}"))?;
         Ok(Sluice { daemon, client })
     }
 }

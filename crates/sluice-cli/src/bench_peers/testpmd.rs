@@ -12,7 +12,7 @@ use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
 use super::work::Work;
-use super::{Env, Running, StartError};
+use super::{Env, Running};
 
 /// The program, as Debian installs it.
 pub(crate) const PROGRAM: &str = "dpdk-testpmd";
@@ -25,12 +25,13 @@ pub(crate) struct Testpmd {
 }
 
 impl Testpmd {
-    pub fn start(work: Work, env: &Env) -> Result<Testpmd, StartError> {
-        if !super::on_path(PROGRAM) {
-            return Err(StartError::Skip(format!(
-                "{PROGRAM} is not installed (Debian: apt-get install dpdk-dev)"
-            )));
-        }
+    /// Why it cannot run here, if it cannot.
+    pub fn missing() -> Option<String> {
+        (!super::on_path(PROGRAM))
+            .then(|| format!("{PROGRAM} is not installed (Debian: apt-get install dpdk-dev)"))
+    }
+
+    pub fn start(work: Work, env: &Env) -> Result<Testpmd, String> {
         let mode = if work == Work::Macswap {
             "macswap"
         } else {
@@ -47,7 +48,7 @@ impl Testpmd {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| StartError::Fail(format!("cannot start {PROGRAM}: {e}")))?;
+            .map_err(|e| format!("cannot start {PROGRAM}: {e}"))?;
         let (tx, lines) = mpsc::channel();
         for out in [
             child
@@ -71,21 +72,17 @@ impl Testpmd {
                 }
             });
         }
-        let stdin = child
-            .stdin
-            .take()
-            .ok_or(StartError::Fail("no stdin".into()))?;
+        let stdin = child.stdin.take().ok_or("no stdin")?;
         let mut t = Testpmd {
             child,
             stdin,
             lines,
         };
-        t.command("start").map_err(StartError::Fail)?;
+        t.command("start")?;
         t.wait_for(
             |l| l.contains("packet forwarding - ports="),
             Duration::from_secs(60),
-        )
-        .map_err(StartError::Fail)?;
+        )?;
         Ok(t)
     }
 
