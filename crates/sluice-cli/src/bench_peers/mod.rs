@@ -15,6 +15,7 @@
 mod huge;
 mod ovs;
 mod probe;
+mod report;
 mod sluice;
 mod testpmd;
 mod work;
@@ -23,10 +24,9 @@ use std::path::PathBuf;
 use std::process::{Child, ExitCode};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-
 use crate::cli::PeersArgs;
 use probe::{Sample, Window};
+use report::{ratios, table, Report, Row, Skipped};
 use work::Work;
 
 /// A system under test.
@@ -92,49 +92,6 @@ impl Env {
             pcap: PathBuf::from("/tmp/sluice-peers.pcap"),
         }
     }
-}
-
-#[derive(Debug, Serialize)]
-struct Row {
-    system: &'static str,
-    work: Work,
-    /// Packets transmitted by both ports, median round.
-    mpps: f64,
-    /// Per direction (port 1's transmit is port 0 → 1), median round.
-    mpps_0_to_1: f64,
-    mpps_1_to_0: f64,
-    /// CPU cycles per packet at the nominal clock, median round.
-    cycles_per_packet: f64,
-    /// Cores its processes kept busy, median round.
-    cores: f64,
-    rounds_mpps: Vec<f64>,
-}
-
-#[derive(Debug, Serialize)]
-struct Skipped {
-    system: &'static str,
-    reason: String,
-}
-
-/// sluice over its peers, the smallest over the works both ran.
-#[derive(Debug, Default, Serialize)]
-struct Ratios {
-    sluice_inline_vs_ovs: Option<f64>,
-    sluice_process_vs_ovs: Option<f64>,
-    sluice_inline_vs_testpmd: Option<f64>,
-    sluice_process_vs_testpmd: Option<f64>,
-}
-
-#[derive(Debug, Serialize)]
-struct Report {
-    cpu: String,
-    cpu_mhz: f64,
-    rounds: u32,
-    duration_s: f64,
-    setup: &'static str,
-    rows: Vec<Row>,
-    skipped: Vec<Skipped>,
-    ratios: Ratios,
 }
 
 const SETUP: &str = "64 B frames; DPDK 22.11 virtual devices: net_null0 (size=64) in, \
@@ -279,58 +236,6 @@ fn measure(r: &mut dyn Running, span: Duration) -> Result<Window, String> {
     Ok(Window::between(&a, &b, tps))
 }
 
-/// The smallest ratio of a sluice row to a peer's over the works both ran.
-fn ratios(rows: &[Row]) -> Ratios {
-    let min_ratio = |ours: &str, theirs: &str| {
-        rows.iter()
-            .filter(|r| r.system == ours)
-            .filter_map(|o| {
-                let t = rows
-                    .iter()
-                    .find(|t| t.system == theirs && t.work == o.work)?;
-                (t.mpps > 0.0).then(|| o.mpps / t.mpps)
-            })
-            .min_by(f64::total_cmp)
-    };
-    Ratios {
-        sluice_inline_vs_ovs: min_ratio("sluice_inline", "ovs_dpdk"),
-        sluice_process_vs_ovs: min_ratio("sluice_process", "ovs_dpdk"),
-        sluice_inline_vs_testpmd: min_ratio("sluice_inline", "testpmd"),
-        sluice_process_vs_testpmd: min_ratio("sluice_process", "testpmd"),
-    }
-}
-
-fn table(r: &Report) -> String {
-    let mut s = format!(
-        "{} ({:.0} MHz), {} round(s) of {} s, median round\n{:<16} {:<8} {:>8} {:>9} {:>9} {:>7} {:>6}\n",
-        r.cpu, r.cpu_mhz, r.rounds, r.duration_s, "system", "work", "Mpps", "0→1", "1→0", "cyc/pkt", "cores"
-    );
-    for w in &r.rows {
-        s.push_str(&format!(
-            "{:<16} {:<8} {:>8.2} {:>9.2} {:>9.2} {:>7.0} {:>6.2}\n",
-            w.system,
-            w.work.name(),
-            w.mpps,
-            w.mpps_0_to_1,
-            w.mpps_1_to_0,
-            w.cycles_per_packet,
-            w.cores
-        ));
-    }
-    for k in &r.skipped {
-        s.push_str(&format!("skipped {}: {}\n", k.system, k.reason));
-    }
-    let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}×"));
-    s.push_str(&format!(
-        "lowest over the works: inline/OVS {}  process/OVS {}  inline/testpmd {}  process/testpmd {}\n",
-        f(r.ratios.sluice_inline_vs_ovs),
-        f(r.ratios.sluice_process_vs_ovs),
-        f(r.ratios.sluice_inline_vs_testpmd),
-        f(r.ratios.sluice_process_vs_testpmd)
-    ));
-    s
-}
-
 /// Whether `program` is an executable on `PATH`.
 pub(crate) fn on_path(program: &str) -> bool {
     std::env::var_os("PATH")
@@ -353,37 +258,6 @@ pub(crate) fn reap(child: &mut Child, timeout: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn row(system: &'static str, work: Work, mpps: f64) -> Row {
-        Row {
-            system,
-            work,
-            mpps,
-            mpps_0_to_1: mpps,
-            mpps_1_to_0: 0.0,
-            cycles_per_packet: 0.0,
-            cores: 1.0,
-            rounds_mpps: vec![mpps],
-        }
-    }
-
-    #[test]
-    fn ratios_take_the_worst_work_both_ran() {
-        let rows = [
-            row("ovs_dpdk", Work::Io, 30.0),
-            row("ovs_dpdk", Work::Bidir, 20.0),
-            row("sluice_inline", Work::Io, 45.0),
-            row("sluice_inline", Work::Bidir, 20.0),
-            // A work the peer did not run does not count.
-            row("sluice_inline", Work::Pcap, 1.0),
-            row("testpmd", Work::Io, 0.0),
-        ];
-        let r = ratios(&rows);
-        assert_eq!(r.sluice_inline_vs_ovs, Some(1.0));
-        assert_eq!(r.sluice_process_vs_ovs, None);
-        // A peer row at 0 Mpps gives no ratio rather than infinity.
-        assert_eq!(r.sluice_inline_vs_testpmd, None);
-    }
 
     /// The command line's lists (in `cli.rs`) name exactly these.
     #[test]

@@ -216,7 +216,6 @@ impl PortRt {
             if let Err(e) = port.release(cache) {
                 tracing::error!("port {}: {e}", self.name);
             }
-            self.stats.held_buffers = port.stats().held;
         }
     }
 
