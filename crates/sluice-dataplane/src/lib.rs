@@ -20,6 +20,7 @@ pub mod flow_table;
 pub mod held;
 pub mod host;
 pub mod latency;
+mod least;
 pub mod logbook;
 pub mod naming;
 pub mod nf_io;
