@@ -228,17 +228,16 @@ impl Exclusive {
             }
             let m = usize::from(*pin - 1);
             *pin = 0;
-            if p.load.get(m) > 0 {
-                if p.load.sub(m) == 0 {
-                    if let Some(k) = p.classes[m].take() {
-                        p.by_class.remove(&k);
-                    }
-                    idle.push(Idle {
-                        base: base as u16,
-                        member: m as u16,
-                        nf: p.members[m],
-                    });
+            // A pin names a member with a load (install recounts them).
+            if p.load.get(m) > 0 && p.load.sub(m) == 0 {
+                if let Some(k) = p.classes[m].take() {
+                    p.by_class.remove(&k);
                 }
+                idle.push(Idle {
+                    base: base as u16,
+                    member: m as u16,
+                    nf: p.members[m],
+                });
             }
         }
     }
