@@ -60,6 +60,9 @@ fn bench(c: &mut Criterion) {
             "ipv6_udp",
             frame64(&spec("2001:db8::1", "2001:db8::2", UDP)),
         ),
+        // A frame of an EtherType the parser does not know (as DPDK's
+        // null device hands out: zeros), which takes the general path.
+        ("other_ethertype", vec![0u8; 64]),
     ];
 
     let mut g = c.benchmark_group("parse");
