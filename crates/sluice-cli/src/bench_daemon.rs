@@ -106,9 +106,19 @@ pub(crate) fn apply(c: &Client, text: &str) -> Result<Took, String> {
         .as_u64()
         .unwrap_or(0);
     let body = json!({ "spec": text, "resource_version": version });
+    timed(c, "PUT", "/v1/spec", &body)
+}
+
+/// Adds the ports, NFs and chains of `text` (`POST /v1/spec/additions`).
+pub(crate) fn add(c: &Client, text: &str) -> Result<Took, String> {
+    timed(c, "POST", "/v1/spec/additions", &json!({ "spec": text }))
+}
+
+/// One change request, timed from the request's start to its answer.
+fn timed(c: &Client, method: &str, path: &str, body: &Value) -> Result<Took, String> {
     let t0 = now_unix_ns();
     let started = Instant::now();
-    let a = c.call("PUT", "/v1/spec", Some(&body))?;
+    let a = c.call(method, path, Some(body))?;
     let took = started.elapsed().as_secs_f64() * 1e3;
     if a.status != 200 {
         return Err(a.error_text());

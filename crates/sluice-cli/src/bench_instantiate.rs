@@ -33,8 +33,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::bench_baselines::{crun_us, fork_exec_us};
-use crate::bench_daemon::{apply, first_tx, median, spread, start_daemon_with, Spread};
-use crate::cli::{InstantiateArgs, OnOff};
+use crate::bench_daemon::{add, apply, first_tx, median, spread, start_daemon_with, Spread};
+use crate::cli::{InstantiateArgs, OnOff, Via};
 
 /// Creates whose chain gets its own generator and sink.
 const SAMPLES: u32 = 20;
@@ -65,6 +65,9 @@ struct InstantiateResult {
     sandbox: &'static str,
     /// NFs started from shells (`settings.shells`).
     shells: bool,
+    /// How each request asked for its NFs (`add`: only them; `apply`:
+    /// the whole desired state).
+    via: Via,
     /// NFs running at the end (the base chain's included).
     alive: usize,
     /// Request → every NF of its batch running, µs.
@@ -115,9 +118,20 @@ fn entries(k: u32, batch: u32, sampled: bool, sandbox: &str, out: &mut [String; 
     }
 }
 
+/// The whole spec with `parts`. The base chain takes only the
+/// generator's UDP, so the TCP chains of the batches, which come after it
+/// when they are added, are not shadowed by it.
 fn spec(parts: &[String; 3], shells: bool) -> String {
     format!(
-        "settings:\n  shells: {shells}\nports:\n  - {{ name: gen, kind: generator, flows: 64, protocol: udp, size: 64, rate_pps: 100000 }}\n  - {{ name: out, kind: sink }}\n{}nfs:\n  - {{ name: base, type: forwarder, isolation: process }}\n{}chains:\n{}  - {{ name: main, from: gen, nfs: [base], to: out }}\n",
+        "settings:\n  shells: {shells}\nports:\n  - {{ name: gen, kind: generator, flows: 64, protocol: udp, size: 64, rate_pps: 100000 }}\n  - {{ name: out, kind: sink }}\n{}nfs:\n  - {{ name: base, type: forwarder, isolation: process }}\n{}chains:\n{}  - {{ name: main, from: gen, match: {{ proto: udp }}, nfs: [base], to: out }}\n",
+        parts[0], parts[1], parts[2]
+    )
+}
+
+/// One batch's entries as an addition.
+fn addition(parts: &[String; 3]) -> String {
+    format!(
+        "ports:\n{}nfs:\n{}chains:\n{}",
         parts[0], parts[1], parts[2]
     )
 }
@@ -168,8 +182,17 @@ fn bench(a: &InstantiateArgs) -> Result<InstantiateResult, String> {
     for k in 0..requests {
         let this = batch.min(count - k * batch);
         let sampled = k % every == 0 && k / every < SAMPLES;
-        entries(k, this, sampled, sandbox, &mut parts);
-        let took = apply(&c, &spec(&parts, shells))?;
+        let took = match a.via {
+            Via::Apply => {
+                entries(k, this, sampled, sandbox, &mut parts);
+                apply(&c, &spec(&parts, shells))?
+            }
+            Via::Add => {
+                let mut one: [String; 3] = Default::default();
+                entries(k, this, sampled, sandbox, &mut one);
+                add(&c, &addition(&one))?
+            }
+        };
         create.push(took.request_ms * 1e3);
         took.record(&mut phases);
         if sampled {
@@ -206,6 +229,7 @@ fn bench(a: &InstantiateArgs) -> Result<InstantiateResult, String> {
         batch,
         sandbox,
         shells,
+        via: a.via,
         alive: running.len(),
         last_vs_first_decile: deciles[9] / deciles[0].max(1e-9),
         create_us: spread(create),
@@ -243,7 +267,7 @@ pub fn run(a: InstantiateArgs) -> ExitCode {
                 serde_json::to_string_pretty(&r).unwrap_or_default() + "\n"
             } else {
                 format!(
-                    "{} process NFs created, {} per request; {} running at the end\n\
+                    "{} process NFs created, {} per request ({}); {} running at the end\n\
                      create (request → running)  p50 {:.0} µs  p99 {:.0} µs  max {:.0} µs\n\
                      by tenth (p50, µs)          {}  (last ÷ first {:.2})\n\
                      in the platform (fork → running)  p50 {:.0} µs  p99 {:.0} µs; by tenth {}\n\
@@ -252,6 +276,10 @@ pub fn run(a: InstantiateArgs) -> ExitCode {
                      fork+exec /bin/true         p50 {:.0} µs;  crun {}\n",
                     r.count,
                     r.batch,
+                    match r.via {
+                        Via::Add => "each request adds its NFs",
+                        Via::Apply => "each request applies the whole spec",
+                    },
                     r.alive,
                     r.create_us.p50,
                     r.create_us.p99,
@@ -311,5 +339,23 @@ mod tests {
         assert_eq!(s.nfs.len(), 7);
         assert_eq!(s.chains.len(), 7);
         assert_eq!(s.ports.len(), 4);
+    }
+
+    /// Each batch, added to what the earlier ones made, is accepted
+    /// (the base chain does not shadow the added ones).
+    #[test]
+    fn every_batch_is_a_valid_addition() {
+        let types = crate::bench::nf_type_names();
+        let empty: [String; 3] = Default::default();
+        let mut whole = sluice_spec::parse_str(&spec(&empty, true), "<bench>", &types).unwrap();
+        for (k, sampled) in [(0, true), (1, false), (2, false)] {
+            let mut one: [String; 3] = Default::default();
+            entries(k, 2, sampled, "strict", &mut one);
+            let a = sluice_spec::parse_additions(&addition(&one), "<bench>").unwrap();
+            whole = sluice_spec::add(Some(&whole), a, &types).unwrap();
+        }
+        assert_eq!(whole.nfs.len(), 7);
+        assert_eq!(whole.chains.len(), 7);
+        assert_eq!(whole.ports.len(), 4);
     }
 }

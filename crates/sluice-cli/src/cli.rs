@@ -40,6 +40,10 @@ pub enum Command {
     /// Make a spec the running daemon's desired state, changing only what
     /// differs (prints what was added, changed, removed).
     Apply(crate::ctl_args::ApplyArgs),
+    /// Add a file's ports, NFs and chains to a daemon's desired state,
+    /// without sending the rest (a taken name is refused; nothing else
+    /// changes).
+    Add(crate::ctl_args::ApplyArgs),
     /// List a daemon's ports, NFs or chains.
     Get(crate::ctl_args::GetArgs),
     /// Remove a port, NF or chain from a daemon's desired state.
@@ -233,9 +237,24 @@ pub struct InstantiateArgs {
     /// build its own after the fork (`off`).
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     pub shells: OnOff,
+    /// How each request creates its NFs: `add` sends only them
+    /// (`POST /v1/spec/additions`, the default), `apply` the whole desired
+    /// state with them (`PUT /v1/spec`).
+    #[arg(long, value_enum, default_value_t = Via::Add)]
+    pub via: Via,
     /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+/// How `bench instantiate` asks for its NFs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Via {
+    /// `POST /v1/spec/additions` with the request's NFs and chains.
+    Add,
+    /// `PUT /v1/spec` with everything.
+    Apply,
 }
 
 /// `sluice bench jitter`.

@@ -81,6 +81,17 @@ pub(crate) fn diff_lines(diff: &Value) -> Vec<String> {
 
 /// `sluice apply -f SPEC [--dry-run]`.
 pub fn apply(conn: &ConnArgs, a: ApplyArgs) -> ExitCode {
+    send_spec(conn, a, "PUT", "/v1/spec", "applied")
+}
+
+/// `sluice add -f FILE`: the file's ports, NFs and chains added to what
+/// runs (`POST /v1/spec/additions`), without sending the rest.
+pub fn add(conn: &ConnArgs, a: ApplyArgs) -> ExitCode {
+    send_spec(conn, a, "POST", "/v1/spec/additions", "added")
+}
+
+/// Sends `a`'s file as a change and prints what changed.
+fn send_spec(conn: &ConnArgs, a: ApplyArgs, method: &str, path: &str, done: &str) -> ExitCode {
     let text = match std::fs::read_to_string(&a.file) {
         Ok(t) => t,
         Err(e) => return fail(format!("cannot read {}: {e}", a.file.display())),
@@ -90,19 +101,22 @@ pub fn apply(conn: &ConnArgs, a: ApplyArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    // Optimistic concurrency: apply over the version just read, so a
-    // change made meanwhile by someone else is not silently overwritten.
-    let version = match c.get::<Value>("/v1/spec") {
-        Ok(v) => v["resource_version"].as_u64().unwrap_or(0),
-        Err(e) => return fail(e),
-    };
-    let body = json!({
+    let mut body = json!({
         "spec": text,
         "source": source.to_string_lossy(),
-        "resource_version": version,
         "dry_run": a.dry_run,
     });
-    let ans = match c.call("PUT", "/v1/spec", Some(&body)) {
+    if method == "PUT" {
+        // Optimistic concurrency: apply over the version just read, so a
+        // change made meanwhile by someone else is not silently
+        // overwritten. (An addition overwrites nothing: a name taken
+        // meanwhile is refused.)
+        match c.get::<Value>("/v1/spec") {
+            Ok(v) => body["resource_version"] = v["resource_version"].as_u64().unwrap_or(0).into(),
+            Err(e) => return fail(e),
+        }
+    }
+    let ans = match c.call(method, path, Some(&body)) {
         Ok(x) => x,
         Err(e) => return fail(e),
     };
@@ -122,7 +136,7 @@ pub fn apply(conn: &ConnArgs, a: ApplyArgs) -> ExitCode {
         " (dry run)".to_string()
     } else {
         format!(
-            "\nversion {} applied in {:.1} ms",
+            "\nversion {} {done} in {:.1} ms",
             v["resource_version"],
             v["took_us"].as_f64().unwrap_or(0.0) / 1e3
         )

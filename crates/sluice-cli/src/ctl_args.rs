@@ -73,10 +73,11 @@ fn tenant_arg(text: &str) -> Result<(String, PathBuf), String> {
     }
 }
 
-/// `sluice apply`.
+/// `sluice apply` and `sluice add`.
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
-    /// The spec file to make the desired state.
+    /// The spec file to make the desired state (`apply`), or whose ports,
+    /// NFs and chains to add (`add`).
     #[arg(short = 'f', long = "filename")]
     pub file: PathBuf,
     /// Print what would change; change nothing.

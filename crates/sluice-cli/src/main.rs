@@ -115,6 +115,7 @@ fn main() -> ExitCode {
         },
         Command::Daemon(a) => daemon_cmd::run(&cli.conn, a),
         Command::Apply(a) => ctl::apply(&cli.conn, a),
+        Command::Add(a) => ctl::add(&cli.conn, a),
         Command::Get(a) => ctl::get(&cli.conn, a),
         Command::Delete(a) => ctl::delete(&cli.conn, a),
         Command::Rollout(a) => rollout_cmd::rollout(&cli.conn, a),

@@ -193,12 +193,29 @@ fn bench_sched_runs_each_experiment_under_both_policies() {
 
 #[test]
 fn bench_instantiate_creates_every_nf_and_reports_its_figures() {
-    let (out, v) = bench(&["instantiate", "--count", "6", "--batch", "2", "--json"]);
+    for via in ["add", "apply"] {
+        instantiate_via(via);
+    }
+}
+
+/// `bench instantiate` asking for its NFs `via` additions or whole specs.
+fn instantiate_via(via: &str) {
+    let (out, v) = bench(&[
+        "instantiate",
+        "--count",
+        "6",
+        "--batch",
+        "2",
+        "--via",
+        via,
+        "--json",
+    ]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    assert_eq!(v["via"], via, "{v:#}");
     assert_eq!(v["count"], 6, "{v:#}");
     assert_eq!(v["batch"], 2, "{v:#}");
     assert_eq!(v["sandbox"], "strict", "{v:#}");

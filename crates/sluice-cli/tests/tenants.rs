@@ -252,3 +252,42 @@ fn tenant_tokens_are_checked_at_start() {
     assert!(e.contains("its token is the operator's"), "{e}");
     assert!(run(&["--tenant".into(), "a".into()]).contains("NAME=FILE"));
 }
+
+/// An addition is a change like any other: a tenant adds its own NFs and
+/// chains, never a port or another tenant's object, and a refused one
+/// changes nothing.
+#[test]
+fn a_tenant_adds_only_its_own_objects() {
+    let t = Tenants::start();
+    let (a, op) = ("token-of-a", "token-of-the-operator");
+    let add = |token: &str, text: &str| {
+        t.call(
+            token,
+            "POST",
+            "/v1/spec/additions",
+            Some(&json!({ "spec": text })),
+        )
+    };
+    let (before, v) = t.spec();
+    forbidden(
+        &add(
+            a,
+            "ports:\n  - { name: g9, kind: generator, rate_pps: 10 }\n",
+        ),
+        "ports are the operator's",
+    );
+    forbidden(
+        &add(a, "nfs:\n  - { name: b9, type: forwarder, tenant: b }\n"),
+        "b9",
+    );
+    forbidden(&add(a, "nfs:\n  - { name: n9, type: forwarder }\n"), "n9");
+    assert_eq!(t.spec(), (before, v), "refusals change nothing");
+
+    let mine = "nfs:\n  - { name: a2, type: forwarder, tenant: a }\n\
+                chains:\n  - { name: ca2, from: gen, match: { dst_port: 3 }, nfs: [a2], to: out, tenant: a }\n";
+    let r = add(a, mine);
+    assert_eq!(r.status, 200, "{r}");
+    assert_eq!(r.json()["resource_version"], v + 1, "{r}");
+    let r = add(op, "nfs:\n  - { name: op2, type: forwarder }\n");
+    assert_eq!(r.status, 200, "the operator adds anything: {r}");
+}

@@ -24,6 +24,10 @@ pub fn routes(state: AppState) -> Router {
     Router::new()
         .route("/v1/version", get(version))
         .route("/v1/spec", get(get_spec).put(put_spec))
+        .route(
+            "/v1/spec/additions",
+            axum::routing::post(crate::additions::post_additions),
+        )
         .route("/v1/ports", get(list_ports))
         .route("/v1/ports/{name}", get(get_port).delete(delete_port))
         .route("/v1/nfs", get(list_nfs))
@@ -361,7 +365,7 @@ async fn openapi() -> Json<utoipa::openapi::OpenApi> {
         version, get_spec, put_spec, list_ports, get_port, delete_port, list_nfs, get_nf,
         delete_nf, nf_logs, list_chains, get_chain, delete_chain, instances, stats, openapi,
         crate::capture::capture, crate::rollout::post_rollout, crate::checkpoint::get_checkpoint,
-        crate::checkpoint::post_restore
+        crate::checkpoint::post_restore, crate::additions::post_additions
     ),
     tags(
         (name = "daemon", description = "The daemon itself"),

@@ -91,6 +91,11 @@ impl ApiError {
         Self::new(StatusCode::CONFLICT, "conflict", message)
     }
 
+    /// 409: the name of an object to add is taken.
+    pub fn already_exists(message: impl Into<String>) -> ApiError {
+        Self::new(StatusCode::CONFLICT, "already_exists", message)
+    }
+
     /// 404.
     pub fn not_found(message: impl Into<String>) -> ApiError {
         Self::new(StatusCode::NOT_FOUND, "not_found", message)

@@ -8,6 +8,7 @@
 //! owned by one control thread ([`control`]) that the handlers send work
 //! to, so nothing async ever runs on, or waits on, the packet path.
 
+pub mod additions;
 pub mod api;
 mod auth;
 pub mod capture;

@@ -40,6 +40,7 @@
 //! );
 //! ```
 
+mod additions;
 mod classes;
 mod config_de;
 mod config_node;
@@ -70,6 +71,7 @@ mod wakeup;
 mod wakeup_resolve;
 mod yaml;
 
+pub use additions::{add, parse_additions, AddError};
 pub use classes::{ClassBy, ClassField};
 pub use config_node::{ConfigEntry, ConfigNode, ConfigValue};
 pub use domains::{DomainSpec, MAX_DOMAINS, PLATFORM_DOMAIN};
@@ -87,7 +89,7 @@ pub use ports::{
     GeneratorSpec, IpVersionChoice, NicSpec, PcapInSpec, PcapOutSpec, PortKind, PortSpec, Protocol,
     SinkSpec, SizeSpec,
 };
-pub use resolve::ResolvedChain;
+pub use resolve::{ChainIndex, ResolvedChain};
 pub use sandbox::{Namespace, Sandbox, SandboxUser};
 pub use settings::{
     BackpressureMode, BackpressureSettings, FlowTableSettings, KernelClass, RestartMode,

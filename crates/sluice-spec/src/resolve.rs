@@ -1,5 +1,7 @@
 //! Lookups on a spec and following chain-to-chain links.
 
+use std::collections::HashMap;
+
 use crate::model::{ChainSpec, NfSpec, Spec};
 use crate::ports::PortSpec;
 
@@ -12,6 +14,21 @@ pub struct ResolvedChain<'a> {
     pub nfs: Vec<&'a str>,
     /// The output port packets finally leave through.
     pub output: &'a str,
+}
+
+/// A spec's chains by name ([`Spec::chain_index`]).
+#[derive(Debug)]
+pub struct ChainIndex<'a> {
+    spec: &'a Spec,
+    by_name: HashMap<&'a str, &'a ChainSpec>,
+}
+
+impl<'a> ChainIndex<'a> {
+    /// [`Spec::resolve_chain`], with lookups in the index.
+    pub fn resolve(&self, chain: &str) -> Option<ResolvedChain<'a>> {
+        self.spec
+            .resolve_with(chain, |name| self.by_name.get(name).copied())
+    }
 }
 
 impl Spec {
@@ -40,7 +57,25 @@ impl Spec {
     /// `None` if the chain does not exist, the links loop, or the final `to`
     /// is not a port (none of which happens in a validated spec).
     pub fn resolve_chain(&self, chain: &str) -> Option<ResolvedChain<'_>> {
-        let mut cur = self.chain(chain)?;
+        self.resolve_with(chain, |name| self.chain(name))
+    }
+
+    /// Chains by name, to resolve many chains of this spec: each
+    /// [`Spec::chain`] is a scan, and resolving every chain with it costs
+    /// the square of their number.
+    pub fn chain_index(&self) -> ChainIndex<'_> {
+        ChainIndex {
+            spec: self,
+            by_name: self.chains.iter().map(|c| (c.name.as_str(), c)).collect(),
+        }
+    }
+
+    fn resolve_with<'a>(
+        &'a self,
+        chain: &str,
+        lookup: impl Fn(&str) -> Option<&'a ChainSpec>,
+    ) -> Option<ResolvedChain<'a>> {
+        let mut cur = lookup(chain)?;
         let mut resolved = ResolvedChain {
             chains: Vec::new(),
             nfs: Vec::new(),
@@ -52,7 +87,7 @@ impl Spec {
             }
             resolved.chains.push(&cur.name);
             resolved.nfs.extend(cur.nfs.iter().map(String::as_str));
-            match self.chain(&cur.to) {
+            match lookup(&cur.to) {
                 Some(next) => cur = next,
                 None => {
                     self.port(&cur.to)?;

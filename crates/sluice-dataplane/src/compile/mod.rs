@@ -104,6 +104,8 @@ impl IdMap {
 
 struct SpecNames<'a> {
     spec: &'a Spec,
+    /// The spec's chains by name (every NF built resolves every chain).
+    chains: sluice_spec::ChainIndex<'a>,
     ports: &'a IdMap,
     /// Spec NF name → id of the instance routes and verdicts reach:
     /// replica 0 of its current version.
@@ -127,8 +129,8 @@ impl Names for SpecNames<'_> {
         for c in &self.spec.chains {
             // A chain that continues into another one passes its NFs too.
             let passes = self
-                .spec
-                .resolve_chain(&c.name)
+                .chains
+                .resolve(&c.name)
                 .is_some_and(|r| r.nfs.contains(&nf));
             let (Some(p), Some(id)) = (self.spec.port(&c.from), self.ports.get(&c.from)) else {
                 continue;
@@ -199,6 +201,7 @@ pub fn compile(
     );
     let names = SpecNames {
         spec,
+        chains: spec.chain_index(),
         ports: &ports,
         current: spec
             .nfs
@@ -238,7 +241,7 @@ pub fn compile(
     // Routes: a chain whose path is unchanged keeps its route.
     for c in &spec.chains {
         let id = chain_ids.get(&c.name).expect("assigned above");
-        let resolved = spec.resolve_chain(&c.name).ok_or_else(|| {
+        let resolved = names.chains.resolve(&c.name).ok_or_else(|| {
             err(
                 spec,
                 c.location,

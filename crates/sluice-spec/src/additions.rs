@@ -1,0 +1,322 @@
+//! Additions: a partial spec (ports, NFs and chains, nothing else) added to
+//! a whole one, so a client can create one NF and its chain without
+//! sending, and the daemon without parsing, everything that runs already.
+//!
+//! [`parse_additions`] reads the partial document (the same YAML as a
+//! spec's `ports`, `nfs` and `chains`); [`add`] refuses a name that exists
+//! already ([`AddError::Exists`]) and validates the result as a whole spec
+//! ([`AddError::Invalid`]), so an addition is all or nothing. Errors about
+//! an added object point into the partial document: its source, line and
+//! field path (`nfs[0]`, not the index it takes in the whole spec).
+
+use std::path::Path;
+
+use crate::decode;
+use crate::error::SpecError;
+use crate::location::{Location, SourceName};
+use crate::model::Spec;
+use crate::settings::Settings;
+use crate::validate::{self, Locate, SpecLocator};
+use crate::yaml;
+
+/// Parses a partial spec: `ports`, `nfs` and `chains` lists only, at least
+/// one object. Decoded (types, ranges, unknown keys) but not validated:
+/// its references may name objects of the spec it is added to.
+///
+/// # Errors
+/// A located [`SpecError`]: syntax, a wrong field, `settings` or `version`
+/// (those belong to a whole spec), or nothing to add.
+pub fn parse_additions(text: &str, source: &str) -> Result<Spec, SpecError> {
+    let source = SourceName::new(source);
+    let base_dir = if source.is_generated() {
+        Path::new("")
+    } else {
+        Path::new(source.as_str()).parent().unwrap_or(Path::new(""))
+    };
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let tree = yaml::parse(text, &source)?;
+    for key in ["settings", "version"] {
+        if let Some(node) = tree.get(key) {
+            return Err(node.error(format!(
+                "an addition carries only ports, nfs and chains; `{key}` belongs to a whole \
+                 spec (PUT /v1/spec, `sluice apply`)"
+            )));
+        }
+    }
+    let spec = decode::decode(&tree, &source, base_dir)?;
+    if spec.ports.is_empty() && spec.nfs.is_empty() && spec.chains.is_empty() {
+        return Err(SpecError::new(
+            source.as_str(),
+            Location::GENERATED,
+            "",
+            "nothing to add: expected `ports`, `nfs` or `chains`",
+        ));
+    }
+    Ok(spec)
+}
+
+/// Why an addition was refused.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AddError {
+    /// An added object's name is taken (by an object of any kind).
+    Exists {
+        /// `port`, `NF` or `chain`: what the taken name names now.
+        kind: &'static str,
+        /// The name.
+        name: String,
+        /// Its field in the addition, e.g. `nfs[0].name`.
+        field: String,
+    },
+    /// The spec with the addition is not valid.
+    Invalid(SpecError),
+}
+
+/// `base` with `addition`'s objects appended (each list in order), checked
+/// as a whole spec. `base` is `None` when nothing runs: the addition is
+/// then the whole spec, with default settings.
+///
+/// # Errors
+/// [`AddError::Exists`] for a name `base` has; [`AddError::Invalid`] for
+/// any error of the result, located in `addition` where it concerns an
+/// added object.
+pub fn add(base: Option<&Spec>, addition: Spec, known_nf_types: &[&str]) -> Result<Spec, AddError> {
+    if let Some(b) = base {
+        let taken = |name: &str| -> Option<&'static str> {
+            if b.ports.iter().any(|p| p.name == name) {
+                Some("port")
+            } else if b.nfs.iter().any(|n| n.name == name) {
+                Some("NF")
+            } else if b.chains.iter().any(|c| c.name == name) {
+                Some("chain")
+            } else {
+                None
+            }
+        };
+        let names = (addition.ports.iter().map(|p| &p.name).enumerate())
+            .map(|(i, n)| (format!("ports[{i}].name"), n))
+            .chain(
+                (addition.nfs.iter().map(|n| &n.name).enumerate())
+                    .map(|(i, n)| (format!("nfs[{i}].name"), n)),
+            )
+            .chain(
+                (addition.chains.iter().map(|c| &c.name).enumerate())
+                    .map(|(i, n)| (format!("chains[{i}].name"), n)),
+            );
+        for (field, name) in names {
+            if let Some(kind) = taken(name) {
+                return Err(AddError::Exists {
+                    kind,
+                    name: name.clone(),
+                    field,
+                });
+            }
+        }
+    }
+    let mut whole = match base {
+        Some(b) => b.clone(),
+        None => Spec {
+            source: addition.source.clone(),
+            settings: Settings::default(),
+            ports: Vec::new(),
+            nfs: Vec::new(),
+            chains: Vec::new(),
+        },
+    };
+    let first = Counts::of(&whole);
+    let base_source = std::mem::replace(&mut whole.source, addition.source);
+    whole.ports.extend(addition.ports);
+    whole.nfs.extend(addition.nfs);
+    whole.chains.extend(addition.chains);
+    let checked = validate::validate(
+        &whole,
+        known_nf_types,
+        &AddedLocator {
+            spec: &whole,
+            first,
+        },
+    );
+    if let Err(mut e) = checked {
+        e.field = first.rebase(&e.field);
+        return Err(AddError::Invalid(e));
+    }
+    whole.source = base_source;
+    Ok(whole)
+}
+
+/// How many ports, NFs and chains come before the added ones.
+#[derive(Debug, Clone, Copy)]
+struct Counts {
+    ports: usize,
+    nfs: usize,
+    chains: usize,
+}
+
+impl Counts {
+    fn of(s: &Spec) -> Counts {
+        Counts {
+            ports: s.ports.len(),
+            nfs: s.nfs.len(),
+            chains: s.chains.len(),
+        }
+    }
+
+    /// The list a path starts in and the index of the first added object.
+    fn split<'p>(&self, path: &'p str) -> Option<(&'p str, usize, usize, &'p str)> {
+        let (list, rest) = path.split_once('[')?;
+        let (index, tail) = rest.split_once(']')?;
+        let first = match list {
+            "ports" => self.ports,
+            "nfs" => self.nfs,
+            "chains" => self.chains,
+            _ => return None,
+        };
+        Some((list, index.parse().ok()?, first, tail))
+    }
+
+    /// A path in the whole spec as a path in the addition, when it names
+    /// an added object (other paths are the whole spec's).
+    fn rebase(&self, path: &str) -> String {
+        match self.split(path) {
+            Some((list, i, first, tail)) if i >= first => format!("{list}[{}]{tail}", i - first),
+            _ => path.to_string(),
+        }
+    }
+}
+
+/// Locates added objects where the addition has them; objects of the
+/// spec added to have no line in the addition's source.
+struct AddedLocator<'a> {
+    spec: &'a Spec,
+    first: Counts,
+}
+
+impl Locate for AddedLocator<'_> {
+    fn locate(&self, path: &str) -> Location {
+        match self.first.split(path) {
+            Some((_, i, first, _)) if i >= first => SpecLocator(self.spec).locate(path),
+            _ => Location::GENERATED,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TYPES: &[&str] = &["forwarder", "acl"];
+
+    fn base() -> Spec {
+        crate::parse_str(
+            "ports:\n  - { name: gen, kind: generator, rate_pps: 1000 }\n  - { name: out, kind: sink }\n\
+             nfs:\n  - { name: fwd, type: forwarder }\n\
+             chains:\n  - { name: main, from: gen, nfs: [fwd], to: out }\n",
+            "base.yaml",
+            TYPES,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn an_nf_and_its_chain_are_appended_and_the_base_keeps_its_source() {
+        let a = parse_additions(
+            "ports:\n  - { name: gen2, kind: generator, rate_pps: 10 }\n\
+             nfs:\n  - { name: acl1, type: acl }\n\
+             chains:\n  - { name: second, from: gen2, nfs: [fwd, acl1], to: out }\n",
+            "add.yaml",
+        )
+        .unwrap();
+        let b = base();
+        let w = add(Some(&b), a, TYPES).unwrap();
+        assert_eq!(w.source.as_str(), "base.yaml");
+        let names = |v: Vec<&String>| v.into_iter().cloned().collect::<Vec<_>>();
+        assert_eq!(
+            names(w.ports.iter().map(|p| &p.name).collect()),
+            ["gen", "out", "gen2"]
+        );
+        assert_eq!(
+            names(w.nfs.iter().map(|n| &n.name).collect()),
+            ["fwd", "acl1"]
+        );
+        assert_eq!(
+            names(w.chains.iter().map(|c| &c.name).collect()),
+            ["main", "second"]
+        );
+        assert_eq!(w.settings, b.settings);
+    }
+
+    #[test]
+    fn a_taken_name_of_any_kind_is_refused_naming_its_field() {
+        let a = parse_additions(
+            "nfs:\n  - { name: x, type: forwarder }\n  - { name: main, type: forwarder }\n",
+            "add.yaml",
+        )
+        .unwrap();
+        assert_eq!(
+            add(Some(&base()), a, TYPES),
+            Err(AddError::Exists {
+                kind: "chain",
+                name: "main".into(),
+                field: "nfs[1].name".into(),
+            })
+        );
+    }
+
+    #[test]
+    fn an_error_in_an_added_object_points_into_the_addition() {
+        let text = "nfs:\n  - { name: a1, type: forwarder }\n\
+                    chains:\n  - { name: c2, from: gen, nfs: [a1], to: nowhere }\n";
+        let a = parse_additions(text, "add.yaml").unwrap();
+        let Err(AddError::Invalid(e)) = add(Some(&base()), a, TYPES) else {
+            panic!("a chain to no port must be refused");
+        };
+        assert_eq!(e.file, "add.yaml");
+        assert!(e.field.starts_with("chains[0]"), "{e}");
+        assert_eq!(e.line, 4, "{e}");
+        assert!(e.message.contains("nowhere"), "{e}");
+    }
+
+    #[test]
+    fn an_unknown_type_is_refused() {
+        let a = parse_additions("nfs:\n  - { name: z, type: teleporter }\n", "<api>").unwrap();
+        let Err(AddError::Invalid(e)) = add(Some(&base()), a, TYPES) else {
+            panic!("an unknown type must be refused");
+        };
+        assert_eq!(e.field, "nfs[0].type", "{e}");
+    }
+
+    #[test]
+    fn settings_version_and_nothing_are_not_additions() {
+        for (text, says) in [
+            (
+                "settings: { buffers: 4096 }\nnfs: []\n",
+                "`settings` belongs",
+            ),
+            ("version: 1\n", "`version` belongs"),
+            ("nfs: []\n", "nothing to add"),
+            ("{}\n", "nothing to add"),
+            ("nfs: [ { name: q } ]\n", "type"),
+            ("nfs: 5\n", "sequence"),
+            ("- a\n", "mapping"),
+        ] {
+            let e = parse_additions(text, "<api>").expect_err(text);
+            assert!(e.to_string().contains(says), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn with_nothing_running_the_addition_is_the_whole_spec() {
+        let a = parse_additions(
+            "ports:\n  - { name: g, kind: generator, rate_pps: 5 }\n  - { name: o, kind: sink }\n\
+             chains:\n  - { name: c, from: g, to: o }\n",
+            "<api>",
+        )
+        .unwrap();
+        let w = add(None, a, TYPES).unwrap();
+        assert_eq!(w.chains.len(), 1);
+        let lone = parse_additions("nfs:\n  - { name: f, type: forwarder }\n", "<api>").unwrap();
+        assert!(
+            matches!(add(None, lone, TYPES), Err(AddError::Invalid(_))),
+            "a spec needs ports and a chain"
+        );
+    }
+}
