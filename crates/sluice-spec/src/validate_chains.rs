@@ -387,20 +387,41 @@ fn repeated_nfs(cx: &Ctx<'_>, names: &Names<'_>) -> Res<()> {
 fn ambiguity(cx: &Ctx<'_>) -> Res<()> {
     let chains = &cx.spec.chains;
     let all = MatchSpec::default();
-    // The earlier chains of each port: only chains from one port can
-    // shadow each other, and comparing the port names of every pair of
-    // chains was most of the daemon's time per request with a thousand
-    // chains (`sluice bench instantiate`).
-    let mut earlier_from: HashMap<&str, Vec<usize>> = HashMap::new();
+    // The earlier chains of each port (only chains from one port can
+    // shadow each other), and within a port those that match one
+    // destination port apart: such a chain covers only a chain of that
+    // same single port, so a later chain is compared with the earlier
+    // chains of its own destination port and those of none or a range.
+    // Comparing every pair was most of the daemon's time per request with
+    // a thousand chains from one port (`sluice bench instantiate`).
+    #[derive(Default)]
+    struct Earlier {
+        rest: Vec<usize>,
+        by_dst_port: HashMap<u16, Vec<usize>>,
+    }
+    let single = |m: &MatchSpec| m.dst_port.as_ref().filter(|r| r.lo == r.hi).map(|r| r.lo);
+    let mut earlier_from: HashMap<&str, Earlier> = HashMap::new();
     for (j, later) in chains.iter().enumerate() {
         let m_later = later.matcher.as_ref().unwrap_or(&all);
         let group = earlier_from.entry(later.from.as_str()).or_default();
-        for &i in group.iter() {
+        let same_port = single(m_later)
+            .and_then(|p| group.by_dst_port.get(&p))
+            .map_or(&[][..], Vec::as_slice);
+        // The first earlier chain that covers it, in spec order.
+        let first = group
+            .rest
+            .iter()
+            .chain(same_port)
+            .copied()
+            .filter(|&i| chains[i].matcher.as_ref().unwrap_or(&all).covers(m_later))
+            .min();
+        match single(m_later) {
+            Some(p) => group.by_dst_port.entry(p).or_default().push(j),
+            None => group.rest.push(j),
+        }
+        if let Some(i) = first {
             let earlier = &chains[i];
             let m_earlier = earlier.matcher.as_ref().unwrap_or(&all);
-            if !m_earlier.covers(m_later) {
-                continue;
-            }
             let at = if later.matcher.is_some() {
                 format!("chains[{j}].match")
             } else {
@@ -427,7 +448,6 @@ fn ambiguity(cx: &Ctx<'_>) -> Res<()> {
             };
             return Err(cx.err(at, msg));
         }
-        group.push(j);
     }
     Ok(())
 }
