@@ -50,11 +50,18 @@ fn held_packets_are_delivered_when_the_timer_wakes_the_nf() {
 
 #[test]
 fn the_default_holds_no_sparse_packet() {
-    // `auto` raises its threshold only while packets come fast.
+    // `auto` raises its threshold only while packets come fast. On a
+    // loaded host (CI runs tests side by side) the worker may be paused
+    // and its generator then catches up with two packets at once: fast
+    // traffic by the policy's rule, which may cost one wake-up by timeout
+    // after each pause (one seen in CI). AIMD on the same sparse traffic
+    // holds about every other packet (~100 timeouts; the test above).
     let r = run("");
-    assert_eq!(nf(&r, "fwd")["wakeup"], "auto", "{r:#}");
-    assert_eq!(nf(&r, "fwd")["wakeups_by_timeout"], 0, "{r:#}");
-    assert!(nf(&r, "fwd")["wakeups"].as_u64().unwrap() > 0, "{r:#}");
+    let fwd = nf(&r, "fwd");
+    assert_eq!(fwd["wakeup"], "auto", "{r:#}");
+    let by_timeout = fwd["wakeups_by_timeout"].as_u64().unwrap();
+    assert!(by_timeout <= 5, "{by_timeout} sparse packets held: {r:#}");
+    assert!(fwd["wakeups"].as_u64().unwrap() > 0, "{r:#}");
 }
 
 #[test]

@@ -47,16 +47,7 @@ pub(crate) async fn post_additions(
             let spec = sluice_spec::add(s.desired.as_ref(), addition, &types).map_err(refused)?;
             caller.may_change(s.desired.as_ref(), &spec)?;
             let c = s.change(spec, req.resource_version, req.dry_run)?;
-            Ok(ApplyResponse {
-                resource_version: c.version,
-                dry_run: req.dry_run,
-                diff: c.applied.diff,
-                quiesce_us: c.applied.quiesce_us,
-                took_us: c.applied.took_us,
-                compile_us: c.applied.compile_us,
-                prepare_us: c.applied.prepare_us,
-                commit_us: c.applied.commit_us,
-            })
+            Ok(ApplyResponse::new(c.version, req.dry_run, c.applied))
         })
         .await?
         .map(Json)

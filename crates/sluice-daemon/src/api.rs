@@ -97,16 +97,7 @@ async fn put_spec(
             s.carry_versions(&mut spec);
             caller.may_change(s.desired.as_ref(), &spec)?;
             let c = s.change(spec, req.resource_version, req.dry_run)?;
-            Ok(ApplyResponse {
-                resource_version: c.version,
-                dry_run: req.dry_run,
-                diff: c.applied.diff,
-                quiesce_us: c.applied.quiesce_us,
-                took_us: c.applied.took_us,
-                compile_us: c.applied.compile_us,
-                prepare_us: c.applied.prepare_us,
-                commit_us: c.applied.commit_us,
-            })
+            Ok(ApplyResponse::new(c.version, req.dry_run, c.applied))
         })
         .await?
         .map(Json)

@@ -61,6 +61,22 @@ pub struct ApplyResponse {
     pub commit_us: u64,
 }
 
+impl ApplyResponse {
+    /// The answer to a change that left the desired state at `version`.
+    pub fn new(version: u64, dry_run: bool, a: sluice_dataplane::Applied) -> ApplyResponse {
+        ApplyResponse {
+            resource_version: version,
+            dry_run,
+            diff: a.diff,
+            quiesce_us: a.quiesce_us,
+            took_us: a.took_us,
+            compile_us: a.compile_us,
+            prepare_us: a.prepare_us,
+            commit_us: a.commit_us,
+        }
+    }
+}
+
 /// `GET /v1/spec`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SpecDocument {
