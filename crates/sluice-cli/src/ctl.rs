@@ -81,17 +81,30 @@ pub(crate) fn diff_lines(diff: &Value) -> Vec<String> {
 
 /// `sluice apply -f SPEC [--dry-run]`.
 pub fn apply(conn: &ConnArgs, a: ApplyArgs) -> ExitCode {
-    send_spec(conn, a, "PUT", "/v1/spec", "applied")
+    send_spec(conn, a, Change::Apply)
 }
 
 /// `sluice add -f FILE`: the file's ports, NFs and chains added to what
 /// runs (`POST /v1/spec/additions`), without sending the rest.
 pub fn add(conn: &ConnArgs, a: ApplyArgs) -> ExitCode {
-    send_spec(conn, a, "POST", "/v1/spec/additions", "added")
+    send_spec(conn, a, Change::Add)
+}
+
+/// What a file sent to the daemon does.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Change {
+    /// Becomes the desired state (`PUT /v1/spec`).
+    Apply,
+    /// Is added to it (`POST /v1/spec/additions`).
+    Add,
 }
 
 /// Sends `a`'s file as a change and prints what changed.
-fn send_spec(conn: &ConnArgs, a: ApplyArgs, method: &str, path: &str, done: &str) -> ExitCode {
+fn send_spec(conn: &ConnArgs, a: ApplyArgs, change: Change) -> ExitCode {
+    let (method, path, done) = match change {
+        Change::Apply => ("PUT", "/v1/spec", "applied"),
+        Change::Add => ("POST", "/v1/spec/additions", "added"),
+    };
     let text = match std::fs::read_to_string(&a.file) {
         Ok(t) => t,
         Err(e) => return fail(format!("cannot read {}: {e}", a.file.display())),
@@ -106,7 +119,7 @@ fn send_spec(conn: &ConnArgs, a: ApplyArgs, method: &str, path: &str, done: &str
         "source": source.to_string_lossy(),
         "dry_run": a.dry_run,
     });
-    if method == "PUT" {
+    if change == Change::Apply {
         // Optimistic concurrency: apply over the version just read, so a
         // change made meanwhile by someone else is not silently
         // overwritten. (An addition overwrites nothing: a name taken

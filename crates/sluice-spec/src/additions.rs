@@ -9,15 +9,12 @@
 //! an added object point into the partial document: its source, line and
 //! field path (`nfs[0]`, not the index it takes in the whole spec).
 
-use std::path::Path;
-
-use crate::decode;
 use crate::error::SpecError;
 use crate::location::{Location, SourceName};
 use crate::model::Spec;
 use crate::settings::Settings;
 use crate::validate::{self, Locate, SpecLocator};
-use crate::yaml;
+use crate::{decode, load};
 
 /// Parses a partial spec: `ports`, `nfs` and `chains` lists only, at least
 /// one object. Decoded (types, ranges, unknown keys) but not validated:
@@ -28,13 +25,7 @@ use crate::yaml;
 /// (those belong to a whole spec), or nothing to add.
 pub fn parse_additions(text: &str, source: &str) -> Result<Spec, SpecError> {
     let source = SourceName::new(source);
-    let base_dir = if source.is_generated() {
-        Path::new("")
-    } else {
-        Path::new(source.as_str()).parent().unwrap_or(Path::new(""))
-    };
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let tree = yaml::parse(text, &source)?;
+    let tree = load::tree(text, &source)?;
     for key in ["settings", "version"] {
         if let Some(node) = tree.get(key) {
             return Err(node.error(format!(
@@ -43,7 +34,7 @@ pub fn parse_additions(text: &str, source: &str) -> Result<Spec, SpecError> {
             )));
         }
     }
-    let spec = decode::decode(&tree, &source, base_dir)?;
+    let spec = decode::decode(&tree, &source, load::base_dir(&source))?;
     if spec.ports.is_empty() && spec.nfs.is_empty() && spec.chains.is_empty() {
         return Err(SpecError::new(
             source.as_str(),

@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use crate::config_node::ConfigNode;
 use crate::decode;
 use crate::error::SpecError;
 use crate::file::{read_regular_file, MAX_SPEC_BYTES};
@@ -52,12 +53,24 @@ pub fn load(path: &Path, known_nf_types: &[&str]) -> Result<Spec, SpecError> {
 /// problem; a spec is never partly accepted.
 pub fn parse_str(text: &str, source: &str, known_nf_types: &[&str]) -> Result<Spec, SpecError> {
     let source = SourceName::new(source);
-    let base_dir = if source.is_generated() {
+    parse(text, source.clone(), base_dir(&source), known_nf_types)
+}
+
+/// Where relative file paths of text from `source` resolve: beside it if
+/// it is a path, else the current directory.
+pub(crate) fn base_dir(source: &SourceName) -> &Path {
+    if source.is_generated() {
         Path::new("")
     } else {
         Path::new(source.as_str()).parent().unwrap_or(Path::new(""))
-    };
-    parse(text, source.clone(), base_dir, known_nf_types)
+    }
+}
+
+/// The located document tree of YAML (or JSON) text, a byte-order mark
+/// ignored.
+pub(crate) fn tree(text: &str, source: &SourceName) -> Result<ConfigNode, SpecError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    yaml::parse(text, source)
 }
 
 /// Parses YAML (or JSON) text that is not a spec, such as one NF's
@@ -66,8 +79,7 @@ pub fn parse_str(text: &str, source: &str, known_nf_types: &[&str]) -> Result<Sp
 /// # Errors
 /// A [`SpecError`] with the line and column of a syntax error.
 pub fn parse_value(text: &str, source: &str) -> Result<serde_json::Value, SpecError> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    Ok(yaml::parse(text, &SourceName::new(source))?.to_json())
+    Ok(tree(text, &SourceName::new(source))?.to_json())
 }
 
 fn parse(
@@ -76,8 +88,7 @@ fn parse(
     base_dir: &Path,
     known_nf_types: &[&str],
 ) -> Result<Spec, SpecError> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let tree = yaml::parse(text, &source)?;
+    let tree = tree(text, &source)?;
     let spec = decode::decode(&tree, &source, base_dir)?;
     validate::validate(&spec, known_nf_types, &TreeLocator(&tree))?;
     Ok(spec)
