@@ -58,6 +58,10 @@ pub enum Command {
     /// Replace an NF's state with a checkpoint's (all or nothing: a file
     /// that does not fit is refused and the NF is untouched).
     Restore(crate::ctl_args::RestoreArgs),
+    /// Move an NF, with the chains, ports and NFs connected to it, to
+    /// another daemon on this host while traffic flows (its ports must be
+    /// taps; frames wait in them during the move).
+    Migrate(crate::ctl_args::MigrateArgs),
     /// A daemon's NF instances: pid, CPU, state, rate, restarts.
     Ps(crate::ctl_args::ListArgs),
     /// A daemon's counters (the keys of `sluice run --json`).

@@ -14,7 +14,7 @@ use crate::print_stdout;
 
 /// Exit code when the daemon refused the request (invalid input,
 /// conflict, not found).
-const EXIT_REFUSED: u8 = 2;
+pub(crate) const EXIT_REFUSED: u8 = 2;
 /// Exit code when the daemon could not be reached or failed.
 const EXIT_FAILED: u8 = 1;
 

@@ -180,6 +180,27 @@ pub struct CheckpointArgs {
     pub output: PathBuf,
 }
 
+/// `sluice migrate`.
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// The NF to move (the chains, ports and NFs connected to it move too).
+    pub nf: String,
+    /// The destination daemon's UNIX socket.
+    #[arg(long, value_name = "SOCKET", required_unless_present_any = ["commit", "abort"])]
+    pub to: Option<PathBuf>,
+    /// Finish a move that was cut short after the destination took it:
+    /// remove the moved objects from this daemon.
+    #[arg(long, conflicts_with_all = ["to", "abort"])]
+    pub commit: bool,
+    /// Give up a move that was cut short before the destination took it:
+    /// read this daemon's paused ports again.
+    #[arg(long, conflicts_with_all = ["to", "commit"])]
+    pub abort: bool,
+    /// Output format (`json`: timings and what moved).
+    #[arg(short, long, value_enum)]
+    pub output: Option<Format>,
+}
+
 /// `sluice restore`.
 #[derive(Debug, Args)]
 pub struct RestoreArgs {

@@ -23,6 +23,7 @@ mod ctl;
 mod ctl_args;
 mod daemon_cmd;
 mod logfmt;
+mod migrate_cmd;
 mod rollout_cmd;
 mod soak;
 mod state_cmd;
@@ -121,6 +122,7 @@ fn main() -> ExitCode {
         Command::Rollout(a) => rollout_cmd::rollout(&cli.conn, a),
         Command::Checkpoint(a) => state_cmd::checkpoint(&cli.conn, a),
         Command::Restore(a) => state_cmd::restore(&cli.conn, a),
+        Command::Migrate(a) => migrate_cmd::run(&cli.conn, a),
         Command::Ps(a) => ctl::ps(&cli.conn, a),
         Command::Stats(a) => ctl::stats(&cli.conn, a),
         Command::Logs(a) => ctl::logs(&cli.conn, a),

@@ -53,7 +53,7 @@ pub(crate) async fn post_additions(
         .map(Json)
 }
 
-fn refused(e: AddError) -> ApiError {
+pub(crate) fn refused(e: AddError) -> ApiError {
     match e {
         AddError::Exists { kind, name, field } => {
             let mut a = ApiError::already_exists(format!(

@@ -45,6 +45,22 @@ pub fn routes(state: AppState) -> Router {
             "/v1/nfs/{name}/restore",
             axum::routing::post(crate::checkpoint::post_restore),
         )
+        .route(
+            "/v1/migrations/export",
+            axum::routing::post(crate::migrate::post_export),
+        )
+        .route(
+            "/v1/migrations/import",
+            axum::routing::post(crate::migrate::post_import),
+        )
+        .route(
+            "/v1/migrations/commit",
+            axum::routing::post(crate::migrate::post_commit),
+        )
+        .route(
+            "/v1/migrations/abort",
+            axum::routing::post(crate::migrate::post_abort),
+        )
         .route("/v1/chains", get(list_chains))
         .route("/v1/chains/{name}", get(get_chain).delete(delete_chain))
         .route("/v1/instances", get(instances))
@@ -356,7 +372,9 @@ async fn openapi() -> Json<utoipa::openapi::OpenApi> {
         version, get_spec, put_spec, list_ports, get_port, delete_port, list_nfs, get_nf,
         delete_nf, nf_logs, list_chains, get_chain, delete_chain, instances, stats, openapi,
         crate::capture::capture, crate::rollout::post_rollout, crate::checkpoint::get_checkpoint,
-        crate::checkpoint::post_restore, crate::additions::post_additions
+        crate::checkpoint::post_restore, crate::additions::post_additions,
+        crate::migrate::post_export, crate::migrate::post_import, crate::migrate::post_commit,
+        crate::migrate::post_abort
     ),
     tags(
         (name = "daemon", description = "The daemon itself"),
@@ -365,7 +383,8 @@ async fn openapi() -> Json<utoipa::openapi::OpenApi> {
         (name = "nfs", description = "Network functions and their instances"),
         (name = "chains", description = "Chains"),
         (name = "stats", description = "Counters"),
-        (name = "capture", description = "Live packet capture")
+        (name = "capture", description = "Live packet capture"),
+        (name = "migrations", description = "Moving NFs between daemons")
     )
 )]
 pub struct ApiDoc;

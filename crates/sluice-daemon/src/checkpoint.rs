@@ -39,10 +39,12 @@ pub struct RestoreResponse {
     pub bytes: usize,
 }
 
-fn api_error(e: StateFailure) -> ApiError {
+pub(crate) fn api_error(e: StateFailure) -> ApiError {
     match e {
         StateFailure::NoSuchNf(_) => ApiError::not_found(e.to_string()),
-        StateFailure::Unsupported(_) => ApiError::conflict(e.to_string()),
+        StateFailure::Unsupported(_) | StateFailure::Stateless(_) => {
+            ApiError::conflict(e.to_string())
+        }
         StateFailure::Refused(_) | StateFailure::Invalid(_) => {
             ApiError::unprocessable("checkpoint_refused", e.to_string())
         }

@@ -38,6 +38,8 @@ pub struct State {
     pub rollouts: Rollouts,
     /// What the `per_flow` pool sizer remembers.
     pub sizer: Sizer,
+    /// A move to another daemon waiting for its commit or abort.
+    pub outgoing: Option<crate::migrate::Outgoing>,
 }
 
 /// Deadlines of the rollouts in progress, by NF name (`rollout.rs`, which
@@ -99,6 +101,7 @@ impl Control {
                     registry,
                     rollouts: Default::default(),
                     sizer: Default::default(),
+                    outgoing: None,
                 };
                 state.restore();
                 let _ = ready_tx.send(Ok(()));
@@ -194,6 +197,12 @@ impl State {
     /// Applies the persisted desired state, if any (a daemon restart).
     fn restore(&mut self) {
         let Some((version, text)) = self.dir.load() else {
+            return;
+        };
+        let Some(text) = text else {
+            // Everything moved away (`sluice migrate`): nothing to run,
+            // and versions go on.
+            self.version = version;
             return;
         };
         // What cannot be re-applied is kept beside, never overwritten by
@@ -311,6 +320,30 @@ impl State {
             let _ = old.stop();
         }
         self.rt.apply(spec).map_err(ApiError::from)
+    }
+
+    /// Stops running anything: a fresh, empty data plane replaces the
+    /// running one (a desired state needs a chain, so emptiness is no
+    /// spec). Returns the new version.
+    pub fn clear(&mut self) -> Result<u64, ApiError> {
+        let fresh = Runtime::start(self.platform.clone(), self.registry).map_err(ApiError::from)?;
+        let old = std::mem::replace(&mut self.rt, fresh);
+        let r = old.stop();
+        tracing::info!(
+            "nothing runs now; the last data plane passed {} packets in, {} out, {} dropped ({:?}), {} leaked buffers",
+            r.packets_in,
+            r.packets_out,
+            r.drops_total,
+            r.drops,
+            r.leaked_buffers
+        );
+        let version = self.version + 1;
+        if let Err(e) = self.dir.save(version, &serde_json::Value::Null) {
+            tracing::error!("cannot persist the desired state: {e}");
+        }
+        self.desired = None;
+        self.version = version;
+        Ok(version)
     }
 
     /// The spec with one object removed (`kind` is `port`, `nf` or

@@ -18,6 +18,7 @@ mod dashboard;
 pub mod error;
 pub mod extract;
 mod metrics;
+pub mod migrate;
 mod nf_view;
 mod pcapng;
 mod pools;

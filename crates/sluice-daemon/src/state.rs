@@ -40,8 +40,9 @@ impl StateDir {
         &self.path
     }
 
-    /// The persisted desired state: its version and the spec as JSON text.
-    pub fn load(&self) -> Option<(u64, String)> {
+    /// The persisted desired state: its version and the spec as JSON text
+    /// (`None`: nothing, after everything moved away).
+    pub fn load(&self) -> Option<(u64, Option<String>)> {
         let text = std::fs::read_to_string(self.path.join(DESIRED)).ok()?;
         let v: Value = match serde_json::from_str(&text) {
             Ok(v) => v,
@@ -50,7 +51,8 @@ impl StateDir {
                 return None;
             }
         };
-        Some((v["resource_version"].as_u64()?, v["spec"].to_string()))
+        let spec = (!v["spec"].is_null()).then(|| v["spec"].to_string());
+        Some((v["resource_version"].as_u64()?, spec))
     }
 
     /// Moves the desired state aside (to `desired.rejected.json`, replacing
@@ -62,7 +64,8 @@ impl StateDir {
         Ok(to)
     }
 
-    /// Persists version `version` of the desired state, atomically.
+    /// Persists version `version` of the desired state, atomically
+    /// (`Value::Null`: nothing runs).
     pub fn save(&self, version: u64, spec: &Value) -> std::io::Result<()> {
         let body = json!({ "resource_version": version, "spec": spec });
         self.write_atomically(DESIRED, &body)
@@ -125,8 +128,11 @@ mod tests {
         let (v, text) = s.load().unwrap();
         assert_eq!(v, 4);
         assert_eq!(
-            serde_json::from_str::<Value>(&text).unwrap(),
+            serde_json::from_str::<Value>(&text.unwrap()).unwrap(),
             json!({"ports": [1]})
         );
+        // Nothing running is a version too.
+        s.save(5, &Value::Null).unwrap();
+        assert_eq!(s.load(), Some((5, None)));
     }
 }

@@ -46,4 +46,7 @@ pub mod worker;
 
 pub use report::RunReport;
 pub use run::{run, RunOptions};
-pub use runtime::{Applied, Capture, PlatformSettings, RunError, Runtime, StateFailure};
+pub use runtime::{
+    offer_port, port_can_move, withdraw_port, Applied, Capture, PlatformSettings, PortsPaused,
+    RunError, Runtime, StateFailure,
+};

@@ -15,6 +15,7 @@ use sluice_mem::{Arena, HandleBatch, PoolCache};
 use sluice_spec::{PortKind, SpecError};
 
 pub mod af_packet;
+pub mod handover;
 pub mod options;
 mod sampled;
 mod sys;
@@ -152,6 +153,17 @@ pub trait NicPort: Send {
     /// stay held and counted.
     fn release(&mut self, _cache: &mut PoolCache<'_>) -> Result<(), NicError> {
         Ok(())
+    }
+
+    /// The descriptors another daemon takes over to run this port on
+    /// (`sluice migrate`, [`handover`]); empty for a port that cannot move.
+    fn handover(&self) -> Vec<RawFd> {
+        Vec::new()
+    }
+
+    /// Whether this port runs on descriptors another daemon handed over.
+    fn adopted(&self) -> bool {
+        false
     }
 }
 

@@ -42,6 +42,7 @@
 
 mod additions;
 mod classes;
+mod component;
 mod config_de;
 mod config_node;
 mod decode;
@@ -73,6 +74,7 @@ mod yaml;
 
 pub use additions::{add, parse_additions, AddError};
 pub use classes::{ClassBy, ClassField};
+pub use component::Component;
 pub use config_node::{ConfigEntry, ConfigNode, ConfigValue};
 pub use domains::{DomainSpec, MAX_DOMAINS, PLATFORM_DOMAIN};
 pub use error::SpecError;

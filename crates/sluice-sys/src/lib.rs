@@ -379,6 +379,25 @@ pub fn pidfd_open(pid: Pid) -> io::Result<std::os::fd::OwnedFd> {
     )?)
 }
 
+/// Duplicates descriptors `fds` of process `pid` into this one
+/// (`pidfd_getfd(2)`, Linux 5.6+): each copy shares the open file
+/// description with the original, as after `dup`, so a tap queue or a
+/// socket keeps every frame waiting in it. The caller needs ptrace access
+/// to `pid` (root, or `CAP_SYS_PTRACE`; under Yama's `ptrace_scope` 1 a
+/// same-user process that is not an ancestor is refused with `EPERM`).
+pub fn take_fds(pid: Pid, fds: &[i32]) -> io::Result<Vec<std::os::fd::OwnedFd>> {
+    let pidfd = pidfd_open(pid)?;
+    fds.iter()
+        .map(|&fd| {
+            Ok(rustix::process::pidfd_getfd(
+                &pidfd,
+                fd,
+                rustix::process::PidfdGetfdFlags::empty(),
+            )?)
+        })
+        .collect()
+}
+
 /// CLOCK_MONOTONIC in nanoseconds (vDSO, no syscall).
 #[inline]
 pub fn monotonic_ns() -> u64 {

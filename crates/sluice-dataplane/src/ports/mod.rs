@@ -44,6 +44,10 @@ pub struct PortRt {
     pub mode: Option<String>,
     /// Counters.
     pub stats: PortStats,
+    /// Not read (`sluice migrate`): frames wait in the interface's queue.
+    /// A port on handed-over descriptors opens paused, so its NFs take
+    /// their state before its first frame.
+    pub paused: bool,
     io: PortIo,
     realtime_offset_ns: u64,
     /// Where this port resolves offloaded packets.
@@ -183,15 +187,26 @@ impl PortRt {
             PortIo::Nic { port, .. } => port.mode(),
             _ => None,
         };
+        let paused = matches!(&io, PortIo::Nic { port, .. } if port.adopted());
         Ok(PortRt {
             name: name.to_string(),
             kind: kind.kind_name(),
             mode,
             stats,
+            paused,
             io,
             realtime_offset_ns: realtime_offset_ns(),
             off: PortOffload::default(),
         })
+    }
+
+    /// The descriptors another daemon takes over to run this port on;
+    /// empty for a port that cannot move.
+    pub fn handover(&self) -> Vec<std::os::fd::RawFd> {
+        match &self.io {
+            PortIo::Nic { port, .. } => port.handover(),
+            _ => Vec::new(),
+        }
     }
 
     /// Whether this port takes offloaded packets as they are (a NIC port

@@ -13,10 +13,12 @@
 //! stop; `sluice daemon` keeps it and applies what its API receives.
 
 mod apply;
+mod pause;
 mod settings;
 mod slots;
 mod state;
 
+pub use pause::{offer_port, port_can_move, withdraw_port, PortsPaused};
 pub use state::StateFailure;
 
 pub use settings::PlatformSettings;

@@ -26,6 +26,9 @@ pub enum StateFailure {
     NoSuchNf(String),
     /// This NF cannot be checkpointed now, and why.
     Unsupported(String),
+    /// This NF's type keeps no state (nothing to checkpoint, nothing lost
+    /// by starting it afresh).
+    Stateless(String),
     /// The checkpoint file does not fit this NF.
     Refused(CheckpointError),
     /// A part of the file is not a state this NF accepts.
@@ -38,7 +41,9 @@ impl std::fmt::Display for StateFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StateFailure::NoSuchNf(nf) => write!(f, "no NF named {nf:?} runs"),
-            StateFailure::Unsupported(why) | StateFailure::Invalid(why) => f.write_str(why),
+            StateFailure::Unsupported(why)
+            | StateFailure::Stateless(why)
+            | StateFailure::Invalid(why) => f.write_str(why),
             StateFailure::Refused(e) => write!(f, "{e}"),
             StateFailure::Failed(why) => write!(f, "{why}"),
         }
@@ -86,7 +91,7 @@ impl Runtime {
             return Err(StateFailure::NoSuchNf(nf.to_string()));
         };
         let Some(version) = version else {
-            return Err(StateFailure::Unsupported(format!(
+            return Err(StateFailure::Stateless(format!(
                 "a {nf_type} NF keeps no state to checkpoint"
             )));
         };

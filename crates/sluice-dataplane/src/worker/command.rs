@@ -60,6 +60,8 @@ pub struct State<'a> {
     pub(crate) awaiting: Option<super::reconfig::Awaiting>,
     /// A checkpoint or restore in progress.
     pub(crate) state_job: Option<super::state_io::StateJob>,
+    /// A pause waiting for the drain.
+    pub(crate) pausing: Option<super::pause::Pausing>,
 }
 
 impl<'a> State<'a> {
@@ -69,8 +71,14 @@ impl<'a> State<'a> {
             || self.stopping.is_some()
             || self.awaiting.is_some()
             || self.state_job.is_some()
+            || self.pausing.is_some()
             || self.staged.as_ref().is_some_and(|s| s.reply.is_some())
             || !self.retiring.is_empty()
+    }
+
+    /// Whether a commit or a stop keeps ingress off for its own drain.
+    pub(crate) fn busy_draining(&self) -> bool {
+        self.draining.is_some() || self.stopping.is_some()
     }
 
     /// Packets retiring NFs still hold.
@@ -134,6 +142,7 @@ impl<'a> Worker<'a> {
                 Command::Untap(id) => self.remove_tap(id),
                 Command::Checkpoint(ids, reply) => self.start_checkpoint(ids, reply, now),
                 Command::Restore(parts, reply) => self.start_restore(parts, reply, now),
+                Command::Pause(ports, pause, reply) => self.pause_ports(ports, pause, reply, now),
                 Command::Stop(reply) => {
                     self.ingress_off = true;
                     self.stopped_ns = now;
@@ -147,7 +156,7 @@ impl<'a> Worker<'a> {
             if self.in_flight() == 0 || timed_out {
                 let (reply, since) = self.cmd.draining.take().expect("checked above");
                 let r = self.install(now);
-                if self.cmd.stopping.is_none() {
+                if self.cmd.stopping.is_none() && self.cmd.pausing.is_none() {
                     self.ingress_off = false;
                 }
                 let committed = Committed {
@@ -163,6 +172,9 @@ impl<'a> Worker<'a> {
         }
         if self.cmd.state_job.is_some() {
             self.advance_state_job(now);
+        }
+        if self.cmd.pausing.is_some() {
+            self.advance_pause(now);
         }
         self.reap_retiring();
         if let Some((_, since)) = &self.cmd.stopping {

@@ -118,6 +118,20 @@ pub enum Command {
     Checkpoint(Vec<u16>, Reply<Result<Vec<StatePart>, String>>),
     /// Restore these states (NF id, state) into this worker's NFs.
     Restore(Vec<(u16, Vec<u8>)>, Reply<Result<(), RestoreError>>),
+    /// Stop (`true`) or resume reading these ports (`sluice migrate`).
+    Pause(Vec<u16>, bool, Reply<Paused>),
+}
+
+/// What a pause did on one worker.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Paused {
+    /// The paused ports' descriptors another daemon may take over, by
+    /// port id (ports that cannot move are absent).
+    pub fds: Vec<(u16, Vec<std::os::fd::RawFd>)>,
+    /// How long the packets already read took to leave the NFs, µs.
+    pub drain_us: u64,
+    /// They all left (false: the drain timed out; NFs still hold some).
+    pub drained: bool,
 }
 
 /// Why a restore did not happen on this worker.

@@ -64,6 +64,7 @@ mod finish;
 mod ingress;
 pub mod mailbox;
 mod markers;
+mod pause;
 mod police;
 mod reconfig;
 mod replica;
@@ -357,7 +358,8 @@ impl<'a> Worker<'a> {
             }
         }
         for (i, p) in self.ports.iter().enumerate() {
-            if p.as_ref().is_some_and(PortRt::is_input) {
+            // A paused port is not read, nor slept on: its frames wait.
+            if p.as_ref().is_some_and(|p| p.is_input() && !p.paused) {
                 d.input_ports.push(i as u16);
             }
         }
@@ -371,6 +373,7 @@ impl<'a> Worker<'a> {
             .ports
             .iter()
             .flatten()
+            .filter(|p| !p.paused)
             .filter_map(|p| p.rx_fd())
             .collect();
         d.sleep_on_nics = !d.nic_fds.is_empty()

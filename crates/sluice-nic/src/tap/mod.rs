@@ -42,6 +42,8 @@ pub struct TapPort {
     /// receive (`offload: true` only).
     overflow: Option<Box<[u8]>>,
     stats: NicStats,
+    /// Runs on descriptors another daemon handed over.
+    adopted: bool,
 }
 
 /// TUNSETOFFLOAD: `_IOW('T', 208, unsigned int)`.
@@ -109,8 +111,13 @@ fn open_queue(name: &str, multi: bool, offload: bool) -> Result<OwnedFd, NicErro
 }
 
 impl TapPort {
-    /// Creates tap interface `name` with `o.queues` queues and brings it up.
+    /// Creates tap interface `name` with `o.queues` queues and brings it up
+    /// or, when another daemon handed its descriptors over
+    /// ([`crate::handover`]), runs on those.
     pub fn open(name: &str, o: &TapOptions) -> Result<TapPort, NicError> {
+        if let Some(fds) = crate::handover::take(name) {
+            return TapPort::adopt(name, o, fds);
+        }
         if sys::if_index(name).is_ok() {
             return Err(NicError(format!(
                 "cannot create tap `{name}`: an interface of that name already exists \
@@ -138,8 +145,70 @@ impl TapPort {
                 .offload
                 .then(|| vec![0u8; MAX_PKT_LEN - DATA_ROOM].into_boxed_slice()),
             stats: NicStats::default(),
+            adopted: false,
         })
     }
+
+    /// Runs on handed-over queue descriptors `fds` of tap `name`, after
+    /// checking that they are that tap's queues with the options asked for
+    /// (the same port spec on both daemons gives the same).
+    fn adopt(name: &str, o: &TapOptions, fds: Vec<OwnedFd>) -> Result<TapPort, NicError> {
+        if fds.len() != usize::from(o.queues) {
+            return Err(NicError(format!(
+                "tap `{name}`: {} queue descriptor(s) were handed over for {} queue(s)",
+                fds.len(),
+                o.queues
+            )));
+        }
+        for fd in &fds {
+            let (got, flags) = tap_identity(fd.as_raw_fd())
+                .map_err(|e| os_error(&format!("tap `{name}`: a handed-over descriptor"), e))?;
+            let vnet = flags & libc::IFF_VNET_HDR as libc::c_short != 0;
+            if got != name || flags & libc::IFF_TAP as libc::c_short == 0 || vnet != o.offload {
+                return Err(NicError(format!(
+                    "tap `{name}`: a handed-over descriptor is a queue of `{got}` \
+                     (flags {flags:#x}), not of this port's tap"
+                )));
+            }
+        }
+        let ready = if fds.len() > 1 {
+            let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
+            Some(ReadySet::new(&raw)?)
+        } else {
+            None
+        };
+        Ok(TapPort {
+            fds,
+            next_rx: 0,
+            next_tx: 0,
+            ready,
+            overflow: o
+                .offload
+                .then(|| vec![0u8; MAX_PKT_LEN - DATA_ROOM].into_boxed_slice()),
+            stats: NicStats::default(),
+            adopted: true,
+        })
+    }
+}
+
+/// The interface name and flags of tap queue descriptor `fd` (TUNGETIFF).
+fn tap_identity(fd: RawFd) -> io::Result<(String, libc::c_short)> {
+    // SAFETY: `ifreq` is plain data for which all zeroes is valid.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    // SAFETY: TUNGETIFF writes the name and flags into an initialised
+    // `ifreq` that lives across the call.
+    if unsafe { libc::ioctl(fd, libc::TUNGETIFF, &mut req) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let name: Vec<u8> = req
+        .ifr_name
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    // SAFETY: TUNGETIFF filled the flags member of the union.
+    let flags = unsafe { req.ifr_ifru.ifru_flags };
+    Ok((String::from_utf8_lossy(&name).into_owned(), flags))
 }
 
 fn read_frame(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
@@ -302,6 +371,14 @@ impl NicPort for TapPort {
 
     fn offloads(&self) -> bool {
         self.overflow.is_some()
+    }
+
+    fn handover(&self) -> Vec<RawFd> {
+        self.fds.iter().map(|f| f.as_raw_fd()).collect()
+    }
+
+    fn adopted(&self) -> bool {
+        self.adopted
     }
 
     fn rx_fd(&self) -> Option<RawFd> {
