@@ -165,6 +165,10 @@ pub enum BenchKind {
     /// and whether the n-th costs what the first did (with fork+exec and
     /// an OCI container start as baselines).
     Instantiate(InstantiateArgs),
+    /// A stateful firewall moving between two daemons, back and forth,
+    /// while a stream over its tracked connections flows through its taps:
+    /// checkpoint, restore and move times, and packets lost (needs root).
+    Migrate(MigrateBenchArgs),
     /// The scheduler's experiments from the seeds (NFs per core, long
     /// chains, chains of costly NFs), under turns and under NFs that
     /// schedule themselves, in alternating rounds.
@@ -173,6 +177,23 @@ pub enum BenchKind {
     /// devices, CPUs and frames (root; peers that are not installed are
     /// left out with a message).
     Peers(PeersArgs),
+}
+
+/// `sluice bench migrate`.
+#[derive(Debug, Args)]
+pub struct MigrateBenchArgs {
+    /// UDP connections the firewall tracks (the stream cycles over them).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u16).range(1..=50_000))]
+    pub flows: u16,
+    /// Datagrams per second of the stream.
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(100..=200_000))]
+    pub rate: u64,
+    /// Round trips (each moves the firewall there and back).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub rounds: u32,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `sluice bench peers`.

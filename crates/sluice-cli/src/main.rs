@@ -7,6 +7,7 @@ mod bench_daemon;
 mod bench_deploy;
 mod bench_instantiate;
 mod bench_jitter;
+mod bench_migrate;
 mod bench_nfs;
 mod bench_peers;
 mod bench_perflow;
@@ -24,6 +25,7 @@ mod ctl_args;
 mod daemon_cmd;
 mod logfmt;
 mod migrate_cmd;
+mod migrate_env;
 mod rollout_cmd;
 mod soak;
 mod state_cmd;
@@ -93,6 +95,7 @@ fn main() -> ExitCode {
             BenchKind::Instantiate(a) => bench_instantiate::run(a),
             BenchKind::Sched(a) => bench_sched::run_bench(a),
             BenchKind::Peers(a) => bench_peers::run(a),
+            BenchKind::Migrate(a) => bench_migrate::run(a),
         },
         Command::Validate { spec } => match sluice_spec::load(&spec, &type_names()) {
             Ok(s) => match compile(&s, REGISTRY, &Target::of_spec(&s), None) {
