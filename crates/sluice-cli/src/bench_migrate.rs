@@ -5,12 +5,13 @@
 //! server's side receives is counted, so `lost_packets` is what the moves
 //! cost the stream. Needs root.
 //!
-//! Timed at the client, as `sluice migrate` does them: `checkpoint_ms`
-//! is the export (ports paused, NFs drained, states taken), `restore_ms`
-//! the import (descriptors taken, objects added, states restored, ports
-//! resumed), `migrate_ms` the two together, the time frames waited in
-//! the taps; `commit_ms` the source letting go afterwards (traffic
-//! already flows through the destination then).
+//! Timed at the client, step by step as `sluice migrate` takes them:
+//! `prepare_ms` is the import before traffic stops (descriptors taken,
+//! objects added, NFs forked); `checkpoint_ms` the pause (ports paused,
+//! NFs drained, states taken); `restore_ms` the resume (states restored,
+//! ports read again); `migrate_ms` the last two together, the time frames
+//! waited in the taps; `commit_ms` the source letting go afterwards
+//! (traffic already flows through the destination then).
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,6 +36,7 @@ struct MigrateResult {
     /// Connections the firewall tracked before the first move.
     tracked: u64,
     state_bytes: u64,
+    prepare_ms: Spread,
     checkpoint_ms: Spread,
     restore_ms: Spread,
     migrate_ms: Spread,
@@ -106,11 +108,12 @@ fn bench(a: &MigrateBenchArgs) -> Result<MigrateResult, String> {
             .first()
             .and_then(|m| m["state_bytes"].as_u64())
             .unwrap_or(0),
-        checkpoint_ms: pick(&|m| m.export_ms),
-        restore_ms: pick(&|m| m.import_ms),
-        migrate_ms: pick(&|m| m.paused_ms),
+        prepare_ms: pick(&|m| m.import_ms),
+        checkpoint_ms: pick(&|m| m.pause_ms),
+        restore_ms: pick(&|m| m.resume_ms),
+        migrate_ms: pick(&|m| m.waited_ms),
         commit_ms: pick(&|m| m.commit_ms),
-        drain_us: pick(&|m| m.handover["drain_us"].as_f64().unwrap_or(0.0)),
+        drain_us: pick(&|m| m.paused["drain_us"].as_f64().unwrap_or(0.0)),
         sent,
         delivered,
         lost_packets: sent as i64 - delivered as i64,
@@ -127,8 +130,9 @@ pub fn run(a: MigrateBenchArgs) -> ExitCode {
             } else {
                 format!(
                     "firewall with {} tracked connections ({} bytes of state), {} moves under {} datagrams/s\n\
-                     checkpoint (export)   p50 {:.1} ms  max {:.1} ms\n\
-                     restore (import)      p50 {:.1} ms  max {:.1} ms\n\
+                     prepare (import)      p50 {:.1} ms  max {:.1} ms\n\
+                     checkpoint (pause)    p50 {:.1} ms  max {:.1} ms\n\
+                     restore (resume)      p50 {:.1} ms  max {:.1} ms\n\
                      migrate (frames wait) p50 {:.1} ms  max {:.1} ms\n\
                      commit at the source  p50 {:.1} ms\n\
                      stream: {} sent, {} delivered, {} lost\n",
@@ -136,6 +140,8 @@ pub fn run(a: MigrateBenchArgs) -> ExitCode {
                     r.state_bytes,
                     r.moves,
                     r.rate_pps,
+                    r.prepare_ms.p50,
+                    r.prepare_ms.max,
                     r.checkpoint_ms.p50,
                     r.checkpoint_ms.max,
                     r.restore_ms.p50,

@@ -21,20 +21,26 @@ use crate::print_stdout;
 /// What a move did, timed at the client.
 #[derive(Debug, Clone)]
 pub struct Moved {
-    /// The source's handover (ports, NFs, chains, states, drain and
-    /// checkpoint times).
+    /// The source's handover (ports, NFs, chains).
     pub handover: Value,
-    /// The destination's answer (add, restore times).
+    /// The source's pause (states, drain and checkpoint times).
+    pub paused: Value,
+    /// The destination's answers to the import and the resume.
     pub imported: Value,
-    /// Export request → answer, ms.
-    pub export_ms: f64,
-    /// Import request → answer, ms.
+    pub resumed: Value,
+    /// Import request → answer (descriptors taken, objects added,
+    /// before traffic stops), ms.
     pub import_ms: f64,
+    /// Pause request → answer (ports paused, NFs drained, states
+    /// taken), ms.
+    pub pause_ms: f64,
+    /// Resume request → answer (states restored, ports read), ms.
+    pub resume_ms: f64,
     /// Commit request → answer, ms.
     pub commit_ms: f64,
-    /// From the export request to the destination reading the ports:
-    /// the time frames waited in the taps, ms.
-    pub paused_ms: f64,
+    /// From the pause request to the destination reading the ports: the
+    /// time frames waited in the taps, ms.
+    pub waited_ms: f64,
     /// The whole move, ms.
     pub total_ms: f64,
 }
@@ -43,7 +49,7 @@ impl Moved {
     /// As the JSON `-o json` prints.
     pub fn to_json(&self) -> Value {
         let h = &self.handover;
-        let states: u64 = h["states"].as_object().map_or(0, |m| {
+        let state_bytes: u64 = self.paused["states"].as_object().map_or(0, |m| {
             m.values()
                 .filter_map(Value::as_str)
                 .map(|s| s.len() as u64 * 3 / 4)
@@ -54,15 +60,16 @@ impl Moved {
             "ports": h["ports"],
             "nfs": h["nfs"],
             "chains": h["chains"],
-            "state_bytes": states,
-            "drain_us": h["drain_us"],
-            "checkpoint_us": h["checkpoint_us"],
+            "state_bytes": state_bytes,
             "add_us": self.imported["add_us"],
-            "restore_us": self.imported["restore_us"],
-            "export_ms": self.export_ms,
+            "drain_us": self.paused["drain_us"],
+            "checkpoint_us": self.paused["checkpoint_us"],
+            "restore_us": self.resumed["restore_us"],
             "import_ms": self.import_ms,
+            "pause_ms": self.pause_ms,
+            "resume_ms": self.resume_ms,
             "commit_ms": self.commit_ms,
-            "paused_ms": self.paused_ms,
+            "waited_ms": self.waited_ms,
             "total_ms": self.total_ms,
         })
     }
@@ -72,84 +79,100 @@ fn ms(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1e3
 }
 
-/// Why a move failed, and whether the source runs the NF as before.
+/// Why a move failed (the source runs everything as before unless the
+/// message says otherwise).
 #[derive(Debug)]
 pub struct NotMoved {
     /// What went wrong.
     pub message: String,
-    /// The daemon refused (4xx) rather than failed.
+    /// A daemon refused (4xx) rather than failed.
     pub refused: bool,
 }
 
-/// Moves `nf` (and its component) from `from` to `to`.
+/// One step: the answer's JSON, or why not.
+fn step(c: &Client, what: &str, body: &Value) -> Result<Value, NotMoved> {
+    match c.call("POST", &format!("/v1/migrations/{what}"), Some(body)) {
+        Ok(a) if a.status == 200 => Ok(a.json()),
+        Ok(a) => Err(NotMoved {
+            message: a.error_text(),
+            refused: (400..500).contains(&a.status),
+        }),
+        Err(e) => Err(NotMoved {
+            message: e,
+            refused: false,
+        }),
+    }
+}
+
+/// Undoes a move on `c` (best effort), saying how it went.
+fn abort(c: &Client, nf: &str, side: &str) -> String {
+    match step(c, "abort", &json!({ "nf": nf })) {
+        Ok(_) => format!("the {side} runs as before"),
+        Err(e) => format!(
+            "and the {side} did not undo it ({}): run `sluice migrate {nf} --abort` there",
+            e.message
+        ),
+    }
+}
+
+/// Moves `nf` (and its component) from `from` to `to`, in the five steps
+/// of the daemon's `migrate` module.
 pub fn migrate(from: &Client, to: &Client, nf: &str) -> Result<Moved, NotMoved> {
-    let failed = |message: String| NotMoved {
-        message,
-        refused: false,
-    };
     let body = json!({ "nf": nf });
     let t0 = Instant::now();
-    let ex = from
-        .call("POST", "/v1/migrations/export", Some(&body))
-        .map_err(failed)?;
-    if ex.status != 200 {
-        return Err(NotMoved {
-            message: ex.error_text(),
-            refused: (400..500).contains(&ex.status),
-        });
-    }
-    let export_ms = ms(t0);
-    let handover = ex.json();
+    let handover = step(from, "export", &body)?;
+    let t = Instant::now();
+    let imported = step(to, "import", &handover).map_err(|e| NotMoved {
+        message: format!(
+            "the destination refused the move: {}; {}",
+            e.message,
+            abort(from, nf, "source")
+        ),
+        refused: e.refused,
+    })?;
+    let import_ms = ms(t);
+    let t = Instant::now();
+    let paused = step(from, "pause", &body).map_err(|e| NotMoved {
+        message: format!(
+            "the source could not pause: {}; {}, {}",
+            e.message,
+            abort(to, nf, "destination"),
+            abort(from, nf, "source")
+        ),
+        refused: e.refused,
+    })?;
+    let pause_ms = ms(t);
     let t1 = Instant::now();
-    let im = to.call("POST", "/v1/migrations/import", Some(&handover));
-    let import_ms = ms(t1);
-    let paused_ms = ms(t0);
-    let imported = match im {
-        Ok(a) if a.status == 200 => a.json(),
-        other => {
-            let (why, refused) = match other {
-                Ok(a) => (a.error_text(), (400..500).contains(&a.status)),
-                Err(e) => (e, false),
-            };
-            let back = match from.call("POST", "/v1/migrations/abort", Some(&body)) {
-                Ok(a) if a.status == 200 => format!("{nf} runs on the source as before"),
-                Ok(a) => format!(
-                    "and the source did not resume ({}): run `sluice migrate {nf} --abort`",
-                    a.error_text()
-                ),
-                Err(e) => format!(
-                    "and the source did not resume ({e}): run `sluice migrate {nf} --abort`"
-                ),
-            };
-            return Err(NotMoved {
-                message: format!("the destination refused the move: {why}; {back}"),
-                refused,
-            });
-        }
-    };
-    let t2 = Instant::now();
-    let co = from
-        .call("POST", "/v1/migrations/commit", Some(&body))
-        .map_err(|e| {
-            failed(format!(
-                "{nf} runs on the destination, but the source did not answer the commit ({e}): \
-                 run `sluice migrate {nf} --commit`"
-            ))
-        })?;
-    if co.status != 200 {
-        return Err(failed(format!(
+    let resumed = step(to, "resume", &paused).map_err(|e| NotMoved {
+        message: format!(
+            "the destination could not resume: {}; {}, {}",
+            e.message,
+            abort(to, nf, "destination"),
+            abort(from, nf, "source")
+        ),
+        refused: e.refused,
+    })?;
+    let resume_ms = ms(t1);
+    let waited_ms = ms(t);
+    let t = Instant::now();
+    step(from, "commit", &body).map_err(|e| NotMoved {
+        message: format!(
             "{nf} runs on the destination, but the source did not let go ({}): run \
-             `sluice migrate {nf} --commit`",
-            co.error_text()
-        )));
-    }
+             `sluice migrate {nf} --commit` there",
+            e.message
+        ),
+        refused: false,
+    })?;
     Ok(Moved {
         handover,
+        paused,
         imported,
-        export_ms,
+        resumed,
         import_ms,
-        commit_ms: ms(t2),
-        paused_ms,
+        pause_ms,
+        resume_ms,
+        commit_ms: ms(t),
+        waited_ms,
         total_ms: ms(t0),
     })
 }
@@ -187,16 +210,16 @@ pub fn run(conn: &ConnArgs, a: MigrateArgs) -> ExitCode {
                 let count = |k: &str| h[k].as_array().map_or(0, Vec::len);
                 print_stdout(&format!(
                     "{} moved to {}: {} port(s), {} NF(s), {} chain(s); frames waited {:.1} ms \
-                     (export {:.1} ms, import {:.1} ms, commit {:.1} ms)\n",
+                     (pause {:.1} ms, resume {:.1} ms); {:.1} ms in all\n",
                     a.nf,
                     dest.display(),
                     count("ports"),
                     count("nfs"),
                     count("chains"),
-                    m.paused_ms,
-                    m.export_ms,
-                    m.import_ms,
-                    m.commit_ms
+                    m.waited_ms,
+                    m.pause_ms,
+                    m.resume_ms,
+                    m.total_ms
                 ));
             }
             ExitCode::SUCCESS

@@ -247,7 +247,7 @@ fn a_firewall_moves_between_daemons_with_its_connections_and_loses_nothing() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("exists already") && err.contains("runs on the source as before"),
+        err.contains("exists already") && err.contains("the source runs as before"),
         "{err}"
     );
     assert_eq!(b.get("/v1/spec"), spec_b);

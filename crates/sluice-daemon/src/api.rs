@@ -47,15 +47,23 @@ pub fn routes(state: AppState) -> Router {
         )
         .route(
             "/v1/migrations/export",
-            axum::routing::post(crate::migrate::post_export),
+            axum::routing::post(crate::migrate::source::post_export),
         )
         .route(
             "/v1/migrations/import",
-            axum::routing::post(crate::migrate::post_import),
+            axum::routing::post(crate::migrate::destination::post_import),
+        )
+        .route(
+            "/v1/migrations/pause",
+            axum::routing::post(crate::migrate::source::post_pause),
+        )
+        .route(
+            "/v1/migrations/resume",
+            axum::routing::post(crate::migrate::destination::post_resume),
         )
         .route(
             "/v1/migrations/commit",
-            axum::routing::post(crate::migrate::post_commit),
+            axum::routing::post(crate::migrate::source::post_commit),
         )
         .route(
             "/v1/migrations/abort",
@@ -373,8 +381,8 @@ async fn openapi() -> Json<utoipa::openapi::OpenApi> {
         delete_nf, nf_logs, list_chains, get_chain, delete_chain, instances, stats, openapi,
         crate::capture::capture, crate::rollout::post_rollout, crate::checkpoint::get_checkpoint,
         crate::checkpoint::post_restore, crate::additions::post_additions,
-        crate::migrate::post_export, crate::migrate::post_import, crate::migrate::post_commit,
-        crate::migrate::post_abort
+        crate::migrate::source::post_export, crate::migrate::destination::post_import, crate::migrate::source::post_pause,
+        crate::migrate::destination::post_resume, crate::migrate::source::post_commit, crate::migrate::post_abort
     ),
     tags(
         (name = "daemon", description = "The daemon itself"),

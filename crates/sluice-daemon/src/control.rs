@@ -40,6 +40,8 @@ pub struct State {
     pub sizer: Sizer,
     /// A move to another daemon waiting for its commit or abort.
     pub outgoing: Option<crate::migrate::Outgoing>,
+    /// A move from another daemon waiting for its resume or abort.
+    pub incoming: Option<crate::migrate::Incoming>,
 }
 
 /// Deadlines of the rollouts in progress, by NF name (`rollout.rs`, which
@@ -102,6 +104,7 @@ impl Control {
                     rollouts: Default::default(),
                     sizer: Default::default(),
                     outgoing: None,
+                    incoming: None,
                 };
                 state.restore();
                 let _ = ready_tx.send(Ok(()));

@@ -36,7 +36,9 @@ pub struct PortsPaused {
 const WAIT: Duration = Duration::from_secs(5);
 
 impl Runtime {
-    /// Stops (`pause`) or resumes reading the input ports `names`.
+    /// Stops (`pause`) or resumes reading the input ports `names`; either
+    /// way, answers with their descriptors (resuming ports that run is
+    /// how to ask for those alone).
     ///
     /// # Errors
     /// A name that is no port of the running plan (nothing changed), or a

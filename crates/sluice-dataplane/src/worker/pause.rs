@@ -36,6 +36,7 @@ impl<'a> Worker<'a> {
         self.derive();
         if !pause {
             let _ = reply.send(Paused {
+                fds: self.handover_fds(&ids),
                 drained: true,
                 ..Paused::default()
             });
@@ -67,18 +68,20 @@ impl<'a> Worker<'a> {
         if !self.cmd.busy_draining() {
             self.ingress_off = false;
         }
-        let fds = p
-            .ports
-            .iter()
+        let _ = p.reply.send(Paused {
+            fds: self.handover_fds(&p.ports),
+            drain_us: now.saturating_sub(p.since) / 1000,
+            drained: self.in_flight() == 0,
+        });
+    }
+
+    /// The descriptors of ports `ids` that can move, by port id.
+    fn handover_fds(&self, ids: &[u16]) -> Vec<(u16, Vec<std::os::fd::RawFd>)> {
+        ids.iter()
             .filter_map(|&id| {
                 let fds = self.ports.get(usize::from(id))?.as_ref()?.handover();
                 (!fds.is_empty()).then_some((id, fds))
             })
-            .collect();
-        let _ = p.reply.send(Paused {
-            fds,
-            drain_us: now.saturating_sub(p.since) / 1000,
-            drained: self.in_flight() == 0,
-        });
+            .collect()
     }
 }
