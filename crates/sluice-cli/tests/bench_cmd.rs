@@ -6,7 +6,8 @@
 //! instantiate` creates the NFs it says, all running, and reports each
 //! figure; `sluice bench replicas` runs every setup, each replica taking
 //! a share; `sluice bench perflow` runs every setup and reports the
-//! pool's costs.
+//! pool's costs; `sluice bench migrate` moves its firewall there and back
+//! and counts every frame of its stream.
 
 mod common;
 use common::*;
@@ -298,4 +299,46 @@ fn bench_perflow_runs_every_setup_and_reports_activations_and_costs() {
     assert!(rows[3]["reforks"].as_u64().unwrap() > 0, "{r:#}");
     assert_eq!(rows[2]["reforks"], 0, "the hook forks nothing: {r:#}");
     assert_eq!(r["pool"], 64);
+}
+
+#[test]
+fn bench_migrate_moves_the_firewall_back_and_forth_and_counts_every_frame() {
+    if !sluice_nic::has_net_caps() {
+        eprintln!("skipping: bench migrate needs root (namespaces, taps, pidfd_getfd)");
+        return;
+    }
+    let (out, v) = bench(&[
+        "migrate", "--flows", "200", "--rate", "2000", "--rounds", "1", "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(v["moves"], 2, "{v:#}");
+    assert_eq!(v["by_move"].as_array().unwrap().len(), 2, "{v:#}");
+    // Every connection was tracked and its state moved.
+    assert_eq!(v["tracked"], 200, "{v:#}");
+    assert!(v["state_bytes"].as_u64().unwrap() > 0, "{v:#}");
+    for k in [
+        "prepare_ms",
+        "checkpoint_ms",
+        "restore_ms",
+        "migrate_ms",
+        "commit_ms",
+    ] {
+        let p50 = v[k]["p50"].as_f64().unwrap();
+        assert!(
+            p50 > 0.0 && p50 <= v[k]["max"].as_f64().unwrap(),
+            "{k}: {v:#}"
+        );
+    }
+    // The frames waited for the pause and the resume.
+    assert!(
+        v["migrate_ms"]["max"].as_f64() >= v["checkpoint_ms"]["max"].as_f64(),
+        "{v:#}"
+    );
+    assert!(v["sent"].as_u64().unwrap() > 1000, "{v:#}");
+    assert_eq!(v["lost_packets"], 0, "{v:#}");
+    assert_eq!(v["sent"], v["delivered"], "{v:#}");
 }
