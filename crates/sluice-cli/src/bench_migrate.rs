@@ -113,7 +113,7 @@ fn bench(a: &MigrateBenchArgs) -> Result<MigrateResult, String> {
         restore_ms: pick(&|m| m.resume_ms),
         migrate_ms: pick(&|m| m.waited_ms),
         commit_ms: pick(&|m| m.commit_ms),
-        drain_us: pick(&|m| m.paused["drain_us"].as_f64().unwrap_or(0.0)),
+        drain_us: pick(&|m| m.resumed["drain_us"].as_f64().unwrap_or(0.0)),
         sent,
         delivered,
         lost_packets: sent as i64 - delivered as i64,

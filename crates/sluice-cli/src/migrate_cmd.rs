@@ -23,9 +23,10 @@ use crate::print_stdout;
 pub struct Moved {
     /// The source's handover (ports, NFs, chains).
     pub handover: Value,
-    /// The source's pause (states, drain and checkpoint times).
-    pub paused: Value,
-    /// The destination's answers to the import and the resume.
+    /// Bytes of the states that moved (the pause's binary answer).
+    pub state_bytes: usize,
+    /// The destination's answers to the import and the resume (drain,
+    /// checkpoint and restore times).
     pub imported: Value,
     pub resumed: Value,
     /// Import request → answer (descriptors taken, objects added,
@@ -49,21 +50,15 @@ impl Moved {
     /// As the JSON `-o json` prints.
     pub fn to_json(&self) -> Value {
         let h = &self.handover;
-        let state_bytes: u64 = self.paused["states"].as_object().map_or(0, |m| {
-            m.values()
-                .filter_map(Value::as_str)
-                .map(|s| s.len() as u64 * 3 / 4)
-                .sum()
-        });
         json!({
             "nf": h["nf"],
             "ports": h["ports"],
             "nfs": h["nfs"],
             "chains": h["chains"],
-            "state_bytes": state_bytes,
+            "state_bytes": self.state_bytes,
             "add_us": self.imported["add_us"],
-            "drain_us": self.paused["drain_us"],
-            "checkpoint_us": self.paused["checkpoint_us"],
+            "drain_us": self.resumed["drain_us"],
+            "checkpoint_us": self.resumed["checkpoint_us"],
             "restore_us": self.resumed["restore_us"],
             "import_ms": self.import_ms,
             "pause_ms": self.pause_ms,
@@ -89,10 +84,15 @@ pub struct NotMoved {
     pub refused: bool,
 }
 
-/// One step: the answer's JSON, or why not.
-fn step(c: &Client, what: &str, body: &Value) -> Result<Value, NotMoved> {
-    match c.call("POST", &format!("/v1/migrations/{what}"), Some(body)) {
-        Ok(a) if a.status == 200 => Ok(a.json()),
+/// One step: the answer's body, or why not.
+fn step_raw(c: &Client, path: &str, body: Result<&Value, Vec<u8>>) -> Result<Vec<u8>, NotMoved> {
+    let path = format!("/v1/migrations/{path}");
+    let answer = match body {
+        Ok(json) => c.call("POST", &path, Some(json)),
+        Err(bytes) => c.call_bytes("POST", &path, bytes),
+    };
+    match answer {
+        Ok(a) if a.status == 200 => Ok(a.body),
         Ok(a) => Err(NotMoved {
             message: a.error_text(),
             refused: (400..500).contains(&a.status),
@@ -102,6 +102,12 @@ fn step(c: &Client, what: &str, body: &Value) -> Result<Value, NotMoved> {
             refused: false,
         }),
     }
+}
+
+/// One step with a JSON body: the answer's JSON, or why not.
+fn step(c: &Client, what: &str, body: &Value) -> Result<Value, NotMoved> {
+    let answer = step_raw(c, what, Ok(body))?;
+    Ok(serde_json::from_slice(&answer).unwrap_or(Value::Null))
 }
 
 /// Undoes a move on `c` (best effort), saying how it went.
@@ -132,7 +138,10 @@ pub fn migrate(from: &Client, to: &Client, nf: &str) -> Result<Moved, NotMoved> 
     })?;
     let import_ms = ms(t);
     let t = Instant::now();
-    let paused = step(from, "pause", &body).map_err(|e| NotMoved {
+    // The states go from the source's answer to the destination as they
+    // came (binary, unparsed here): the time they take is time frames
+    // wait.
+    let paused = step_raw(from, "pause", Ok(&body)).map_err(|e| NotMoved {
         message: format!(
             "the source could not pause: {}; {}, {}",
             e.message,
@@ -143,7 +152,8 @@ pub fn migrate(from: &Client, to: &Client, nf: &str) -> Result<Moved, NotMoved> 
     })?;
     let pause_ms = ms(t);
     let t1 = Instant::now();
-    let resumed = step(to, "resume", &paused).map_err(|e| NotMoved {
+    let state_bytes = paused.len();
+    let resumed = step_raw(to, &format!("resume?nf={nf}"), Err(paused)).map_err(|e| NotMoved {
         message: format!(
             "the destination could not resume: {}; {}, {}",
             e.message,
@@ -154,6 +164,7 @@ pub fn migrate(from: &Client, to: &Client, nf: &str) -> Result<Moved, NotMoved> 
     })?;
     let resume_ms = ms(t1);
     let waited_ms = ms(t);
+    let resumed: Value = serde_json::from_slice(&resumed).unwrap_or(Value::Null);
     let t = Instant::now();
     step(from, "commit", &body).map_err(|e| NotMoved {
         message: format!(
@@ -165,7 +176,7 @@ pub fn migrate(from: &Client, to: &Client, nf: &str) -> Result<Moved, NotMoved> 
     })?;
     Ok(Moved {
         handover,
-        paused,
+        state_bytes,
         imported,
         resumed,
         import_ms,

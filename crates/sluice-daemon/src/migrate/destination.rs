@@ -3,19 +3,18 @@
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::Json;
-use base64::Engine;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sluice_dataplane::{offer_port, withdraw_port};
-use sluice_nf::checkpoint::Checkpoint;
 use sluice_spec::PortKind;
 use utoipa::ToSchema;
 
-use super::{kind_of, no_move, operator_only, roll_back, Handover, Incoming, Paused};
+use super::bundle::Bundle;
+use super::{kind_of, no_move, operator_only, roll_back, Handover, Incoming};
 use crate::control::State as Ctl;
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::{parse_body, AppState};
+use crate::extract::{parse_body, parse_query, AppState, BODY_LIMIT};
 use crate::tenancy::Caller;
 
 /// The answer to an import.
@@ -30,9 +29,14 @@ pub struct Imported {
 /// The answer to a resume.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Resumed {
+    /// At the source: how long the packets already read took to leave
+    /// the NFs, µs.
+    pub drain_us: u64,
+    /// At the source: how long the checkpoints took, µs.
+    pub checkpoint_us: u64,
     /// Restoring the states, µs.
     pub restore_us: u64,
-    /// From the request to the ports read, µs.
+    /// From the request's body read to the ports read, µs.
     pub took_us: u64,
 }
 
@@ -127,55 +131,64 @@ fn import(s: &mut Ctl, h: Handover) -> Result<Imported, ApiError> {
     })
 }
 
+/// `POST /v1/migrations/resume`'s query.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResumeQuery {
+    nf: String,
+}
+
 #[utoipa::path(post, path = "/v1/migrations/resume", tag = "migrations",
-    request_body = Paused,
+    params(("nf" = String, Query, description = "The NF that moves", example = "fw")),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "The pause's answer, as it came"),
     responses((status = 200, description = "The states are restored and the ports read", body = Resumed),
-              (status = 400, description = "Malformed request, or a state that is not a checkpoint file; the move stays in progress", body = ErrorBody),
+              (status = 400, description = "Malformed request, or not the states of a move; the move stays in progress", body = ErrorBody),
               (status = 403, description = "A tenant's token", body = ErrorBody),
               (status = 409, description = "No move of that NF in is in progress", body = ErrorBody),
+              (status = 413, description = "Larger than the API's body limit", body = ErrorBody),
               (status = 422, description = "A state is refused; the import is undone", body = ErrorBody),
               (status = 503, description = "An instance did not answer; the import is undone", body = ErrorBody)))]
 pub(crate) async fn post_resume(
     State(app): State<AppState>,
     caller: Caller,
+    RawQuery(q): RawQuery,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Resumed>, ApiError> {
-    let p: Paused = parse_body(body)?;
+    let q: ResumeQuery = parse_query(q)?;
+    let body = body.map_err(|e| match e {
+        BytesRejection::FailedToBufferBody(_) => ApiError::too_large(BODY_LIMIT),
+        other => ApiError::bad_request(other.body_text(), None),
+    })?;
+    let t0 = std::time::Instant::now();
+    let bundle = Bundle::decode(&body).map_err(|e| ApiError::bad_request(e, None))?;
     app.control
         .call(move |s| {
             operator_only(&caller)?;
-            resume(s, p)
+            resume(s, &q.nf, bundle, t0)
         })
         .await?
         .map(Json)
 }
 
-fn resume(s: &mut Ctl, p: Paused) -> Result<Resumed, ApiError> {
-    let t0 = std::time::Instant::now();
-    if s.incoming.as_ref().is_none_or(|i| i.nf != p.nf) {
-        return Err(no_move(&p.nf));
-    }
-    let mut states = Vec::with_capacity(p.states.len());
-    for (nf, text) in &p.states {
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(text)
-            .map_err(|e| {
-                ApiError::bad_request(format!("the state of {nf} is not base64: {e}"), None)
-            })?;
-        let c = Checkpoint::decode(&bytes).map_err(|e| {
-            ApiError::bad_request(format!("the state of {nf} is not a checkpoint: {e}"), None)
-        })?;
-        states.push((nf.clone(), c));
+fn resume(
+    s: &mut Ctl,
+    nf: &str,
+    bundle: Bundle,
+    t0: std::time::Instant,
+) -> Result<Resumed, ApiError> {
+    if s.incoming.as_ref().is_none_or(|i| i.nf != nf) {
+        return Err(no_move(nf));
     }
     let inc = s.incoming.take().expect("checked above");
-    let restored = states.iter().try_for_each(|(nf, c)| {
-        s.rt.restore(nf, c).map_err(|e| {
+    let t1 = std::time::Instant::now();
+    let restored = bundle.states.iter().try_for_each(|c| {
+        s.rt.restore(&c.nf, c).map_err(|e| {
             let mut a = crate::checkpoint::api_error(e);
-            a.body.error.message = format!("{nf}: {}", a.body.error.message);
+            a.body.error.message = format!("{}: {}", c.nf, a.body.error.message);
             a
         })
     });
-    let restore_us = t0.elapsed().as_micros() as u64;
+    let restore_us = t1.elapsed().as_micros() as u64;
     let resumed = restored.and_then(|()| {
         s.rt.pause_ports(&inc.ports, false)
             .map_err(ApiError::unavailable)
@@ -186,6 +199,8 @@ fn resume(s: &mut Ctl, p: Paused) -> Result<Resumed, ApiError> {
     }
     tracing::info!("{} moved in: ports {:?} read", inc.nf, inc.ports);
     Ok(Resumed {
+        drain_us: bundle.drain_us,
+        checkpoint_us: bundle.taken_us,
         restore_us,
         took_us: t0.elapsed().as_micros() as u64,
     })

@@ -13,8 +13,8 @@
 //!    copies. Everything slow (forking the NFs, opening the ports) happens
 //!    here, before traffic stops.
 //! 3. `pause` (source): stop reading the ports, let the packets already
-//!    read leave the NFs, checkpoint every NF that keeps state. From here
-//!    frames wait in the taps.
+//!    read leave the NFs, checkpoint every NF that keeps state (answered
+//!    as a binary bundle, `bundle.rs`). From here frames wait in the taps.
 //! 4. `resume` (destination): restore the states, read the ports: the
 //!    frames that waited are read now, by NFs that hold the state of every
 //!    packet before them.
@@ -26,6 +26,7 @@
 //! as long as a tap's queue (`txqueuelen` frames) holds what arrives
 //! between steps 3 and 4.
 
+mod bundle;
 pub(crate) mod destination;
 pub(crate) mod source;
 
@@ -41,8 +42,6 @@ use crate::control::State as Ctl;
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{parse_body, AppState};
 use crate::tenancy::Caller;
-
-pub use source::Paused;
 
 /// A move out of this daemon, exported and not yet committed or aborted.
 #[derive(Debug, Clone)]
@@ -60,7 +59,7 @@ pub struct Incoming {
     before: Option<Spec>,
 }
 
-/// `POST /v1/migrations/{export,pause,commit,abort}`.
+/// `POST /v1/migrations/{export,pause,commit,abort}`' body.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MigrateRequest {

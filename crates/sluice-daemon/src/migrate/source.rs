@@ -1,37 +1,21 @@
 //! The source's side of a move: `export`, `pause`, `commit` (see the
 //! module above).
 
-use std::collections::BTreeMap;
-
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
-use base64::Engine;
-use serde::{Deserialize, Serialize};
 use sluice_dataplane::{port_can_move, StateFailure};
 use sluice_spec::Spec;
-use utoipa::ToSchema;
 
+use super::bundle::Bundle;
 use super::{kind_of, no_move, operator_only, Finished, Handover, MigrateRequest, Outgoing};
 use crate::control::State as Ctl;
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{parse_body, AppState};
 use crate::tenancy::Caller;
-
-/// The answer to a pause: the moving NFs' states.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Paused {
-    /// The NF asked for.
-    pub nf: String,
-    /// By NF that keeps state: its checkpoint file, base64.
-    pub states: BTreeMap<String, String>,
-    /// How long the packets already read took to leave the NFs, µs.
-    pub drain_us: u64,
-    /// How long the checkpoints took, µs.
-    pub checkpoint_us: u64,
-}
 
 /// The moving objects as an addition: the spec's lists without its
 /// settings (the destination keeps its own).
@@ -122,7 +106,7 @@ fn export(s: &mut Ctl, nf: String) -> Result<Handover, ApiError> {
 
 #[utoipa::path(post, path = "/v1/migrations/pause", tag = "migrations",
     request_body = MigrateRequest,
-    responses((status = 200, description = "The ports are paused, the NFs drained, their states taken", body = Paused),
+    responses((status = 200, description = "The ports are paused, the NFs drained, their states taken: the move's states (`application/octet-stream`, the layout of the daemon's `migrate/bundle.rs`) for the resume", content_type = "application/octet-stream", body = Vec<u8>),
               (status = 403, description = "A tenant's token", body = ErrorBody),
               (status = 409, description = "No move of that NF is in progress, or an NF's state cannot be taken now (rolling out, one instance per flow); the ports are read again", body = ErrorBody),
               (status = 503, description = "The NFs did not let go of their packets, or an instance did not answer; the ports are read again", body = ErrorBody)))]
@@ -130,18 +114,23 @@ pub(crate) async fn post_pause(
     State(app): State<AppState>,
     caller: Caller,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Json<Paused>, ApiError> {
+) -> Result<Response, ApiError> {
     let req: MigrateRequest = parse_body(body)?;
-    app.control
+    let bundle = app
+        .control
         .call(move |s| {
             operator_only(&caller)?;
             pause(s, req.nf)
         })
-        .await?
-        .map(Json)
+        .await??;
+    Ok((
+        [(header::CONTENT_TYPE, "application/octet-stream")],
+        bundle.encode(),
+    )
+        .into_response())
 }
 
-fn pause(s: &mut Ctl, nf: String) -> Result<Paused, ApiError> {
+fn pause(s: &mut Ctl, nf: String) -> Result<Bundle, ApiError> {
     let part = match &s.outgoing {
         Some(o) if o.nf == nf => o.part.clone(),
         _ => return Err(no_move(&nf)),
@@ -161,13 +150,10 @@ fn pause(s: &mut Ctl, nf: String) -> Result<Paused, ApiError> {
         )));
     }
     let t = std::time::Instant::now();
-    let mut states = BTreeMap::new();
+    let mut states = Vec::new();
     for n in &part.nfs {
         match s.rt.checkpoint(n) {
-            Ok(c) => {
-                let text = base64::engine::general_purpose::STANDARD.encode(c.encode());
-                states.insert(n.clone(), text);
-            }
+            Ok(c) => states.push(c),
             Err(StateFailure::Stateless(_)) => {}
             Err(e) => {
                 resume(s);
@@ -176,11 +162,10 @@ fn pause(s: &mut Ctl, nf: String) -> Result<Paused, ApiError> {
         }
     }
     tracing::info!("{nf} paused to move: {} state(s) taken", states.len());
-    Ok(Paused {
-        nf,
-        states,
+    Ok(Bundle {
         drain_us: paused.drain_us,
-        checkpoint_us: t.elapsed().as_micros() as u64,
+        taken_us: t.elapsed().as_micros() as u64,
+        states,
     })
 }
 
