@@ -10,7 +10,8 @@
 //! rules moved too); the echo keeps working; the source lets go of
 //! everything. Refused moves change nothing: a taken name at the
 //! destination (the move is aborted, the source keeps serving) and a
-//! component with a port that cannot move.
+//! component with a port that cannot move; a move given up half way
+//! (`abort` on both sides after the pause) leaves the source serving.
 //!
 //! Needs root (namespaces, taps, pidfd_getfd): skips with a message
 //! otherwise.
@@ -109,6 +110,16 @@ fn server_started_flow_passes(env: &TapEnv) -> bool {
     listener.join().unwrap()
 }
 
+/// Whether each port of `d` is paused.
+fn paused(d: &Daemon) -> Vec<bool> {
+    d.get("/v1/ports")
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["stats"]["paused"].as_bool().unwrap())
+        .collect()
+}
+
 fn names(d: &Daemon, what: &str) -> Vec<String> {
     d.get(&format!("/v1/{what}"))
         .as_array()
@@ -168,6 +179,41 @@ fn a_firewall_moves_between_daemons_with_its_connections_and_loses_nothing() {
         !server_started_flow_passes(&env),
         "the firewall passed a flow the server started"
     );
+
+    // A move given up half way, on both sides: the destination had the
+    // objects (ports paused), the source had paused; after the aborts the
+    // destination runs nothing and the source serves again.
+    let fw = serde_json::json!({ "nf": "fw" }).to_string().into_bytes();
+    let r = a.req("POST", "/v1/migrations/export", Some(fw.clone()));
+    assert_eq!(r.status, 200, "{r}");
+    let r = b.req("POST", "/v1/migrations/import", Some(r.body));
+    assert_eq!(r.status, 200, "{r}");
+    assert_eq!(
+        paused(&b),
+        [true, true],
+        "the destination's ports open paused"
+    );
+    assert_eq!(paused(&a), [false, false]);
+    let r = a.req("POST", "/v1/migrations/pause", Some(fw.clone()));
+    assert_eq!(r.status, 200, "{r}");
+    assert_eq!(r.header("content-type"), Some("application/octet-stream"));
+    assert_eq!(paused(&a), [true, true]);
+    let r = b.req(
+        "POST",
+        "/v1/migrations/resume?nf=fw",
+        Some(b"garbage".to_vec()),
+    );
+    assert_eq!(r.status, 400, "{r}");
+    assert!(r.text().contains("not the states of a move"), "{r}");
+    for d in [&b, &a] {
+        let r = d.req("POST", "/v1/migrations/abort", Some(fw.clone()));
+        assert_eq!(r.status, 200, "{r}");
+        let r = d.req("POST", "/v1/migrations/abort", Some(fw.clone()));
+        assert_eq!(r.status, 409, "a second abort: {r}");
+    }
+    assert!(names(&b, "chains").is_empty() && names(&b, "ports").is_empty());
+    assert_eq!(paused(&a), [false, false]);
+    assert_eq!(echo(&client, 5), 5, "the echo after a move given up");
 
     // The stream to port 9 flows during the move.
     let stream_stop = Arc::new(AtomicBool::new(false));

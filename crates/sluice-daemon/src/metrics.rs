@@ -165,9 +165,17 @@ pub fn render(r: &RunReport, instances: &[Instance]) -> String {
         "port_held_buffers",
         "Arena buffers a port has lent the kernel or device now (an AF_XDP port's fill rings and frames in flight)",
     );
+    let port_paused = gauge_family(
+        &mut reg,
+        "port_paused",
+        "1 while a port is not read because its NF is moving to another daemon (frames wait in its interface)",
+    );
     for p in &r.ports {
         let n = p.name.as_str();
         let lab = l(&[("port", n), ("kind", p.kind.as_str())]);
+        port_paused
+            .get_or_create(&lab)
+            .set(i64::from(p.stats.paused));
         port_held
             .get_or_create(&lab)
             .set(i64::try_from(p.stats.held_buffers).unwrap_or(i64::MAX));

@@ -239,6 +239,7 @@ impl PortRt {
     /// packet batch.
     pub fn report_stats(&self) -> PortStats {
         let mut s = self.stats.clone();
+        s.paused = self.paused;
         if let PortIo::Nic { port, .. } = &self.io {
             nic_device_stats(port.as_ref(), &mut s);
         }

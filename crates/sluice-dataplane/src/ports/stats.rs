@@ -39,6 +39,10 @@ pub struct PortStats {
     /// how long a new chain took to carry traffic (`sluice bench deploy`).
     #[serde(default)]
     pub first_tx_unix_ns: u64,
+    /// The port is not read (a move to another daemon is under way,
+    /// `sluice migrate`): frames wait in its interface.
+    #[serde(default)]
+    pub paused: bool,
 }
 
 /// Adds another copy's counters (the same port run by several workers).
@@ -56,6 +60,7 @@ impl std::ops::AddAssign<&PortStats> for PortStats {
         self.rx_dropped += t.rx_dropped;
         self.truncated_records += t.truncated_records;
         self.offload += &t.offload;
+        self.paused |= t.paused;
         // The earliest of the copies that transmitted at all.
         self.first_tx_unix_ns = match (self.first_tx_unix_ns, t.first_tx_unix_ns) {
             (0, b) => b,
