@@ -46,7 +46,12 @@ pub(crate) async fn post_additions(
             let types: Vec<&str> = s.registry.iter().map(|t| t.name).collect();
             let spec = sluice_spec::add(s.desired.as_ref(), addition, &types).map_err(refused)?;
             caller.may_change(s.desired.as_ref(), &spec)?;
-            let c = s.change(spec, req.resource_version, req.dry_run)?;
+            let c = s.change_journaled(
+                spec,
+                req.resource_version,
+                req.dry_run,
+                Some((&req.spec, source)),
+            )?;
             Ok(ApplyResponse::new(c.version, req.dry_run, c.applied))
         })
         .await?

@@ -18,7 +18,7 @@ use sluice_nf::NfType;
 use sluice_spec::{Spec, SpecError};
 
 use crate::error::ApiError;
-use crate::state::StateDir;
+use crate::state::{Addition, StateDir, JOURNAL_LIMIT};
 
 /// Everything the control thread holds.
 pub struct State {
@@ -42,6 +42,8 @@ pub struct State {
     pub outgoing: Option<crate::migrate::Outgoing>,
     /// A move from another daemon waiting for its resume or abort.
     pub incoming: Option<crate::migrate::Incoming>,
+    /// Additions journaled since the desired state was last written whole.
+    pub journal_len: usize,
 }
 
 /// Deadlines of the rollouts in progress, by NF name (`rollout.rs`, which
@@ -105,6 +107,7 @@ impl Control {
                     sizer: Default::default(),
                     outgoing: None,
                     incoming: None,
+                    journal_len: 0,
                 };
                 state.restore();
                 let _ = ready_tx.send(Ok(()));
@@ -197,25 +200,40 @@ impl State {
             .unwrap_or_default()
     }
 
-    /// Applies the persisted desired state, if any (a daemon restart).
+    /// Applies the persisted desired state, if any (a daemon restart): the
+    /// whole spec last written, with the additions journaled since.
     fn restore(&mut self) {
-        let Some((version, text)) = self.dir.load() else {
-            return;
-        };
-        let Some(text) = text else {
-            // Everything moved away (`sluice migrate`): nothing to run,
-            // and versions go on.
-            self.version = version;
+        let Some(p) = self.dir.load() else {
             return;
         };
         // What cannot be re-applied is kept beside, never overwritten by
         // the next apply, and versions go on from the persisted one.
-        self.version = version;
+        self.version = p.additions.last().map_or(p.version, |a| a.resource_version);
+        let Some(text) = p.spec else {
+            // Everything moved away (`sluice migrate`): nothing to run.
+            return;
+        };
+        let version = self.version;
         let set_aside = |dir: &crate::state::StateDir| match dir.set_aside() {
             Ok(p) => format!("it is kept in {}", p.display()),
             Err(e) => format!("and it could not be set aside: {e}"),
         };
-        let spec = match self.parse(&text, "desired state") {
+        let types: Vec<&str> = self.registry.iter().map(|t| t.name).collect();
+        let spec = self.parse(&text, "desired state").and_then(|base| {
+            p.additions.iter().try_fold(base, |spec, a| {
+                let addition = sluice_spec::parse_additions(&a.add, &a.source)?;
+                sluice_spec::add(Some(&spec), addition, &types).map_err(|e| match e {
+                    sluice_spec::AddError::Invalid(e) => e,
+                    sluice_spec::AddError::Exists { kind, name, field } => SpecError::new(
+                        a.source.clone(),
+                        sluice_spec::Location::default(),
+                        field,
+                        format!("the journaled addition of {kind} {name} finds it there already"),
+                    ),
+                })
+            })
+        });
+        let spec = match spec {
             Ok(s) => s,
             Err(e) => {
                 tracing::error!(
@@ -230,6 +248,7 @@ impl State {
             Ok(_) => {
                 tracing::info!("re-applied the desired state (version {version})");
                 self.desired = Some(spec);
+                self.journal_len = p.additions.len();
             }
             Err(e) => tracing::error!(
                 "cannot re-apply the persisted desired state (version {version}): {e}; \
@@ -254,6 +273,19 @@ impl State {
         spec: Spec,
         expect: Option<u64>,
         dry_run: bool,
+    ) -> Result<Changed, ApiError> {
+        self.change_journaled(spec, expect, dry_run, None)
+    }
+
+    /// [`State::change`] for a spec that is the desired state plus
+    /// `added` (an addition's text and source): persisted by appending
+    /// that to the journal rather than writing the whole spec.
+    pub fn change_journaled(
+        &mut self,
+        spec: Spec,
+        expect: Option<u64>,
+        dry_run: bool,
+        added: Option<(&str, &str)>,
     ) -> Result<Changed, ApiError> {
         self.check_version(expect)?;
         if dry_run {
@@ -280,7 +312,23 @@ impl State {
             });
         }
         let version = self.version + 1;
-        if let Err(e) = self.dir.save(version, &spec.to_json()) {
+        // An addition to a persisted spec is journaled; anything else,
+        // and every JOURNAL_LIMIT-th addition, writes the whole spec.
+        let persisted = match added {
+            Some((add, source)) if self.desired.is_some() && self.journal_len < JOURNAL_LIMIT => {
+                let a = Addition {
+                    resource_version: version,
+                    source: source.to_string(),
+                    add: add.to_string(),
+                };
+                self.dir.append(&a).map(|()| self.journal_len += 1)
+            }
+            _ => self
+                .dir
+                .save(version, &spec.to_json())
+                .map(|()| self.journal_len = 0),
+        };
+        if let Err(e) = persisted {
             // The data plane runs the spec; say that it will not survive a
             // restart rather than pretend.
             tracing::error!("cannot persist the desired state: {e}");
@@ -346,6 +394,7 @@ impl State {
         }
         self.desired = None;
         self.version = version;
+        self.journal_len = 0;
         Ok(version)
     }
 
