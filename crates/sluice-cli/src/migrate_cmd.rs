@@ -141,27 +141,23 @@ pub fn migrate(from: &Client, to: &Client, nf: &str) -> Result<Moved, NotMoved> 
     // The states go from the source's answer to the destination as they
     // came (binary, unparsed here): the time they take is time frames
     // wait.
-    let paused = step_raw(from, "pause", Ok(&body)).map_err(|e| NotMoved {
+    // Past the import, a failed step is undone on both sides.
+    let undo = |what: &str, e: NotMoved| NotMoved {
         message: format!(
-            "the source could not pause: {}; {}, {}",
+            "{what}: {}; {}, {}",
             e.message,
             abort(to, nf, "destination"),
             abort(from, nf, "source")
         ),
         refused: e.refused,
-    })?;
+    };
+    let paused =
+        step_raw(from, "pause", Ok(&body)).map_err(|e| undo("the source could not pause", e))?;
     let pause_ms = ms(t);
     let t1 = Instant::now();
     let state_bytes = paused.len();
-    let resumed = step_raw(to, &format!("resume?nf={nf}"), Err(paused)).map_err(|e| NotMoved {
-        message: format!(
-            "the destination could not resume: {}; {}, {}",
-            e.message,
-            abort(to, nf, "destination"),
-            abort(from, nf, "source")
-        ),
-        refused: e.refused,
-    })?;
+    let resumed = step_raw(to, &format!("resume?nf={nf}"), Err(paused))
+        .map_err(|e| undo("the destination could not resume", e))?;
     let resume_ms = ms(t1);
     let waited_ms = ms(t);
     let resumed: Value = serde_json::from_slice(&resumed).unwrap_or(Value::Null);

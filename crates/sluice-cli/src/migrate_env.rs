@@ -72,28 +72,10 @@ impl TapEnv {
             let _ = run("ip", &["netns", "del", ns]);
             run("ip", &["netns", "add", ns])?;
             run("ip", &["-n", ns, "link", "set", "lo", "up"])?;
-            run(
-                "ip",
-                &[
-                    "netns",
-                    "exec",
-                    ns,
-                    "sysctl",
-                    "-qw",
-                    "net.ipv6.conf.all.disable_ipv6=1",
-                ],
-            )?;
-            run(
-                "ip",
-                &[
-                    "netns",
-                    "exec",
-                    ns,
-                    "sysctl",
-                    "-qw",
-                    "net.ipv6.conf.default.disable_ipv6=1",
-                ],
-            )?;
+            for conf in ["all", "default"] {
+                let key = format!("net.ipv6.conf.{conf}.disable_ipv6=1");
+                run("ip", &["netns", "exec", ns, "sysctl", "-qw", &key])?;
+            }
         }
         Ok(env)
     }

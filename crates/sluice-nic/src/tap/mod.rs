@@ -130,7 +130,12 @@ impl TapPort {
             fds.push(open_queue(name, multi, o.offload)?);
         }
         sys::set_up(name)?;
-        let ready = if multi {
+        TapPort::on(fds, o, false)
+    }
+
+    /// A port on queue descriptors `fds` (`adopted`: handed over).
+    fn on(fds: Vec<OwnedFd>, o: &TapOptions, adopted: bool) -> Result<TapPort, NicError> {
+        let ready = if fds.len() > 1 {
             let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
             Some(ReadySet::new(&raw)?)
         } else {
@@ -145,7 +150,7 @@ impl TapPort {
                 .offload
                 .then(|| vec![0u8; MAX_PKT_LEN - DATA_ROOM].into_boxed_slice()),
             stats: NicStats::default(),
-            adopted: false,
+            adopted,
         })
     }
 
@@ -171,23 +176,7 @@ impl TapPort {
                 )));
             }
         }
-        let ready = if fds.len() > 1 {
-            let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
-            Some(ReadySet::new(&raw)?)
-        } else {
-            None
-        };
-        Ok(TapPort {
-            fds,
-            next_rx: 0,
-            next_tx: 0,
-            ready,
-            overflow: o
-                .offload
-                .then(|| vec![0u8; MAX_PKT_LEN - DATA_ROOM].into_boxed_slice()),
-            stats: NicStats::default(),
-            adopted: true,
-        })
+        TapPort::on(fds, o, true)
     }
 }
 
