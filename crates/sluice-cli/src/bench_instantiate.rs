@@ -352,7 +352,9 @@ mod tests {
             let mut one: [String; 3] = Default::default();
             entries(k, 2, sampled, "strict", &mut one);
             let a = sluice_spec::parse_additions(&addition(&one), "<bench>").unwrap();
-            whole = sluice_spec::add(Some(&whole), a, &types).unwrap();
+            whole = sluice_spec::add(Some(&whole), a, &types)
+                .unwrap()
+                .into_spec();
         }
         assert_eq!(whole.nfs.len(), 7);
         assert_eq!(whole.chains.len(), 7);

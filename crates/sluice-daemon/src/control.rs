@@ -15,7 +15,7 @@ use std::sync::mpsc;
 
 use sluice_dataplane::{Applied, PlatformSettings, RunError, Runtime};
 use sluice_nf::NfType;
-use sluice_spec::{Spec, SpecError};
+use sluice_spec::{Spec, SpecError, ValidSpec};
 
 use crate::error::ApiError;
 use crate::state::{Addition, StateDir, JOURNAL_LIMIT};
@@ -176,6 +176,46 @@ impl Control {
     }
 }
 
+/// A spec to make the desired state: validated already (an addition's
+/// result), or not yet (the runtime validates it as it compiles).
+#[derive(Debug)]
+pub enum Candidate {
+    /// Not validated yet.
+    Unchecked(Spec),
+    /// Validated against this daemon's NF types.
+    Valid(ValidSpec),
+}
+
+impl From<Spec> for Candidate {
+    fn from(s: Spec) -> Self {
+        Candidate::Unchecked(s)
+    }
+}
+
+impl From<ValidSpec> for Candidate {
+    fn from(s: ValidSpec) -> Self {
+        Candidate::Valid(s)
+    }
+}
+
+impl Candidate {
+    /// The spec.
+    pub fn spec(&self) -> &Spec {
+        match self {
+            Candidate::Unchecked(s) => s,
+            Candidate::Valid(v) => v,
+        }
+    }
+
+    /// The spec, owned.
+    pub fn into_spec(self) -> Spec {
+        match self {
+            Candidate::Unchecked(s) => s,
+            Candidate::Valid(v) => v.into_spec(),
+        }
+    }
+}
+
 /// What a successful change did.
 #[derive(Debug, Clone)]
 pub struct Changed {
@@ -222,15 +262,19 @@ impl State {
         let spec = self.parse(&text, "desired state").and_then(|base| {
             p.additions.iter().try_fold(base, |spec, a| {
                 let addition = sluice_spec::parse_additions(&a.add, &a.source)?;
-                sluice_spec::add(Some(&spec), addition, &types).map_err(|e| match e {
-                    sluice_spec::AddError::Invalid(e) => e,
-                    sluice_spec::AddError::Exists { kind, name, field } => SpecError::new(
-                        a.source.clone(),
-                        sluice_spec::Location::default(),
-                        field,
-                        format!("the journaled addition of {kind} {name} finds it there already"),
-                    ),
-                })
+                sluice_spec::add(Some(&spec), addition, &types)
+                    .map(ValidSpec::into_spec)
+                    .map_err(|e| match e {
+                        sluice_spec::AddError::Invalid(e) => e,
+                        sluice_spec::AddError::Exists { kind, name, field } => SpecError::new(
+                            a.source.clone(),
+                            sluice_spec::Location::default(),
+                            field,
+                            format!(
+                                "the journaled addition of {kind} {name} finds it there already"
+                            ),
+                        ),
+                    })
             })
         });
         let spec = match spec {
@@ -244,10 +288,11 @@ impl State {
                 return;
             }
         };
-        match self.apply_spec(&spec) {
+        let candidate = Candidate::from(spec);
+        match self.apply_spec(&candidate) {
             Ok(_) => {
                 tracing::info!("re-applied the desired state (version {version})");
-                self.desired = Some(spec);
+                self.desired = Some(candidate.into_spec());
                 self.journal_len = p.additions.len();
             }
             Err(e) => tracing::error!(
@@ -270,7 +315,7 @@ impl State {
     /// change.
     pub fn change(
         &mut self,
-        spec: Spec,
+        spec: impl Into<Candidate>,
         expect: Option<u64>,
         dry_run: bool,
     ) -> Result<Changed, ApiError> {
@@ -282,19 +327,21 @@ impl State {
     /// that to the journal rather than writing the whole spec.
     pub fn change_journaled(
         &mut self,
-        spec: Spec,
+        candidate: impl Into<Candidate>,
         expect: Option<u64>,
         dry_run: bool,
         added: Option<(&str, &str)>,
     ) -> Result<Changed, ApiError> {
         self.check_version(expect)?;
+        let candidate = candidate.into();
+        let spec = candidate.spec();
         if dry_run {
             // A platform with nothing running takes the spec's settings on
             // apply (see `apply_spec`): judge the spec on its own then.
             let diff = if self.is_empty() {
-                self.rt.dry_run_from_empty(&spec)?
+                self.rt.dry_run_from_empty(spec)?
             } else {
-                self.rt.dry_run(&spec)?
+                self.rt.dry_run(spec)?
             };
             return Ok(Changed {
                 version: self.version,
@@ -304,7 +351,8 @@ impl State {
                 },
             });
         }
-        let applied = self.apply_spec(&spec)?;
+        let applied = self.apply_spec(&candidate)?;
+        let spec = candidate.into_spec();
         if applied.diff.is_empty() && self.desired.as_ref() == Some(&spec) {
             return Ok(Changed {
                 version: self.version,
@@ -357,7 +405,8 @@ impl State {
     /// Applies a spec. A platform with nothing running takes the spec's
     /// fixed settings (buffers, workers, ...) by starting afresh; one that
     /// runs something refuses a spec whose fixed settings differ.
-    fn apply_spec(&mut self, spec: &Spec) -> Result<Applied, ApiError> {
+    fn apply_spec(&mut self, candidate: &Candidate) -> Result<Applied, ApiError> {
+        let spec = candidate.spec();
         if self.is_empty() && self.rt.settings().accepts(spec).is_err() {
             let mut p = PlatformSettings::for_spec(spec);
             p.max_nfs = self.platform.max_nfs;
@@ -370,7 +419,11 @@ impl State {
             let old = std::mem::replace(&mut self.rt, fresh);
             let _ = old.stop();
         }
-        self.rt.apply(spec).map_err(ApiError::from)
+        match candidate {
+            Candidate::Valid(v) => self.rt.apply_valid(v),
+            Candidate::Unchecked(s) => self.rt.apply(s),
+        }
+        .map_err(ApiError::from)
     }
 
     /// Stops running anything: a fresh, empty data plane replaces the

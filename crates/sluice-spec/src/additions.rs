@@ -13,6 +13,7 @@ use crate::error::SpecError;
 use crate::location::{Location, SourceName};
 use crate::model::Spec;
 use crate::settings::Settings;
+use crate::valid::ValidSpec;
 use crate::validate::{self, Locate, SpecLocator};
 use crate::{decode, load};
 
@@ -70,7 +71,11 @@ pub enum AddError {
 /// [`AddError::Exists`] for a name `base` has; [`AddError::Invalid`] for
 /// any error of the result, located in `addition` where it concerns an
 /// added object.
-pub fn add(base: Option<&Spec>, addition: Spec, known_nf_types: &[&str]) -> Result<Spec, AddError> {
+pub fn add(
+    base: Option<&Spec>,
+    addition: Spec,
+    known_nf_types: &[&str],
+) -> Result<ValidSpec, AddError> {
     if let Some(b) = base {
         let taken = |name: &str| -> Option<&'static str> {
             if b.ports.iter().any(|p| p.name == name) {
@@ -131,7 +136,7 @@ pub fn add(base: Option<&Spec>, addition: Spec, known_nf_types: &[&str]) -> Resu
         return Err(AddError::Invalid(e));
     }
     whole.source = base_source;
-    Ok(whole)
+    Ok(ValidSpec::checked(whole))
 }
 
 /// How many ports, NFs and chains come before the added ones.

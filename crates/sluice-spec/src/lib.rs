@@ -65,6 +65,7 @@ mod resolve;
 mod sandbox;
 mod scalar;
 mod settings;
+mod valid;
 mod validate;
 mod validate_chains;
 mod validate_tenants;
@@ -97,4 +98,5 @@ pub use settings::{
     BackpressureMode, BackpressureSettings, FlowTableSettings, KernelClass, RestartMode,
     RestartPolicy, SchedulerPolicy, SchedulerSettings, Settings, WakeupSettings,
 };
+pub use valid::ValidSpec;
 pub use wakeup::{WakeRule, WakeupPolicy};

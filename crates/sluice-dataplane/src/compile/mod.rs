@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 
 use sluice_nf::{IngressPort, NfType, PortId};
-use sluice_spec::{Location, Spec, SpecError};
+use sluice_spec::{Location, Spec, SpecError, ValidSpec};
 
 use crate::plan::{ChainPlan, Hop, Plan, PortPlan, Route, MAX_CHAIN_NFS, MAX_ROUTES};
 use crate::recipe::Names;
@@ -166,6 +166,27 @@ pub fn compile(
 ) -> Result<Plan, SpecError> {
     let type_names: Vec<&str> = registry.iter().map(|t| t.name).collect();
     spec.validate(&type_names)?;
+    compile_valid(spec, registry, target, prev)
+}
+
+/// [`compile`] for a spec validated already (a [`sluice_spec::ValidSpec`],
+/// checked against `registry`'s types): validating a whole spec again
+/// cost a quarter of a daemon's time per created NF.
+pub fn compile_checked(
+    spec: &ValidSpec,
+    registry: &'static [NfType],
+    target: &Target,
+    prev: Option<&Plan>,
+) -> Result<Plan, SpecError> {
+    compile_valid(spec, registry, target, prev)
+}
+
+fn compile_valid(
+    spec: &Spec,
+    registry: &'static [NfType],
+    target: &Target,
+    prev: Option<&Plan>,
+) -> Result<Plan, SpecError> {
     for p in &spec.ports {
         sluice_nic::check_options(&p.kind)?;
     }

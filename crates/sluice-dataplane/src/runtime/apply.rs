@@ -44,6 +44,19 @@ impl Runtime {
         let t0 = sluice_sys::monotonic_ns();
         self.settings.accepts(spec).map_err(RunError::Spec)?;
         let plan = compile(spec, self.registry, &self.target(), Some(&self.plan))?;
+        self.apply_plan(spec, plan, t0)
+    }
+
+    /// [`Runtime::apply`] for a spec validated already (against this
+    /// runtime's NF types): it is not validated again.
+    pub fn apply_valid(&mut self, spec: &ValidSpec) -> Result<Applied, RunError> {
+        let t0 = sluice_sys::monotonic_ns();
+        self.settings.accepts(spec).map_err(RunError::Spec)?;
+        let plan = compile_checked(spec, self.registry, &self.target(), Some(&self.plan))?;
+        self.apply_plan(spec, plan, t0)
+    }
+
+    fn apply_plan(&mut self, spec: &Spec, plan: Plan, t0: u64) -> Result<Applied, RunError> {
         if crate::offload::large_buffers(&plan) > self.settings.large_buffers {
             return Err(RunError::Setup(
                 "a port with `offload: true` needs the platform's large buffers, and this one \

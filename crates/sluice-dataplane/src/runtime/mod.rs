@@ -31,10 +31,10 @@ use std::time::Duration;
 use sluice_mem::{Arena, ArenaConfig, Backing, BufferPool};
 use sluice_nf::NfType;
 use sluice_ports::Shard;
-use sluice_spec::{Isolation, Spec, SpecError};
+use sluice_spec::{Isolation, Spec, SpecError, ValidSpec};
 
 use crate::backpressure::EntryPolicy;
-use crate::compile::{compile, Target};
+use crate::compile::{compile, compile_checked, Target};
 use crate::diff::Diff;
 use crate::flow_table::FlowTable;
 use crate::host::{ForkHost, HostConfig, NfHost, SpawnRequest};

@@ -1,0 +1,63 @@
+//! A spec known to be valid, so that the code after a check need not check
+//! again.
+//!
+//! Validating a whole spec costs time in proportion to it; a daemon that
+//! validated an addition's result ([`crate::add`]) and then compiled it
+//! validated it twice per change. A [`ValidSpec`] can only be made by
+//! validating, and cannot be changed after (no `DerefMut`, no public
+//! field), so whoever holds one may skip the check.
+
+use std::ops::Deref;
+
+use crate::error::SpecError;
+use crate::model::Spec;
+
+/// A spec that passed [`Spec::validate`] against the NF types its maker
+/// was given.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidSpec(Spec);
+
+impl ValidSpec {
+    /// Only for code of this crate that has just validated `spec`.
+    pub(crate) fn checked(spec: Spec) -> ValidSpec {
+        ValidSpec(spec)
+    }
+
+    /// The spec, to change it (it must be checked again after).
+    pub fn into_spec(self) -> Spec {
+        self.0
+    }
+}
+
+impl Deref for ValidSpec {
+    type Target = Spec;
+
+    fn deref(&self) -> &Spec {
+        &self.0
+    }
+}
+
+impl Spec {
+    /// Validates the spec ([`Spec::validate`]) and keeps the proof.
+    ///
+    /// # Errors
+    /// The first problem found.
+    pub fn into_valid(self, known_nf_types: &[&str]) -> Result<ValidSpec, SpecError> {
+        self.validate(known_nf_types)?;
+        Ok(ValidSpec(self))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_a_valid_spec_becomes_one() {
+        let text = "ports:\n  - { name: a, kind: generator }\n  - { name: b, kind: sink }\nchains:\n  - { name: c, from: a, to: b }\n";
+        let spec = crate::parse_str(text, "t.yaml", &[]).unwrap();
+        let valid = spec.clone().into_valid(&[]).unwrap();
+        assert_eq!(*valid, spec);
+        let mut broken = spec;
+        broken.chains[0].to = "nowhere".into();
+        assert!(broken.into_valid(&[]).is_err());
+    }
+}
