@@ -72,10 +72,18 @@ impl TapEnv {
             let _ = run("ip", &["netns", "del", ns]);
             run("ip", &["netns", "add", ns])?;
             run("ip", &["-n", ns, "link", "set", "lo", "up"])?;
-            for conf in ["all", "default"] {
-                let key = format!("net.ipv6.conf.{conf}.disable_ipv6=1");
-                run("ip", &["netns", "exec", ns, "sysctl", "-qw", &key])?;
-            }
+            // /proc/sys/net is the namespace of the thread that writes.
+            let ns = ns.clone();
+            std::thread::spawn(move || -> Result<(), String> {
+                sluice_sys::enter_netns(&ns).map_err(|e| format!("cannot enter {ns}: {e}"))?;
+                for conf in ["all", "default"] {
+                    let key = format!("/proc/sys/net/ipv6/conf/{conf}/disable_ipv6");
+                    std::fs::write(&key, "1").map_err(|e| format!("{key}: {e}"))?;
+                }
+                Ok(())
+            })
+            .join()
+            .map_err(|_| "the namespace thread panicked".to_string())??;
         }
         Ok(env)
     }
