@@ -319,4 +319,16 @@ fn a_firewall_moves_between_daemons_with_its_connections_and_loses_nothing() {
         a.packets_out() > before,
         "the source stopped after a refused move"
     );
+    stop.store(true, Ordering::Relaxed);
+
+    // Every buffer came back on both daemons, across the moves, the aborts
+    // and the source left with nothing in between.
+    for mut d in [a, b] {
+        assert!(d.stop(10).is_some_and(|s| s.success()), "{}", d.log_text());
+        let last: Value = serde_json::from_str(
+            &std::fs::read_to_string(d.state_dir.join("last-run.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(last["leaked_buffers"], 0, "{last:#}");
+    }
 }

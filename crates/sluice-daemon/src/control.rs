@@ -426,21 +426,18 @@ impl State {
         .map_err(ApiError::from)
     }
 
-    /// Stops running anything: a fresh, empty data plane replaces the
-    /// running one (a desired state needs a chain, so emptiness is no
-    /// spec). Returns the new version.
+    /// Stops running anything (a desired state needs a chain, so
+    /// emptiness is no spec). Returns the new version.
     pub fn clear(&mut self) -> Result<u64, ApiError> {
-        let fresh = Runtime::start(self.platform.clone(), self.registry).map_err(ApiError::from)?;
-        let old = std::mem::replace(&mut self.rt, fresh);
-        let r = old.stop();
-        tracing::info!(
-            "nothing runs now; the last data plane passed {} packets in, {} out, {} dropped ({:?}), {} leaked buffers",
-            r.packets_in,
-            r.packets_out,
-            r.drops_total,
-            r.drops,
-            r.leaked_buffers
-        );
+        if let Some(running) = &self.desired {
+            let done = self.rt.apply_nothing(running).map_err(ApiError::from)?;
+            tracing::info!(
+                "nothing runs now: {} port(s), {} NF(s), {} chain(s) stopped",
+                done.diff.ports.removed.len(),
+                done.diff.nfs.removed.len(),
+                done.diff.chains.removed.len()
+            );
+        }
         let version = self.version + 1;
         if let Err(e) = self.dir.save(version, &serde_json::Value::Null) {
             tracing::error!("cannot persist the desired state: {e}");

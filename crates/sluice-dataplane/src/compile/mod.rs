@@ -332,6 +332,31 @@ fn compile_valid(
     Ok(plan)
 }
 
+/// The plan of nothing, after `prev`: every port, NF and chain gone (their
+/// ids free), every route retired for the packets still on it. What an
+/// empty spec would compile to, if a spec could be empty (it needs a
+/// chain): a daemon whose last chain moved away runs this.
+pub fn nothing(prev: &Plan) -> Plan {
+    let mut plan = Plan {
+        ports: vec![None; prev.ports.len()],
+        nfs: vec![None; prev.nfs.len()],
+        chains: vec![None; prev.chains.len()],
+        routes: prev.routes.clone(),
+        ingress: vec![Vec::new(); prev.ports.len()],
+        flow_capacity: prev.flow_capacity,
+        generation: prev.generation + 1,
+        domains: prev.domains.clone(),
+        sets: vec![None; prev.nfs.len()],
+        ..Plan::default()
+    };
+    let generation = plan.generation;
+    for r in plan.routes.iter_mut().flatten() {
+        r.retired.get_or_insert(generation);
+    }
+    hold_routes(&mut plan);
+    plan
+}
+
 /// Marks the retired routes that flows may stay on ([`Route::held`]):
 /// each passes a draining NF version, and every NF it passes still runs.
 /// A route that passes a removed NF is never held, so the flows once kept

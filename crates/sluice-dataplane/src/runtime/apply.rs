@@ -56,6 +56,16 @@ impl Runtime {
         self.apply_plan(spec, plan, t0)
     }
 
+    /// Stops every port, NF and chain, as an apply of a spec without them
+    /// would (no spec can be empty: it needs a chain); the live settings
+    /// stay `running`'s, the spec that runs now. The data plane itself
+    /// (workers, arena, template) stays up for the next apply.
+    pub fn apply_nothing(&mut self, running: &Spec) -> Result<Applied, RunError> {
+        let t0 = sluice_sys::monotonic_ns();
+        let plan = crate::compile::nothing(&self.plan);
+        self.apply_plan(running, plan, t0)
+    }
+
     fn apply_plan(&mut self, spec: &Spec, plan: Plan, t0: u64) -> Result<Applied, RunError> {
         if crate::offload::large_buffers(&plan) > self.settings.large_buffers {
             return Err(RunError::Setup(
