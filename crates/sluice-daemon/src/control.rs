@@ -39,9 +39,9 @@ pub struct State {
     /// What the `per_flow` pool sizer remembers.
     pub sizer: Sizer,
     /// A move to another daemon waiting for its commit or abort.
-    pub outgoing: Option<crate::migrate::Outgoing>,
+    pub outgoing: Option<crate::migrate::moves::Outgoing>,
     /// A move from another daemon waiting for its resume or abort.
-    pub incoming: Option<crate::migrate::Incoming>,
+    pub incoming: Option<crate::migrate::moves::Incoming>,
     /// Additions journaled since the desired state was last written whole.
     pub journal_len: usize,
 }

@@ -28,6 +28,7 @@
 
 mod bundle;
 pub(crate) mod destination;
+pub(crate) mod moves;
 pub(crate) mod source;
 
 use axum::body::Bytes;
@@ -35,29 +36,14 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::Json;
 use serde::{Deserialize, Serialize};
-use sluice_spec::{Component, PortKind, Spec};
+use sluice_spec::{PortKind, Spec};
 use utoipa::ToSchema;
 
 use crate::control::State as Ctl;
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{parse_body, AppState};
 use crate::tenancy::Caller;
-
-/// A move out of this daemon, exported and not yet committed or aborted.
-#[derive(Debug, Clone)]
-pub struct Outgoing {
-    nf: String,
-    part: Component,
-}
-
-/// A move into this daemon, imported and not yet resumed.
-#[derive(Debug, Clone)]
-pub struct Incoming {
-    nf: String,
-    ports: Vec<String>,
-    /// What ran before the import (`None`: nothing).
-    before: Option<Spec>,
-}
+pub use moves::{Incoming, Outgoing};
 
 /// `POST /v1/migrations/{export,pause,commit,abort}`' body.
 #[derive(Debug, Deserialize, ToSchema)]
