@@ -15,10 +15,11 @@ use std::sync::mpsc;
 
 use sluice_dataplane::{Applied, PlatformSettings, RunError, Runtime};
 use sluice_nf::NfType;
-use sluice_spec::{Spec, SpecError, ValidSpec};
+use sluice_spec::{Spec, SpecError};
 
+pub use crate::candidate::Candidate;
 use crate::error::ApiError;
-use crate::state::{Addition, StateDir, JOURNAL_LIMIT};
+use crate::state::StateDir;
 
 /// Everything the control thread holds.
 pub struct State {
@@ -176,46 +177,6 @@ impl Control {
     }
 }
 
-/// A spec to make the desired state: validated already (an addition's
-/// result), or not yet (the runtime validates it as it compiles).
-#[derive(Debug)]
-pub enum Candidate {
-    /// Not validated yet.
-    Unchecked(Spec),
-    /// Validated against this daemon's NF types.
-    Valid(ValidSpec),
-}
-
-impl From<Spec> for Candidate {
-    fn from(s: Spec) -> Self {
-        Candidate::Unchecked(s)
-    }
-}
-
-impl From<ValidSpec> for Candidate {
-    fn from(s: ValidSpec) -> Self {
-        Candidate::Valid(s)
-    }
-}
-
-impl Candidate {
-    /// The spec.
-    pub fn spec(&self) -> &Spec {
-        match self {
-            Candidate::Unchecked(s) => s,
-            Candidate::Valid(v) => v,
-        }
-    }
-
-    /// The spec, owned.
-    pub fn into_spec(self) -> Spec {
-        match self {
-            Candidate::Unchecked(s) => s,
-            Candidate::Valid(v) => v.into_spec(),
-        }
-    }
-}
-
 /// What a successful change did.
 #[derive(Debug, Clone)]
 pub struct Changed {
@@ -238,69 +199,6 @@ impl State {
                     .cloned()
             })
             .unwrap_or_default()
-    }
-
-    /// Applies the persisted desired state, if any (a daemon restart): the
-    /// whole spec last written, with the additions journaled since.
-    fn restore(&mut self) {
-        let Some(p) = self.dir.load() else {
-            return;
-        };
-        // What cannot be re-applied is kept beside, never overwritten by
-        // the next apply, and versions go on from the persisted one.
-        self.version = p.additions.last().map_or(p.version, |a| a.resource_version);
-        let Some(text) = p.spec else {
-            // Everything moved away (`sluice migrate`): nothing to run.
-            return;
-        };
-        let version = self.version;
-        let set_aside = |dir: &crate::state::StateDir| match dir.set_aside() {
-            Ok(p) => format!("it is kept in {}", p.display()),
-            Err(e) => format!("and it could not be set aside: {e}"),
-        };
-        let types: Vec<&str> = self.registry.iter().map(|t| t.name).collect();
-        let spec = self.parse(&text, "desired state").and_then(|base| {
-            p.additions.iter().try_fold(base, |spec, a| {
-                let addition = sluice_spec::parse_additions(&a.add, &a.source)?;
-                sluice_spec::add(Some(&spec), addition, &types)
-                    .map(ValidSpec::into_spec)
-                    .map_err(|e| match e {
-                        sluice_spec::AddError::Invalid(e) => e,
-                        sluice_spec::AddError::Exists { kind, name, field } => SpecError::new(
-                            a.source.clone(),
-                            sluice_spec::Location::default(),
-                            field,
-                            format!(
-                                "the journaled addition of {kind} {name} finds it there already"
-                            ),
-                        ),
-                    })
-            })
-        });
-        let spec = match spec {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::error!(
-                    "the persisted desired state (version {version}) does not load: {e}; \
-                     starting empty; {}",
-                    set_aside(&self.dir)
-                );
-                return;
-            }
-        };
-        let candidate = Candidate::from(spec);
-        match self.apply_spec(&candidate) {
-            Ok(_) => {
-                tracing::info!("re-applied the desired state (version {version})");
-                self.desired = Some(candidate.into_spec());
-                self.journal_len = p.additions.len();
-            }
-            Err(e) => tracing::error!(
-                "cannot re-apply the persisted desired state (version {version}): {e}; \
-                 starting empty; {}",
-                set_aside(&self.dir)
-            ),
-        }
     }
 
     /// Parses spec text; `source` names it in errors and is the base of
@@ -360,27 +258,7 @@ impl State {
             });
         }
         let version = self.version + 1;
-        // An addition to a persisted spec is journaled; anything else,
-        // and every JOURNAL_LIMIT-th addition, writes the whole spec.
-        let persisted = match added {
-            Some((add, source)) if self.desired.is_some() && self.journal_len < JOURNAL_LIMIT => {
-                let a = Addition {
-                    resource_version: version,
-                    source: source.to_string(),
-                    add: add.to_string(),
-                };
-                self.dir.append(&a).map(|()| self.journal_len += 1)
-            }
-            _ => self
-                .dir
-                .save(version, &spec.to_json())
-                .map(|()| self.journal_len = 0),
-        };
-        if let Err(e) = persisted {
-            // The data plane runs the spec; say that it will not survive a
-            // restart rather than pretend.
-            tracing::error!("cannot persist the desired state: {e}");
-        }
+        self.persist(version, &spec, added);
         self.desired = Some(spec);
         self.version = version;
         Ok(Changed { version, applied })
@@ -405,7 +283,7 @@ impl State {
     /// Applies a spec. A platform with nothing running takes the spec's
     /// fixed settings (buffers, workers, ...) by starting afresh; one that
     /// runs something refuses a spec whose fixed settings differ.
-    fn apply_spec(&mut self, candidate: &Candidate) -> Result<Applied, ApiError> {
+    pub(crate) fn apply_spec(&mut self, candidate: &Candidate) -> Result<Applied, ApiError> {
         let spec = candidate.spec();
         if self.is_empty() && self.rt.settings().accepts(spec).is_err() {
             let mut p = PlatformSettings::for_spec(spec);

@@ -11,10 +11,12 @@
 pub mod additions;
 pub mod api;
 mod auth;
+mod candidate;
 pub mod capture;
 pub mod checkpoint;
 pub mod control;
 mod dashboard;
+mod desired;
 pub mod error;
 pub mod extract;
 mod metrics;

@@ -1,0 +1,43 @@
+//! The spec a change would make desired.
+
+use sluice_spec::{Spec, ValidSpec};
+
+/// A spec to make the desired state: validated already (an addition's
+/// result), or not yet (the runtime validates it as it compiles).
+#[derive(Debug)]
+pub enum Candidate {
+    /// Not validated yet.
+    Unchecked(Spec),
+    /// Validated against this daemon's NF types.
+    Valid(ValidSpec),
+}
+
+impl From<Spec> for Candidate {
+    fn from(s: Spec) -> Self {
+        Candidate::Unchecked(s)
+    }
+}
+
+impl From<ValidSpec> for Candidate {
+    fn from(s: ValidSpec) -> Self {
+        Candidate::Valid(s)
+    }
+}
+
+impl Candidate {
+    /// The spec.
+    pub fn spec(&self) -> &Spec {
+        match self {
+            Candidate::Unchecked(s) => s,
+            Candidate::Valid(v) => v,
+        }
+    }
+
+    /// The spec, owned.
+    pub fn into_spec(self) -> Spec {
+        match self {
+            Candidate::Unchecked(s) => s,
+            Candidate::Valid(v) => v.into_spec(),
+        }
+    }
+}

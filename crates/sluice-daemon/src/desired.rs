@@ -1,0 +1,99 @@
+//! How the desired state is persisted (whole, or as a journaled addition;
+//! see `state.rs`) and how a restarted daemon reads it back.
+
+use sluice_spec::{Spec, SpecError, ValidSpec};
+
+use crate::candidate::Candidate;
+use crate::control::State;
+use crate::state::{Addition, JOURNAL_LIMIT};
+
+impl State {
+    /// Persists version `version` of the desired state, `spec`: an
+    /// addition (`added`: its text and source) to a persisted spec is
+    /// journaled; anything else, and every `JOURNAL_LIMIT`-th addition,
+    /// writes the whole spec.
+    pub(crate) fn persist(&mut self, version: u64, spec: &Spec, added: Option<(&str, &str)>) {
+        let persisted = match added {
+            Some((add, source)) if self.desired.is_some() && self.journal_len < JOURNAL_LIMIT => {
+                let a = Addition {
+                    resource_version: version,
+                    source: source.to_string(),
+                    add: add.to_string(),
+                };
+                self.dir.append(&a).map(|()| self.journal_len += 1)
+            }
+            _ => self
+                .dir
+                .save(version, &spec.to_json())
+                .map(|()| self.journal_len = 0),
+        };
+        if let Err(e) = persisted {
+            // The data plane runs the spec; say that it will not survive a
+            // restart rather than pretend.
+            tracing::error!("cannot persist the desired state: {e}");
+        }
+    }
+
+    /// Applies the persisted desired state, if any (a daemon restart): the
+    /// whole spec last written, with the additions journaled since.
+    pub(crate) fn restore(&mut self) {
+        let Some(p) = self.dir.load() else {
+            return;
+        };
+        // What cannot be re-applied is kept beside, never overwritten by
+        // the next apply, and versions go on from the persisted one.
+        self.version = p.additions.last().map_or(p.version, |a| a.resource_version);
+        let Some(text) = p.spec else {
+            // Everything moved away (`sluice migrate`): nothing to run.
+            return;
+        };
+        let version = self.version;
+        let set_aside = |dir: &crate::state::StateDir| match dir.set_aside() {
+            Ok(p) => format!("it is kept in {}", p.display()),
+            Err(e) => format!("and it could not be set aside: {e}"),
+        };
+        let types: Vec<&str> = self.registry.iter().map(|t| t.name).collect();
+        let spec = self.parse(&text, "desired state").and_then(|base| {
+            p.additions.iter().try_fold(base, |spec, a| {
+                let addition = sluice_spec::parse_additions(&a.add, &a.source)?;
+                sluice_spec::add(Some(&spec), addition, &types)
+                    .map(ValidSpec::into_spec)
+                    .map_err(|e| match e {
+                        sluice_spec::AddError::Invalid(e) => e,
+                        sluice_spec::AddError::Exists { kind, name, field } => SpecError::new(
+                            a.source.clone(),
+                            sluice_spec::Location::default(),
+                            field,
+                            format!(
+                                "the journaled addition of {kind} {name} finds it there already"
+                            ),
+                        ),
+                    })
+            })
+        });
+        let spec = match spec {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(
+                    "the persisted desired state (version {version}) does not load: {e}; \
+                     starting empty; {}",
+                    set_aside(&self.dir)
+                );
+                return;
+            }
+        };
+        let candidate = Candidate::from(spec);
+        match self.apply_spec(&candidate) {
+            Ok(_) => {
+                tracing::info!("re-applied the desired state (version {version})");
+                self.desired = Some(candidate.into_spec());
+                self.journal_len = p.additions.len();
+            }
+            Err(e) => tracing::error!(
+                "cannot re-apply the persisted desired state (version {version}): {e}; \
+                 starting empty; {}",
+                set_aside(&self.dir)
+            ),
+        }
+    }
+}
