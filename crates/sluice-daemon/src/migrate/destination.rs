@@ -46,6 +46,7 @@ pub struct Resumed {
               (status = 400, description = "Malformed request", body = ErrorBody),
               (status = 403, description = "A tenant's token", body = ErrorBody),
               (status = 409, description = "A name is taken here (`already_exists`), or a move in is in progress", body = ErrorBody),
+              (status = 413, description = "Body too large", body = ErrorBody),
               (status = 422, description = "The objects are invalid here, or their descriptors cannot be taken (`handover_failed`); nothing changed", body = ErrorBody)))]
 pub(crate) async fn post_import(
     State(app): State<AppState>,

@@ -117,8 +117,10 @@ fn roll_back(s: &mut Ctl, inc: Incoming) {
 #[utoipa::path(post, path = "/v1/migrations/abort", tag = "migrations",
     request_body = MigrateRequest,
     responses((status = 200, description = "Undone: a source reads its ports again, a destination runs what it ran before the import", body = Finished),
+              (status = 400, description = "Malformed request", body = ErrorBody),
               (status = 403, description = "A tenant's token", body = ErrorBody),
               (status = 409, description = "No move of that NF is in progress here", body = ErrorBody),
+              (status = 413, description = "Body too large", body = ErrorBody),
               (status = 503, description = "A worker did not answer", body = ErrorBody)))]
 pub(crate) async fn post_abort(
     State(app): State<AppState>,

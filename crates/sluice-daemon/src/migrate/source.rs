@@ -41,9 +41,11 @@ pub(super) fn take_outgoing(s: &mut Ctl, nf: &str) -> Result<Outgoing, ApiError>
 #[utoipa::path(post, path = "/v1/migrations/export", tag = "migrations",
     request_body = MigrateRequest,
     responses((status = 200, description = "The handover for the destination (traffic still flows here)", body = Handover),
+              (status = 400, description = "Malformed request", body = ErrorBody),
               (status = 403, description = "A tenant's token", body = ErrorBody),
               (status = 404, description = "No such NF", body = ErrorBody),
               (status = 409, description = "A move is in progress already", body = ErrorBody),
+              (status = 413, description = "Body too large", body = ErrorBody),
               (status = 422, description = "A port of the component cannot move (`cannot_move`: only taps can)", body = ErrorBody),
               (status = 503, description = "A worker did not answer", body = ErrorBody)))]
 pub(crate) async fn post_export(
@@ -107,8 +109,10 @@ fn export(s: &mut Ctl, nf: String) -> Result<Handover, ApiError> {
 #[utoipa::path(post, path = "/v1/migrations/pause", tag = "migrations",
     request_body = MigrateRequest,
     responses((status = 200, description = "The ports are paused, the NFs drained, their states taken: the move's states (`application/octet-stream`, the layout of the daemon's `migrate/bundle.rs`) for the resume", content_type = "application/octet-stream", body = Vec<u8>),
+              (status = 400, description = "Malformed request", body = ErrorBody),
               (status = 403, description = "A tenant's token", body = ErrorBody),
               (status = 409, description = "No move of that NF is in progress, or an NF's state cannot be taken now (rolling out, one instance per flow); the ports are read again", body = ErrorBody),
+              (status = 413, description = "Body too large", body = ErrorBody),
               (status = 503, description = "The NFs did not let go of their packets, or an instance did not answer; the ports are read again", body = ErrorBody)))]
 pub(crate) async fn post_pause(
     State(app): State<AppState>,
@@ -172,8 +176,10 @@ fn pause(s: &mut Ctl, nf: String) -> Result<Bundle, ApiError> {
 #[utoipa::path(post, path = "/v1/migrations/commit", tag = "migrations",
     request_body = MigrateRequest,
     responses((status = 200, description = "The moved objects are gone from this daemon", body = Finished),
+              (status = 400, description = "Malformed request", body = ErrorBody),
               (status = 403, description = "A tenant's token", body = ErrorBody),
               (status = 409, description = "No move of that NF is in progress", body = ErrorBody),
+              (status = 413, description = "Body too large", body = ErrorBody),
               (status = 422, description = "The rest of the desired state cannot be applied; the move stays in progress", body = ErrorBody)))]
 pub(crate) async fn post_commit(
     State(app): State<AppState>,
