@@ -84,12 +84,18 @@ pub struct NotMoved {
     pub refused: bool,
 }
 
+/// A step's body: JSON, or bytes passed on as they came.
+enum Body<'a> {
+    Json(&'a Value),
+    Bytes(Vec<u8>),
+}
+
 /// One step: the answer's body, or why not.
-fn step_raw(c: &Client, path: &str, body: Result<&Value, Vec<u8>>) -> Result<Vec<u8>, NotMoved> {
+fn step_raw(c: &Client, path: &str, body: Body<'_>) -> Result<Vec<u8>, NotMoved> {
     let path = format!("/v1/migrations/{path}");
     let answer = match body {
-        Ok(json) => c.call("POST", &path, Some(json)),
-        Err(bytes) => c.call_bytes("POST", &path, bytes),
+        Body::Json(json) => c.call("POST", &path, Some(json)),
+        Body::Bytes(bytes) => c.call_bytes("POST", &path, bytes),
     };
     match answer {
         Ok(a) if a.status == 200 => Ok(a.body),
@@ -106,7 +112,7 @@ fn step_raw(c: &Client, path: &str, body: Result<&Value, Vec<u8>>) -> Result<Vec
 
 /// One step with a JSON body: the answer's JSON, or why not.
 fn step(c: &Client, what: &str, body: &Value) -> Result<Value, NotMoved> {
-    let answer = step_raw(c, what, Ok(body))?;
+    let answer = step_raw(c, what, Body::Json(body))?;
     Ok(serde_json::from_slice(&answer).unwrap_or(Value::Null))
 }
 
@@ -151,12 +157,12 @@ pub fn migrate(from: &Client, to: &Client, nf: &str) -> Result<Moved, NotMoved> 
         ),
         refused: e.refused,
     };
-    let paused =
-        step_raw(from, "pause", Ok(&body)).map_err(|e| undo("the source could not pause", e))?;
+    let paused = step_raw(from, "pause", Body::Json(&body))
+        .map_err(|e| undo("the source could not pause", e))?;
     let pause_ms = ms(t);
     let t1 = Instant::now();
     let state_bytes = paused.len();
-    let resumed = step_raw(to, &format!("resume?nf={nf}"), Err(paused))
+    let resumed = step_raw(to, &format!("resume?nf={nf}"), Body::Bytes(paused))
         .map_err(|e| undo("the destination could not resume", e))?;
     let resume_ms = ms(t1);
     let waited_ms = ms(t);

@@ -22,7 +22,7 @@ use sluice_nf::checkpoint::{Checkpoint, CheckpointError};
 use utoipa::ToSchema;
 
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::{AppState, Name, BODY_LIMIT};
+use crate::extract::{body_bytes, AppState, Name};
 use crate::tenancy::Caller;
 
 /// The answer to a restore.
@@ -97,10 +97,7 @@ pub(crate) async fn post_restore(
     Name(name): Name,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<RestoreResponse>, ApiError> {
-    let body = body.map_err(|e| match e {
-        BytesRejection::FailedToBufferBody(_) => ApiError::too_large(BODY_LIMIT),
-        other => ApiError::bad_request(other.body_text(), None),
-    })?;
+    let body = body_bytes(body)?;
     let checkpoint = Checkpoint::decode(&body).map_err(|e| match e {
         CheckpointError::NotACheckpoint
         | CheckpointError::UnsupportedFormat(_)

@@ -23,8 +23,9 @@ pub struct AppState {
     pub control: Control,
 }
 
-/// Parses a JSON body; errors name the field (`spec`, `dry_run`, ...).
-pub fn parse_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
+/// A body's bytes: a body above [`BODY_LIMIT`] is a `413`, one that
+/// could not be read a `400`.
+pub fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
     let body = body.map_err(|e| match e {
         BytesRejection::FailedToBufferBody(_) => ApiError::too_large(BODY_LIMIT),
         other => ApiError::bad_request(other.body_text(), None),
@@ -32,6 +33,12 @@ pub fn parse_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> R
     if body.len() > BODY_LIMIT {
         return Err(ApiError::too_large(BODY_LIMIT));
     }
+    Ok(body)
+}
+
+/// Parses a JSON body; errors name the field (`spec`, `dry_run`, ...).
+pub fn parse_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
+    let body = body_bytes(body)?;
     let de = &mut serde_json::Deserializer::from_slice(&body);
     let value = serde_path_to_error::deserialize(&mut *de).map_err(|e| {
         let field = e.path().to_string();

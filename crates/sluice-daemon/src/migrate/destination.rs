@@ -14,7 +14,7 @@ use super::bundle::Bundle;
 use super::{kind_of, no_move, operator_only, roll_back, Handover, Incoming};
 use crate::control::State as Ctl;
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::{parse_body, parse_query, AppState, BODY_LIMIT};
+use crate::extract::{body_bytes, parse_body, parse_query, AppState};
 use crate::tenancy::Caller;
 
 /// The answer to an import.
@@ -156,10 +156,7 @@ pub(crate) async fn post_resume(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Resumed>, ApiError> {
     let q: ResumeQuery = parse_query(q)?;
-    let body = body.map_err(|e| match e {
-        BytesRejection::FailedToBufferBody(_) => ApiError::too_large(BODY_LIMIT),
-        other => ApiError::bad_request(other.body_text(), None),
-    })?;
+    let body = body_bytes(body)?;
     let t0 = std::time::Instant::now();
     let bundle = Bundle::decode(&body).map_err(|e| ApiError::bad_request(e, None))?;
     app.control

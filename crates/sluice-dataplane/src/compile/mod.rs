@@ -318,7 +318,13 @@ fn compile_valid(
         plan.chain_order.push(id);
         plan.ingress[from as usize].push(id);
     }
-    // Every route no chain uses now is retired (kept for packets inside).
+    retire_unused_routes(&mut plan);
+    Ok(plan)
+}
+
+/// Retires every route no chain of `plan` uses (it is kept for packets
+/// inside), then marks the retired routes flows may stay on.
+fn retire_unused_routes(plan: &mut Plan) {
     let current: std::collections::HashSet<u16> =
         plan.chains.iter().flatten().map(|c| c.route).collect();
     for (i, r) in plan.routes.iter_mut().enumerate() {
@@ -328,8 +334,7 @@ fn compile_valid(
             }
         }
     }
-    hold_routes(&mut plan);
-    Ok(plan)
+    hold_routes(plan);
 }
 
 /// The plan of nothing, after `prev`: every port, NF and chain gone (their
@@ -349,11 +354,7 @@ pub fn nothing(prev: &Plan) -> Plan {
         sets: vec![None; prev.nfs.len()],
         ..Plan::default()
     };
-    let generation = plan.generation;
-    for r in plan.routes.iter_mut().flatten() {
-        r.retired.get_or_insert(generation);
-    }
-    hold_routes(&mut plan);
+    retire_unused_routes(&mut plan);
     plan
 }
 

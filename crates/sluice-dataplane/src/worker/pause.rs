@@ -28,12 +28,16 @@ impl<'a> Worker<'a> {
         reply: Reply<Paused>,
         now: u64,
     ) {
+        let mut changed = false;
         for &id in &ids {
             if let Some(Some(p)) = self.ports.get_mut(usize::from(id)) {
+                changed |= p.paused != pause;
                 p.paused = pause;
             }
         }
-        self.derive();
+        if changed {
+            self.derive();
+        }
         if !pause {
             let _ = reply.send(Paused {
                 fds: self.handover_fds(&ids),
