@@ -67,6 +67,9 @@ impl Diff {
         let mut d = Diff::default();
         for (id, n) in new.nfs_in_order() {
             match old.nf(id) {
+                // The running plan's entry itself: unchanged, nothing to
+                // compare (most NFs of most changes).
+                Some(_) if new.shares_nf(old, id) => {}
                 None => {
                     d.nfs.added.push(n.name.clone());
                     d.new_nfs.push(id);

@@ -226,6 +226,15 @@ impl NfRecipe {
         ))
     }
 
+    /// The names it looked up when it was built (an NF or port named so
+    /// later would change its answer).
+    pub fn asked_about(&self) -> impl Iterator<Item = &str> + '_ {
+        self.answers.iter().filter_map(|a| match a {
+            Answer::Nf(n, _) | Answer::Port(n, _) | Answer::InputPort(n, _) => Some(n.as_str()),
+            Answer::ChainIngress(_) => None,
+        })
+    }
+
     /// Whether `names` still gives every recorded answer (if not, the NF
     /// must be rebuilt: something it refers to changed).
     pub fn answers_hold(&self, names: &dyn Names) -> bool {

@@ -136,7 +136,10 @@ pub fn add(
         return Err(AddError::Invalid(e));
     }
     whole.source = base_source;
-    Ok(ValidSpec::checked(whole))
+    Ok(match base {
+        Some(b) => ValidSpec::grown(whole, crate::valid::Grown::of(b)),
+        None => ValidSpec::checked(whole),
+    })
 }
 
 /// How many ports, NFs and chains come before the added ones.

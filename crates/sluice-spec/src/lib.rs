@@ -98,5 +98,5 @@ pub use settings::{
     BackpressureMode, BackpressureSettings, FlowTableSettings, KernelClass, RestartMode,
     RestartPolicy, SchedulerPolicy, SchedulerSettings, Settings, WakeupSettings,
 };
-pub use valid::ValidSpec;
+pub use valid::{Grown, ValidSpec};
 pub use wakeup::{WakeRule, WakeupPolicy};

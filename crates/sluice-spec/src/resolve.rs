@@ -70,6 +70,19 @@ impl Spec {
         }
     }
 
+    /// [`Spec::resolve_chain`] through `among` (some of the spec's
+    /// chains) only: `None` also when the path continues into a chain
+    /// that is not one of them. What a compiler needs for an addition's
+    /// chains, without indexing every chain the spec has.
+    pub fn resolve_among<'a>(
+        &'a self,
+        chain: &str,
+        among: &'a [ChainSpec],
+    ) -> Option<ResolvedChain<'a>> {
+        let index: HashMap<&str, &ChainSpec> = among.iter().map(|c| (c.name.as_str(), c)).collect();
+        self.resolve_with(chain, |name| index.get(name).copied())
+    }
+
     fn resolve_with<'a>(
         &'a self,
         chain: &str,

@@ -15,17 +15,61 @@ use crate::model::Spec;
 /// A spec that passed [`Spec::validate`] against the NF types its maker
 /// was given.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ValidSpec(Spec);
+pub struct ValidSpec {
+    spec: Spec,
+    grown: Option<Grown>,
+}
+
+/// How many ports, NFs and chains a spec had before an addition appended
+/// its objects ([`ValidSpec::grown_from`]): the objects at and after
+/// these indexes are the added ones, and everything before them, settings
+/// included, is the spec the addition was made to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grown {
+    /// Ports before the addition.
+    pub ports: usize,
+    /// NFs before the addition.
+    pub nfs: usize,
+    /// Chains before the addition.
+    pub chains: usize,
+}
+
+impl Grown {
+    /// The counts of `spec`'s lists.
+    pub fn of(spec: &Spec) -> Grown {
+        Grown {
+            ports: spec.ports.len(),
+            nfs: spec.nfs.len(),
+            chains: spec.chains.len(),
+        }
+    }
+}
 
 impl ValidSpec {
     /// Only for code of this crate that has just validated `spec`.
     pub(crate) fn checked(spec: Spec) -> ValidSpec {
-        ValidSpec(spec)
+        ValidSpec { spec, grown: None }
+    }
+
+    /// Only for [`crate::add`]: `spec` is a valid spec of `from`'s counts
+    /// with objects appended, and was validated whole.
+    pub(crate) fn grown(spec: Spec, from: Grown) -> ValidSpec {
+        ValidSpec {
+            spec,
+            grown: Some(from),
+        }
+    }
+
+    /// When the spec is an addition's result: the counts of the spec it
+    /// was added to. A compiler that holds the plan of that spec need
+    /// only compile the added objects (`sluice_dataplane::compile`).
+    pub fn grown_from(&self) -> Option<Grown> {
+        self.grown
     }
 
     /// The spec, to change it (it must be checked again after).
     pub fn into_spec(self) -> Spec {
-        self.0
+        self.spec
     }
 }
 
@@ -33,7 +77,7 @@ impl Deref for ValidSpec {
     type Target = Spec;
 
     fn deref(&self) -> &Spec {
-        &self.0
+        &self.spec
     }
 }
 
@@ -44,7 +88,7 @@ impl Spec {
     /// The first problem found.
     pub fn into_valid(self, known_nf_types: &[&str]) -> Result<ValidSpec, SpecError> {
         self.validate(known_nf_types)?;
-        Ok(ValidSpec(self))
+        Ok(ValidSpec::checked(self))
     }
 }
 

@@ -30,16 +30,26 @@ impl Spec {
     /// chains (the compiler's way: asking NF by NF reads every chain for
     /// each NF, quadratic in the spec's size).
     pub fn wakeup_rules(&self) -> HashMap<&str, WakeRule> {
+        self.wakeup_rules_among(&self.nfs, &self.chains)
+    }
+
+    /// [`Spec::wakeup_rules`] of `nfs` (some of the spec's), when
+    /// `chains` are every chain of the spec that passes one of them: an
+    /// addition's NFs, which only its chains can name.
+    pub fn wakeup_rules_among<'s>(
+        &'s self,
+        nfs: &'s [crate::model::NfSpec],
+        chains: &'s [crate::model::ChainSpec],
+    ) -> HashMap<&'s str, WakeRule> {
         let mut of_chains: HashMap<&str, WakeRule> = HashMap::new();
-        for c in &self.chains {
+        for c in chains {
             if let Some(r) = c.wakeup {
                 for n in &c.nfs {
                     of_chains.entry(n.as_str()).or_insert(r);
                 }
             }
         }
-        self.nfs
-            .iter()
+        nfs.iter()
             .map(|n| {
                 let rule = n
                     .wakeup

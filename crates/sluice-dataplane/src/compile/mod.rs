@@ -18,6 +18,7 @@ use sluice_spec::{Location, Spec, SpecError, ValidSpec};
 use crate::plan::{ChainPlan, Hop, Plan, PortPlan, Route, MAX_CHAIN_NFS, MAX_ROUTES};
 use crate::recipe::Names;
 
+mod grow;
 mod nfs;
 
 /// What compilation needs besides the spec: facts about the platform
@@ -89,6 +90,23 @@ impl IdMap {
         IdMap { ids }
     }
 
+    /// Ids for `names`, none of which `table` (a plan's table) holds:
+    /// the lowest ones free in it, in order, as [`IdMap::assign`] gives
+    /// names that are new. A scan of the table, not of its entries'
+    /// names.
+    fn fresh<'a, T>(table: &[Option<T>], names: impl Iterator<Item = &'a str>) -> IdMap {
+        let mut ids = HashMap::new();
+        let mut next = 0usize;
+        for name in names {
+            while table.get(next).is_some_and(Option::is_some) {
+                next += 1;
+            }
+            ids.insert(name.to_string(), next as u16);
+            next += 1;
+        }
+        IdMap { ids }
+    }
+
     fn get(&self, name: &str) -> Option<u16> {
         self.ids.get(name).copied()
     }
@@ -104,17 +122,46 @@ impl IdMap {
 
 struct SpecNames<'a> {
     spec: &'a Spec,
-    /// The spec's chains by name (every NF built resolves every chain).
-    chains: sluice_spec::ChainIndex<'a>,
+    /// The spec's chains by name (every NF built resolves every chain),
+    /// made on first use: most NF types look nothing up, and an
+    /// addition's compile must not cost what the whole spec holds.
+    chains: std::cell::OnceCell<sluice_spec::ChainIndex<'a>>,
     ports: &'a IdMap,
     /// Spec NF name → id of the instance routes and verdicts reach:
-    /// replica 0 of its current version.
-    current: HashMap<&'a str, u16>,
+    /// replica 0 of its current version (made on first use, from
+    /// `instance`).
+    current: std::cell::OnceCell<HashMap<&'a str, u16>>,
+    /// The id of an instance, by its plan name.
+    instance: &'a dyn Fn(&str) -> Option<u16>,
+}
+
+impl<'a> SpecNames<'a> {
+    fn new(spec: &'a Spec, ports: &'a IdMap, instance: &'a dyn Fn(&str) -> Option<u16>) -> Self {
+        SpecNames {
+            spec,
+            chains: std::cell::OnceCell::new(),
+            ports,
+            current: std::cell::OnceCell::new(),
+            instance,
+        }
+    }
+
+    fn chains(&self) -> &sluice_spec::ChainIndex<'a> {
+        self.chains.get_or_init(|| self.spec.chain_index())
+    }
 }
 
 impl Names for SpecNames<'_> {
     fn nf(&self, name: &str) -> Option<u16> {
-        self.current.get(name).copied()
+        let current = self.current.get_or_init(|| {
+            (self.spec.nfs.iter())
+                .map(|n| {
+                    let id = (self.instance)(&nfs::base_name(n)).expect("assigned an id");
+                    (n.name.as_str(), id)
+                })
+                .collect()
+        });
+        current.get(name).copied()
     }
     fn output_port(&self, name: &str) -> Option<u16> {
         let p = self.spec.port(name)?;
@@ -129,7 +176,7 @@ impl Names for SpecNames<'_> {
         for c in &self.spec.chains {
             // A chain that continues into another one passes its NFs too.
             let passes = self
-                .chains
+                .chains()
                 .resolve(&c.name)
                 .is_some_and(|r| r.nfs.contains(&nf));
             let (Some(p), Some(id)) = (self.spec.port(&c.from), self.ports.get(&c.from)) else {
@@ -181,31 +228,52 @@ pub fn compile_checked(
     compile_valid(spec, registry, target, prev)
 }
 
+/// [`compile_checked`] for an addition's result ([`ValidSpec::grown_from`])
+/// when `prev` is the plan of the spec it grew from (the caller's word):
+/// the running plan with the added objects placed, at a cost that does
+/// not grow with the plan (`grow.rs`); the whole compile when the
+/// addition reaches objects that ran already, or is not an addition.
+pub fn compile_addition(
+    spec: &ValidSpec,
+    registry: &'static [NfType],
+    target: &Target,
+    prev: &Plan,
+) -> Result<Plan, SpecError> {
+    let grown = match spec.grown_from() {
+        Some(from) => grow::grow(spec, from, registry, target, prev)?,
+        None => None,
+    };
+    let Some(plan) = grown else {
+        return compile_valid(spec, registry, target, Some(prev));
+    };
+    // Both ways must agree (every test that adds through a debug build
+    // checks it).
+    #[cfg(debug_assertions)]
+    {
+        let whole = compile_valid(spec, registry, target, Some(prev))?;
+        assert_eq!(
+            format!("{plan:#?}"),
+            format!("{whole:#?}"),
+            "an addition compiled alone differs from the whole compile"
+        );
+    }
+    Ok(plan)
+}
+
 fn compile_valid(
     spec: &Spec,
     registry: &'static [NfType],
     target: &Target,
     prev: Option<&Plan>,
 ) -> Result<Plan, SpecError> {
-    for p in &spec.ports {
-        sluice_nic::check_options(&p.kind)?;
-    }
+    check_options(&spec.ports)?;
     // Every replica of every running version is an NF of the plan.
     let nf_names: Vec<String> = spec.nfs.iter().flat_map(nfs::instance_names).collect();
-    for (what, n, max) in [
-        ("ports", spec.ports.len(), target.max_ports),
-        ("nfs", nf_names.len(), target.max_nfs),
-        ("chains", spec.chains.len(), target.max_chains),
-    ] {
-        if n > max {
-            return Err(err(
-                spec,
-                Location::GENERATED,
-                what,
-                format!("{n} {what} exceed the platform's capacity of {max} (set when it started)"),
-            ));
-        }
-    }
+    check_capacity(
+        spec,
+        target,
+        [spec.ports.len(), nf_names.len(), spec.chains.len()],
+    )?;
     let empty = Plan::default();
     let prev = prev.unwrap_or(&empty);
     let ports = IdMap::assign(
@@ -220,19 +288,8 @@ fn compile_valid(
         spec.chains.iter().map(|c| c.name.as_str()),
         prev.chains_in_order().map(|(i, c)| (i, c.name.as_str())),
     );
-    let names = SpecNames {
-        spec,
-        chains: spec.chain_index(),
-        ports: &ports,
-        current: spec
-            .nfs
-            .iter()
-            .map(|n| {
-                let id = nf_ids.get(&nfs::base_name(n)).expect("assigned above");
-                (n.name.as_str(), id)
-            })
-            .collect(),
-    };
+    let instance = |name: &str| nf_ids.get(name);
+    let names = SpecNames::new(spec, &ports, &instance);
     let mut plan = Plan {
         ports: vec![None; ports.table_len()],
         nfs: vec![None; nf_ids.table_len()],
@@ -262,7 +319,7 @@ fn compile_valid(
     // Routes: a chain whose path is unchanged keeps its route.
     for c in &spec.chains {
         let id = chain_ids.get(&c.name).expect("assigned above");
-        let resolved = names.chains.resolve(&c.name).ok_or_else(|| {
+        let resolved = names.chains().resolve(&c.name).ok_or_else(|| {
             err(
                 spec,
                 c.location,
@@ -270,56 +327,103 @@ fn compile_valid(
                 "chain cannot be resolved",
             )
         })?;
-        if resolved.nfs.len() > MAX_CHAIN_NFS {
-            return Err(err(
-                spec,
-                c.location,
-                format!("chains.{}", c.name),
-                format!(
-                    "the chain passes {} NFs (following its `to` links); at most {MAX_CHAIN_NFS} are supported",
-                    resolved.nfs.len()
-                ),
-            ));
-        }
-        let mut path: Vec<Hop> = resolved
-            .nfs
-            .iter()
-            .map(|n| plan.hop_of(names.nf(n).expect("validated NF name")))
-            .collect();
-        path.push(Hop::Port(
-            ports.get(resolved.output).expect("validated port name"),
-        ));
-        let from = ports.get(&c.from).expect("validated port name");
-        let old = prev.chain(id).map(|pc| pc.route).filter(|&r| {
-            prev.route(r)
-                .is_some_and(|r| r.path == path && r.chain == id)
-        });
-        let route = match old {
-            Some(r) => r,
-            None => {
-                let r = allocate_route(&mut plan.routes).ok_or_else(|| {
-                    err(
-                        spec,
-                        c.location,
-                        format!("chains.{}", c.name),
-                        "no route id is free",
-                    )
-                })?;
-                plan.routes[r as usize] = Some(Route::new(id, path));
-                r
-            }
-        };
-        plan.chains[id as usize] = Some(ChainPlan {
-            name: c.name.clone(),
-            from,
-            matcher: c.matcher.clone(),
-            route,
-        });
-        plan.chain_order.push(id);
-        plan.ingress[from as usize].push(id);
+        let hops = |n: &str| names.nf(n).expect("validated NF name");
+        place_chain(spec, c, id, &resolved, &hops, &ports, prev, &mut plan)?;
     }
     retire_unused_routes(&mut plan);
     Ok(plan)
+}
+
+/// Checks the options of `ports` that only the NIC layer knows.
+fn check_options(ports: &[sluice_spec::PortSpec]) -> Result<(), SpecError> {
+    for p in ports {
+        sluice_nic::check_options(&p.kind)?;
+    }
+    Ok(())
+}
+
+/// Refuses more ports, NF instances or chains than `target` holds.
+fn check_capacity(
+    spec: &Spec,
+    target: &Target,
+    [ports, nfs, chains]: [usize; 3],
+) -> Result<(), SpecError> {
+    for (what, n, max) in [
+        ("ports", ports, target.max_ports),
+        ("nfs", nfs, target.max_nfs),
+        ("chains", chains, target.max_chains),
+    ] {
+        if n > max {
+            return Err(err(
+                spec,
+                Location::GENERATED,
+                what,
+                format!("{n} {what} exceed the platform's capacity of {max} (set when it started)"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Puts chain `c` (`id`, whose path is `resolved`) into `plan`: its
+/// route, kept from `prev` if the path is the same, and its place in its
+/// port's first-match order (after the chains placed before it). `nf`
+/// gives the id routes reach for a spec NF name.
+#[allow(clippy::too_many_arguments)]
+fn place_chain(
+    spec: &Spec,
+    c: &sluice_spec::ChainSpec,
+    id: u16,
+    resolved: &sluice_spec::ResolvedChain<'_>,
+    nf: &dyn Fn(&str) -> u16,
+    ports: &IdMap,
+    prev: &Plan,
+    plan: &mut Plan,
+) -> Result<(), SpecError> {
+    if resolved.nfs.len() > MAX_CHAIN_NFS {
+        return Err(err(
+            spec,
+            c.location,
+            format!("chains.{}", c.name),
+            format!(
+                "the chain passes {} NFs (following its `to` links); at most {MAX_CHAIN_NFS} are supported",
+                resolved.nfs.len()
+            ),
+        ));
+    }
+    let mut path: Vec<Hop> = resolved.nfs.iter().map(|n| plan.hop_of(nf(n))).collect();
+    path.push(Hop::Port(
+        ports.get(resolved.output).expect("validated port name"),
+    ));
+    let from = ports.get(&c.from).expect("validated port name");
+    let old = prev.chain(id).map(|pc| pc.route).filter(|&r| {
+        prev.route(r)
+            .is_some_and(|r| r.path == path && r.chain == id)
+    });
+    let route = match old {
+        Some(r) => r,
+        None => {
+            let r = allocate_route(&mut plan.routes).ok_or_else(|| {
+                err(
+                    spec,
+                    c.location,
+                    format!("chains.{}", c.name),
+                    "no route id is free",
+                )
+            })?;
+            plan.routes[r as usize] = Some(Route::new(id, path));
+            r
+        }
+    };
+    plan.chains[id as usize] = Some(ChainPlan {
+        name: c.name.clone(),
+        from,
+        matcher: c.matcher.clone(),
+        route,
+    });
+    plan.chain_order.push(id);
+    plan.ingress[from as usize].push(id);
+    Ok(())
 }
 
 /// Retires every route no chain of `plan` uses (it is kept for packets

@@ -1,6 +1,8 @@
 //! The NFs of a plan: each spec NF built once (or kept from the previous
 //! plan) and laid out as its replicas.
 
+use std::sync::Arc;
+
 use sluice_mem::MAX_BATCH;
 use sluice_nf::NfType;
 use sluice_spec::{Spec, SpecError};
@@ -63,9 +65,39 @@ pub(super) fn add(
     nf_ids: &IdMap,
     plan: &mut Plan,
 ) -> Result<(), SpecError> {
-    let entries = chain_entries(spec);
-    let wakeup = spec.wakeup_rules();
-    for n in &spec.nfs {
+    let among = Among {
+        nfs: &spec.nfs,
+        entries: chain_entries(&spec.nfs, &spec.chains),
+        wakeup: spec.wakeup_rules(),
+    };
+    add_among(spec, &among, registry, target, prev, names, nf_ids, plan)
+}
+
+/// Some NFs of a spec, with what their chains say of them.
+pub(super) struct Among<'s> {
+    /// The NFs.
+    pub nfs: &'s [sluice_spec::NfSpec],
+    /// Those of them that are the first process NF of a chain.
+    pub entries: std::collections::HashSet<&'s str>,
+    /// Their wake-up rules.
+    pub wakeup: std::collections::HashMap<&'s str, sluice_spec::WakeRule>,
+}
+
+/// [`add`] for the NFs of `among` only (an addition's: its chains are the
+/// only ones that pass them).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn add_among(
+    spec: &Spec,
+    among: &Among<'_>,
+    registry: &'static [NfType],
+    target: &Target,
+    prev: &Plan,
+    names: &SpecNames<'_>,
+    nf_ids: &IdMap,
+    plan: &mut Plan,
+) -> Result<(), SpecError> {
+    let (entries, wakeup) = (&among.entries, &among.wakeup);
+    for n in among.nfs {
         let nf_type = registry
             .iter()
             .find(|t| t.name == n.nf_type)
@@ -87,22 +119,57 @@ pub(super) fn add(
                 // A type tells one copy from several, not how many (the
                 // `Resolver::replicas` contract): a replica kept across a
                 // change of `replicas` keeps running.
-                let kept = prev.nf(id).filter(|p| {
-                    std::ptr::eq(p.nf_type, nf_type)
-                        && p.isolation == n.isolation
-                        && p.recipe.config == *v.config
-                        && (p.recipe.replicas > 1) == (copies > 1)
-                        && p.recipe.flow_capacity == target.flow_capacity
-                        && p.recipe.answers_hold(names)
-                        && p.sandbox == crate::host::SandboxPlan::of(&n.sandbox_or_default())
-                        && p.domain == domain_of(spec, n)
-                });
-                let mut nf = match (kept, &built) {
-                    (Some(p), _) => p.clone(),
-                    (None, Some(b)) => b.clone(),
-                    (None, None) => {
-                        let b = build_nf(nf_type, n, v.config, names, copies, target)?;
-                        built.insert(b).clone()
+                let kept = prev
+                    .nfs
+                    .get(id as usize)
+                    .and_then(Option::as_ref)
+                    .filter(|p| {
+                        std::ptr::eq(p.nf_type, nf_type)
+                            && p.isolation == n.isolation
+                            && p.recipe.config == *v.config
+                            && (p.recipe.replicas > 1) == (copies > 1)
+                            && p.recipe.flow_capacity == target.flow_capacity
+                            && p.recipe.answers_hold(names)
+                            && p.sandbox == crate::host::SandboxPlan::of(&n.sandbox_or_default())
+                            && p.domain == domain_of(spec, n)
+                    });
+                let set = (v.replicas > 1 || per_flow).then_some(base);
+                // An inline NF never sleeps: no rule applies to it.
+                let wake = match n.isolation {
+                    sluice_spec::Isolation::Process => {
+                        let entry = entries.contains(n.name.as_str());
+                        let rule = wakeup.get(n.name.as_str()).copied();
+                        WakePolicy::for_hop(&rule.unwrap_or(spec.settings.wakeup.rule), entry)
+                    }
+                    sluice_spec::Isolation::Inline => WakePolicy::IMMEDIATE,
+                };
+                let nf = match kept {
+                    // Unchanged in every respect: the running plan's entry
+                    // itself, shared rather than copied.
+                    Some(p)
+                        if p.name == name
+                            && p.set == set
+                            && p.draining == v.draining
+                            && p.cpu_weight == n.cpu_weight
+                            && p.wakeup == wake =>
+                    {
+                        Arc::clone(p)
+                    }
+                    _ => {
+                        let mut nf = match (kept, &built) {
+                            (Some(p), _) => NfPlan::clone(p),
+                            (None, Some(b)) => b.clone(),
+                            (None, None) => {
+                                let b = build_nf(nf_type, n, v.config, names, copies, target)?;
+                                built.insert(b).clone()
+                            }
+                        };
+                        nf.name = name;
+                        nf.set = set;
+                        nf.draining = v.draining;
+                        nf.cpu_weight = n.cpu_weight;
+                        nf.wakeup = wake;
+                        Arc::new(nf)
                     }
                 };
                 if per_flow && !nf.resets && n.reset == sluice_spec::ResetMode::Hook {
@@ -119,19 +186,6 @@ pub(super) fn add(
                         ),
                     ));
                 }
-                nf.name = name;
-                nf.set = (v.replicas > 1 || per_flow).then_some(base);
-                nf.draining = v.draining;
-                nf.cpu_weight = n.cpu_weight;
-                // An inline NF never sleeps: no rule applies to it.
-                nf.wakeup = match n.isolation {
-                    sluice_spec::Isolation::Process => {
-                        let entry = entries.contains(n.name.as_str());
-                        let rule = wakeup.get(n.name.as_str()).copied();
-                        WakePolicy::for_hop(&rule.unwrap_or(spec.settings.wakeup.rule), entry)
-                    }
-                    sluice_spec::Isolation::Inline => WakePolicy::IMMEDIATE,
-                };
                 plan.nfs[id as usize] = Some(nf);
                 plan.nf_order.push(id);
                 members.push(id);
@@ -203,17 +257,19 @@ fn domain_of(spec: &Spec, n: &sluice_spec::NfSpec) -> u8 {
     spec.domain_index(n).unwrap_or(0) as u8
 }
 
-/// The NFs that are the first process NF of one of the spec's chains
+/// The NFs of `nfs` that are the first process NF of one of `chains`
 /// (where `auto` may hold packets, `WakePolicy::for_hop`). Built once per
 /// compile: thousands of NFs and chains must not cost a scan per NF.
-fn chain_entries(spec: &Spec) -> std::collections::HashSet<&str> {
-    let process: std::collections::HashSet<&str> = spec
-        .nfs
+pub(super) fn chain_entries<'s>(
+    nfs: &'s [sluice_spec::NfSpec],
+    chains: &'s [sluice_spec::ChainSpec],
+) -> std::collections::HashSet<&'s str> {
+    let process: std::collections::HashSet<&str> = nfs
         .iter()
         .filter(|n| n.isolation == sluice_spec::Isolation::Process)
         .map(|n| n.name.as_str())
         .collect();
-    spec.chains
+    chains
         .iter()
         .filter_map(|c| {
             c.nfs

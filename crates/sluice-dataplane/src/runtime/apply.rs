@@ -44,16 +44,29 @@ impl Runtime {
         let t0 = sluice_sys::monotonic_ns();
         self.settings.accepts(spec).map_err(RunError::Spec)?;
         let plan = compile(spec, self.registry, &self.target(), Some(&self.plan))?;
-        self.apply_plan(spec, plan, t0)
+        let applied = self.apply_plan(spec, plan, t0)?;
+        self.compiled_from = Some(sluice_spec::Grown::of(spec));
+        Ok(applied)
     }
 
     /// [`Runtime::apply`] for a spec validated already (against this
-    /// runtime's NF types): it is not validated again.
+    /// runtime's NF types): it is not validated again. An addition to the
+    /// spec that runs (the caller's word, checked by the lengths of its
+    /// lists) is compiled alone, at a cost that does not grow with what
+    /// runs.
     pub fn apply_valid(&mut self, spec: &ValidSpec) -> Result<Applied, RunError> {
         let t0 = sluice_sys::monotonic_ns();
         self.settings.accepts(spec).map_err(RunError::Spec)?;
-        let plan = compile_checked(spec, self.registry, &self.target(), Some(&self.plan))?;
-        self.apply_plan(spec, plan, t0)
+        let target = self.target();
+        let plan = match spec.grown_from() {
+            Some(from) if self.compiled_from == Some(from) => {
+                compile_addition(spec, self.registry, &target, &self.plan)?
+            }
+            _ => compile_checked(spec, self.registry, &target, Some(&self.plan))?,
+        };
+        let applied = self.apply_plan(spec, plan, t0)?;
+        self.compiled_from = Some(sluice_spec::Grown::of(spec));
+        Ok(applied)
     }
 
     /// Stops every port, NF and chain, as an apply of a spec without them
@@ -63,7 +76,9 @@ impl Runtime {
     pub fn apply_nothing(&mut self, running: &Spec) -> Result<Applied, RunError> {
         let t0 = sluice_sys::monotonic_ns();
         let plan = crate::compile::nothing(&self.plan);
-        self.apply_plan(running, plan, t0)
+        let applied = self.apply_plan(running, plan, t0)?;
+        self.compiled_from = None;
+        Ok(applied)
     }
 
     fn apply_plan(&mut self, spec: &Spec, plan: Plan, t0: u64) -> Result<Applied, RunError> {

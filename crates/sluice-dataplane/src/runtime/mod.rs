@@ -34,7 +34,7 @@ use sluice_ports::Shard;
 use sluice_spec::{Isolation, Spec, SpecError, ValidSpec};
 
 use crate::backpressure::EntryPolicy;
-use crate::compile::{compile, compile_checked, Target};
+use crate::compile::{compile, compile_addition, compile_checked, Target};
 use crate::diff::Diff;
 use crate::flow_table::FlowTable;
 use crate::host::{ForkHost, HostConfig, NfHost, SpawnRequest};
@@ -122,6 +122,10 @@ pub struct Runtime {
     source: String,
     logbook: Arc<LogBook>,
     next_tap: u64,
+    /// The list lengths of the spec `plan` was compiled from (`None`
+    /// after the plan of nothing): an addition to a spec of these lengths
+    /// is compiled alone ([`crate::compile::compile_addition`]).
+    compiled_from: Option<sluice_spec::Grown>,
 }
 
 /// A running capture (see [`Runtime::tap`]).
@@ -186,6 +190,7 @@ impl Runtime {
             source: String::new(),
             logbook: Arc::new(LogBook::default()),
             next_tap: 0,
+            compiled_from: None,
         };
         for w in 0..workers {
             match rt.start_worker(w) {
