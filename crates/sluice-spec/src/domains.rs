@@ -142,7 +142,7 @@ pub(crate) fn settings(cx: &Ctx<'_>) -> Res<()> {
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for (i, d) in s.domains.iter().enumerate() {
         let at = format!("settings.domains[{i}]");
-        name(cx, &format!("{at}.name"), &d.name)?;
+        name(cx, || format!("{at}.name"), &d.name)?;
         if d.name == PLATFORM_DOMAIN {
             return Err(cx.err(
                 format!("{at}.name"),

@@ -3,7 +3,7 @@
 //! located through the document tree) and for specs built by code (errors
 //! are located at the enclosing port, NF or chain).
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::fmt::Display;
 
 use crate::config_node::ConfigNode;
@@ -108,11 +108,11 @@ pub(crate) fn validate(spec: &Spec, known_nf_types: &[&str], locator: &dyn Locat
         return Err(cx.err("ports", "no ports defined: a spec needs at least one port"));
     }
     for (i, p) in spec.ports.iter().enumerate() {
-        name(&cx, &format!("ports[{i}].name"), &p.name)?;
+        name(&cx, || format!("ports[{i}].name"), &p.name)?;
         port(&cx, &format!("ports[{i}]"), &p.kind)?;
     }
     for (i, nf) in spec.nfs.iter().enumerate() {
-        name(&cx, &format!("nfs[{i}].name"), &nf.name)?;
+        name(&cx, || format!("nfs[{i}].name"), &nf.name)?;
         if !known_nf_types.contains(&nf.nf_type.as_str()) {
             let mut msg = if known_nf_types.is_empty() {
                 format!("unknown NF type \"{}\" (no NF types are known)", nf.nf_type)
@@ -252,7 +252,7 @@ pub(crate) fn validate(spec: &Spec, known_nf_types: &[&str], locator: &dyn Locat
         ));
     }
     for (i, c) in spec.chains.iter().enumerate() {
-        name(&cx, &format!("chains[{i}].name"), &c.name)?;
+        name(&cx, || format!("chains[{i}].name"), &c.name)?;
     }
     unique_names(&cx)?;
     sharding(&cx)?;
@@ -358,7 +358,8 @@ fn settings(cx: &Ctx<'_>) -> Res<()> {
 }
 
 /// Names are `[a-z0-9_-]{1,32}`.
-pub(crate) fn name(cx: &Ctx<'_>, path: &str, name: &str) -> Res<()> {
+/// Checks a name; `path` (its field) is made only for an error.
+pub(crate) fn name(cx: &Ctx<'_>, path: impl FnOnce() -> String, name: &str) -> Res<()> {
     let ok = !name.is_empty()
         && name.len() <= limits::NAME_MAX
         && name
@@ -368,7 +369,7 @@ pub(crate) fn name(cx: &Ctx<'_>, path: &str, name: &str) -> Res<()> {
         Ok(())
     } else {
         Err(cx.err(
-            path,
+            path(),
             format!(
                 "invalid name {name:?}: names are 1 to {} characters of a-z, 0-9, _ and -",
                 limits::NAME_MAX
@@ -478,29 +479,20 @@ pub(crate) fn port_range(cx: &Ctx<'_>, path: &str, r: &PortRange) -> Res<()> {
 /// Names are unique across ports, NFs and chains.
 fn unique_names(cx: &Ctx<'_>) -> Res<()> {
     let spec = cx.spec;
-    let all = spec
-        .ports
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (&p.name, "port", format!("ports[{i}]")))
-        .chain(
-            spec.nfs
-                .iter()
-                .enumerate()
-                .map(|(i, n)| (&n.name, "NF", format!("nfs[{i}]"))),
-        )
-        .chain(
-            spec.chains
-                .iter()
-                .enumerate()
-                .map(|(i, c)| (&c.name, "chain", format!("chains[{i}]"))),
-        );
-    let mut seen: HashMap<&str, (&str, String)> = HashMap::new();
-    for (name, what, at) in all {
-        if let Some((first_what, first_at)) = seen.get(name.as_str()) {
+    // Where a name is, as (list, index): its path is made only for an
+    // error.
+    let all = (spec.ports.iter().enumerate())
+        .map(|(i, p)| (&p.name, ("port", "ports", i)))
+        .chain((spec.nfs.iter().enumerate()).map(|(i, n)| (&n.name, ("NF", "nfs", i))))
+        .chain((spec.chains.iter().enumerate()).map(|(i, c)| (&c.name, ("chain", "chains", i))));
+    let mut seen: HashMap<&str, (&str, &str, usize)> =
+        HashMap::with_capacity(spec.ports.len() + spec.nfs.len() + spec.chains.len());
+    for (name, (what, list, i)) in all {
+        if let Some(&(first_what, first_list, k)) = seen.get(name.as_str()) {
+            let first_at = format!("{first_list}[{k}]");
             let first_name = format!("{first_at}.name");
             return Err(cx.err(
-                format!("{at}.name"),
+                format!("{list}[{i}].name"),
                 format!(
                     "duplicate name \"{name}\": already used by {first_what} {first_at}{}; \
                      names must be unique across ports, NFs and chains",
@@ -508,7 +500,7 @@ fn unique_names(cx: &Ctx<'_>) -> Res<()> {
                 ),
             ));
         }
-        seen.insert(name, (what, at));
+        seen.insert(name, (what, list, i));
     }
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! Checks on chains: references to ports, NFs and chains, chain-link
 //! cycles, NFs visited twice, selector consistency and ambiguity.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt, HashSet};
 
 use crate::fields::{suggest, Res};
 use crate::model::{ChainSpec, MatchSpec};
@@ -84,7 +84,7 @@ pub(crate) fn chains(cx: &Ctx<'_>) -> Res<()> {
     for (i, c) in cx.spec.chains.iter().enumerate() {
         references(cx, &names, i, c)?;
         if let Some(m) = &c.matcher {
-            matcher(cx, &format!("chains[{i}].match"), m)?;
+            matcher(cx, i, m)?;
         }
     }
     cycles(cx, &names)?;
@@ -154,7 +154,8 @@ fn references(cx: &Ctx<'_>, names: &Names<'_>, i: usize, c: &ChainSpec) -> Res<(
         }
     }
 
-    let mut in_chain: HashMap<&str, usize> = HashMap::with_capacity(c.nfs.len());
+    // Chains are short: a scan of the NFs before beats a map's allocation.
+    let mut in_chain: Vec<&str> = Vec::with_capacity(c.nfs.len());
     for (j, nf) in c.nfs.iter().enumerate() {
         let at = || format!("chains[{i}].nfs[{j}]");
         let defined = || format!("defined NFs: {}", list(&nf_names()));
@@ -186,7 +187,7 @@ fn references(cx: &Ctx<'_>, names: &Names<'_>, i: usize, c: &ChainSpec) -> Res<(
                 ))
             }
         }
-        if let Some(&k) = in_chain.get(nf.as_str()) {
+        if let Some(k) = in_chain.iter().position(|&n| n == nf.as_str()) {
             return Err(cx.err(
                 at(),
                 format!(
@@ -195,7 +196,7 @@ fn references(cx: &Ctx<'_>, names: &Names<'_>, i: usize, c: &ChainSpec) -> Res<(
                 ),
             ));
         }
-        in_chain.insert(nf, j);
+        in_chain.push(nf);
     }
 
     let to = || format!("chains[{i}].to");
@@ -242,8 +243,10 @@ fn references(cx: &Ctx<'_>, names: &Names<'_>, i: usize, c: &ChainSpec) -> Res<(
 }
 
 /// Selector fields must be consistent with each other.
-fn matcher(cx: &Ctx<'_>, at: &str, m: &MatchSpec) -> Res<()> {
-    let field = |f: &str| format!("{at}.{f}");
+/// Checks chain `i`'s selector `m` (its paths are made only for an error:
+/// a spec of thousands of chains passes this once per chain and change).
+fn matcher(cx: &Ctx<'_>, i: usize, m: &MatchSpec) -> Res<()> {
+    let field = |f: &str| format!("chains[{i}].match.{f}");
     if let Some(v) = m.ip_version {
         if v != 4 && v != 6 {
             return Err(cx.err(

@@ -19,7 +19,7 @@ pub(crate) fn tenants(cx: &Ctx<'_>) -> Res<()> {
     let spec = cx.spec;
     for (i, nf) in spec.nfs.iter().enumerate() {
         if let Some(t) = &nf.tenant {
-            name(cx, &format!("nfs[{i}].tenant"), t)?;
+            name(cx, || format!("nfs[{i}].tenant"), t)?;
         }
     }
     // Indexed once: a search per reference is quadratic in a spec of
@@ -36,7 +36,7 @@ pub(crate) fn tenants(cx: &Ctx<'_>) -> Res<()> {
         .collect();
     for (i, c) in spec.chains.iter().enumerate() {
         let Some(t) = &c.tenant else { continue };
-        name(cx, &format!("chains[{i}].tenant"), t)?;
+        name(cx, || format!("chains[{i}].tenant"), t)?;
         // The owner of an object, when it is another tenant.
         fn foreign<'s>(owner: &'s Option<String>, t: &str) -> Option<&'s String> {
             owner.as_ref().filter(|o| *o != t)
