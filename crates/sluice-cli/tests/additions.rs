@@ -76,6 +76,15 @@ fn an_addition_joins_a_running_platform_and_refusals_change_nothing() {
         "{r}"
     );
 
+    // Valid, but a port that cannot open: the apply fails, and the
+    // objects appended to the desired state come off again.
+    let unopenable = "ports:\n  - { name: e9, kind: af_packet, interface: nonexist9 }\n\
+                      nfs:\n  - { name: f8, type: forwarder }\n\
+                      chains:\n  - { name: c8, from: e9, nfs: [f8], to: out }\n";
+    let r = post(&d, json!({ "spec": unopenable }));
+    assert_refused(&r, 422, "setup_failed", None);
+    assert_eq!(d.get("/v1/spec"), v1, "a failed apply changed the spec");
+
     let r = post(
         &d,
         json!({ "spec": "settings: { buffers: 8192 }\nnfs: []\n" }),

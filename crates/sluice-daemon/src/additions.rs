@@ -5,9 +5,10 @@
 //! whole desired state (`PUT /v1/spec`), which the daemon parsed again
 //! whole: the request's cost grew with the platform. An addition carries
 //! only its objects; the daemon parses those, appends them to the spec it
-//! holds (`sluice_spec::add`: a taken name is a `409`, the result is
-//! validated as a whole spec, errors point into the addition) and applies
-//! the result as any change, all or nothing.
+//! holds (`sluice_spec::add_to`, in place: a taken name is a `409`, the
+//! result is validated as a whole spec, errors point into the addition)
+//! and applies the result as any change, all or nothing: a refusal takes
+//! the objects off again.
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -44,13 +45,26 @@ pub(crate) async fn post_additions(
             let addition = sluice_spec::parse_additions(&req.spec, source)
                 .map_err(|e| ApiError::invalid_spec(&e))?;
             let types: Vec<&str> = s.registry.iter().map(|t| t.name).collect();
-            let spec = sluice_spec::add(s.desired.as_ref(), addition, &types).map_err(refused)?;
-            caller.may_change(s.desired.as_ref(), &spec)?;
-            let c = s.change_journaled(
-                spec,
+            // Appended to the desired state itself, not to a copy of it:
+            // whatever is refused below puts it back.
+            let base = s.desired.take();
+            let grown = match sluice_spec::add_to(base, addition, &types) {
+                Ok(g) => g,
+                Err(r) => {
+                    let r = *r;
+                    s.desired = r.base;
+                    return Err(refused(r.error));
+                }
+            };
+            if let Err(e) = caller.may_add(&grown) {
+                s.desired = grown.into_base();
+                return Err(e);
+            }
+            let c = s.grow_journaled(
+                grown,
                 req.resource_version,
                 req.dry_run,
-                Some((&req.spec, source)),
+                (&req.spec, source),
             )?;
             Ok(ApplyResponse::new(c.version, req.dry_run, c.applied))
         })

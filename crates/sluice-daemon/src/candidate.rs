@@ -33,6 +33,20 @@ impl Candidate {
         }
     }
 
+    /// Whether it is an addition's result ([`ValidSpec::grown_from`]).
+    pub fn grown(&self) -> bool {
+        matches!(self, Candidate::Valid(v) if v.grown_from().is_some())
+    }
+
+    /// The spec an addition's result was grown from, the addition taken
+    /// off ([`ValidSpec::into_base`]); `None` for anything else.
+    pub fn into_base(self) -> Option<Spec> {
+        match self {
+            Candidate::Valid(v) => v.into_base(),
+            Candidate::Unchecked(_) => None,
+        }
+    }
+
     /// The spec, owned.
     pub fn into_spec(self) -> Spec {
         match self {

@@ -13,9 +13,9 @@
 use std::path::PathBuf;
 use std::sync::mpsc;
 
-use sluice_dataplane::{Applied, PlatformSettings, RunError, Runtime};
+use sluice_dataplane::{PlatformSettings, RunError, Runtime};
 use sluice_nf::NfType;
-use sluice_spec::{Spec, SpecError};
+use sluice_spec::Spec;
 
 pub use crate::candidate::Candidate;
 use crate::error::ApiError;
@@ -177,15 +177,6 @@ impl Control {
     }
 }
 
-/// What a successful change did.
-#[derive(Debug, Clone)]
-pub struct Changed {
-    /// The new version (the old one for a dry run or no change).
-    pub version: u64,
-    /// What changed and how long it took.
-    pub applied: Applied,
-}
-
 impl State {
     /// The entries of `key` (`ports`, `nfs`, `chains`) in the desired
     /// spec, as its JSON document has them.
@@ -199,131 +190,6 @@ impl State {
                     .cloned()
             })
             .unwrap_or_default()
-    }
-
-    /// Parses spec text; `source` names it in errors and is the base of
-    /// its relative paths when it is a file path.
-    pub fn parse(&self, text: &str, source: &str) -> Result<Spec, SpecError> {
-        let types: Vec<&str> = self.registry.iter().map(|t| t.name).collect();
-        sluice_spec::parse_str(text, source, &types)
-    }
-
-    /// Makes `spec` the desired state if the current version is `expect`
-    /// (any version when `None`); with `dry_run`, only says what would
-    /// change.
-    pub fn change(
-        &mut self,
-        spec: impl Into<Candidate>,
-        expect: Option<u64>,
-        dry_run: bool,
-    ) -> Result<Changed, ApiError> {
-        self.change_journaled(spec, expect, dry_run, None)
-    }
-
-    /// [`State::change`] for a spec that is the desired state plus
-    /// `added` (an addition's text and source): persisted by appending
-    /// that to the journal rather than writing the whole spec.
-    pub fn change_journaled(
-        &mut self,
-        candidate: impl Into<Candidate>,
-        expect: Option<u64>,
-        dry_run: bool,
-        added: Option<(&str, &str)>,
-    ) -> Result<Changed, ApiError> {
-        self.check_version(expect)?;
-        let candidate = candidate.into();
-        let spec = candidate.spec();
-        if dry_run {
-            // A platform with nothing running takes the spec's settings on
-            // apply (see `apply_spec`): judge the spec on its own then.
-            let diff = if self.is_empty() {
-                self.rt.dry_run_from_empty(spec)?
-            } else {
-                self.rt.dry_run(spec)?
-            };
-            return Ok(Changed {
-                version: self.version,
-                applied: Applied {
-                    diff,
-                    ..Applied::default()
-                },
-            });
-        }
-        let applied = self.apply_spec(&candidate)?;
-        let spec = candidate.into_spec();
-        if applied.diff.is_empty() && self.desired.as_ref() == Some(&spec) {
-            return Ok(Changed {
-                version: self.version,
-                applied,
-            });
-        }
-        let version = self.version + 1;
-        self.persist(version, &spec, added);
-        self.desired = Some(spec);
-        self.version = version;
-        Ok(Changed { version, applied })
-    }
-
-    /// A 409 unless the desired state is at version `expect` (or `None`).
-    pub fn check_version(&self, expect: Option<u64>) -> Result<(), ApiError> {
-        match expect {
-            Some(v) if v != self.version => Err(ApiError::conflict(format!(
-                "the desired state is at version {}, not {v}: another change came first; \
-                 read it again and retry",
-                self.version
-            ))),
-            _ => Ok(()),
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.rt.plan().counts() == (0, 0, 0)
-    }
-
-    /// Applies a spec. A platform with nothing running takes the spec's
-    /// fixed settings (buffers, workers, ...) by starting afresh; one that
-    /// runs something refuses a spec whose fixed settings differ.
-    pub(crate) fn apply_spec(&mut self, candidate: &Candidate) -> Result<Applied, ApiError> {
-        let spec = candidate.spec();
-        if self.is_empty() && self.rt.settings().accepts(spec).is_err() {
-            let mut p = PlatformSettings::for_spec(spec);
-            p.max_nfs = self.platform.max_nfs;
-            p.max_ports = self.platform.max_ports;
-            p.max_chains = self.platform.max_chains;
-            p.template_program = self.platform.template_program.clone();
-            p.start_host = true;
-            p.start_timeout = self.platform.start_timeout;
-            let fresh = Runtime::start(p, self.registry).map_err(ApiError::from)?;
-            let old = std::mem::replace(&mut self.rt, fresh);
-            let _ = old.stop();
-        }
-        match candidate {
-            Candidate::Valid(v) => self.rt.apply_valid(v),
-            Candidate::Unchecked(s) => self.rt.apply(s),
-        }
-        .map_err(ApiError::from)
-    }
-
-    /// Stops running anything (a desired state needs a chain, so
-    /// emptiness is no spec). Returns the new version.
-    pub fn clear(&mut self) -> Result<u64, ApiError> {
-        if let Some(running) = &self.desired {
-            let done = self.rt.apply_nothing(running).map_err(ApiError::from)?;
-            tracing::info!(
-                "nothing runs now: {} port(s), {} NF(s), {} chain(s) stopped",
-                done.diff.ports.removed.len(),
-                done.diff.nfs.removed.len(),
-                done.diff.chains.removed.len()
-            );
-        }
-        let version = self.version + 1;
-        if let Err(e) = self.dir.save(version, &serde_json::Value::Null) {
-            tracing::error!("cannot persist the desired state: {e}");
-        }
-        self.desired = None;
-        self.version = version;
-        self.journal_len = 0;
-        Ok(version)
     }
 
     /// The spec with one object removed (`kind` is `port`, `nf` or

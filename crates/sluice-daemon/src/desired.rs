@@ -9,12 +9,13 @@ use crate::state::{Addition, JOURNAL_LIMIT};
 
 impl State {
     /// Persists version `version` of the desired state, `spec`: an
-    /// addition (`added`: its text and source) to a persisted spec is
-    /// journaled; anything else, and every `JOURNAL_LIMIT`-th addition,
-    /// writes the whole spec.
+    /// addition (`added`: its text and source; callers pass it only for an
+    /// addition to a desired state, which is persisted) is journaled;
+    /// anything else, and every `JOURNAL_LIMIT`-th addition, writes the
+    /// whole spec.
     pub(crate) fn persist(&mut self, version: u64, spec: &Spec, added: Option<(&str, &str)>) {
         let persisted = match added {
-            Some((add, source)) if self.desired.is_some() && self.journal_len < JOURNAL_LIMIT => {
+            Some((add, source)) if self.journal_len < JOURNAL_LIMIT => {
                 let a = Addition {
                     resource_version: version,
                     source: source.to_string(),

@@ -13,6 +13,7 @@ pub mod api;
 mod auth;
 mod candidate;
 pub mod capture;
+pub mod change;
 pub mod checkpoint;
 pub mod control;
 mod dashboard;

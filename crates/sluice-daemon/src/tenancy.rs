@@ -102,6 +102,44 @@ impl Caller {
         Ok(())
     }
 
+    /// [`Caller::may_change`] for an addition's result (`grown`, the
+    /// desired state with objects appended): only the added objects can
+    /// differ, so only they are looked at, not the whole spec twice as
+    /// JSON.
+    pub fn may_add(&self, grown: &sluice_spec::ValidSpec) -> Result<(), ApiError> {
+        let Caller::Tenant(me) = self else {
+            return Ok(());
+        };
+        let refuse = |what: String| {
+            ApiError::forbidden(format!(
+                "tenant \"{me}\" may change only its own NFs and chains: {what}"
+            ))
+        };
+        let Some(from) = grown.grown_from() else {
+            return Err(refuse("the operator applies the first spec".into()));
+        };
+        if grown.ports.len() > from.ports {
+            return Err(refuse("ports are the operator's".into()));
+        }
+        let added = (grown.nfs[from.nfs..]
+            .iter()
+            .map(|n| ("NF", &n.name, &n.tenant)))
+        .chain(
+            grown.chains[from.chains..]
+                .iter()
+                .map(|c| ("chain", &c.name, &c.tenant)),
+        );
+        for (what, name, tenant) in added {
+            if tenant.as_deref() != Some(me.as_str()) {
+                return Err(refuse(format!(
+                    "{what} \"{name}\" is {}",
+                    whose(tenant.as_deref())
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Whether this caller may delete `name`, a `kind` (`port`, `nf`,
     /// `chain`) of `spec`: asked before whether anything still uses it,
     /// so a tenant learns nothing about objects that are not its own.
@@ -273,6 +311,39 @@ nfs:
         assert!(m.contains("NF \"a1\" is tenant \"a\"'s"), "{m}");
         // No change at all is allowed to anyone.
         assert!(tenant("b").may_change(Some(&old), &old).is_ok());
+    }
+
+    #[test]
+    fn an_addition_is_judged_as_the_whole_change_would_be() {
+        let old = spec("", "");
+        for (text, ok) in [
+            (
+                "nfs:\n  - { name: a2, type: forwarder, tenant: a }\nchains:\n  - { name: ca2, from: gen, match: { dst_port: 3 }, nfs: [a2], to: out, tenant: a }\n",
+                true,
+            ),
+            ("nfs:\n  - { name: a3, type: forwarder, tenant: a }\n", true),
+            ("nfs:\n  - { name: x, type: forwarder }\n", false),
+            ("nfs:\n  - { name: b2, type: forwarder, tenant: b }\n", false),
+            (
+                "nfs:\n  - { name: a4, type: forwarder, tenant: a }\nchains:\n  - { name: c4, from: gen, match: { dst_port: 4 }, nfs: [a4], to: out }\n",
+                false,
+            ),
+            ("ports:\n  - { name: g9, kind: generator }\n", false),
+        ] {
+            let addition = sluice_spec::parse_additions(text, "<api>").unwrap();
+            let grown = sluice_spec::add(Some(&old), addition, TYPES).unwrap();
+            let whole = tenant("a").may_change(Some(&old), &grown);
+            let alone = tenant("a").may_add(&grown);
+            assert_eq!(alone.is_ok(), ok, "{text}");
+            assert_eq!(whole.is_ok(), ok, "{text}");
+            if let (Err(w), Err(a)) = (whole, alone) {
+                assert_eq!(w.body.error.message, a.body.error.message, "{text}");
+            }
+            assert!(Caller::Operator.may_add(&grown).is_ok());
+        }
+        // Nothing runs: the first spec is the operator's.
+        let first = sluice_spec::add(None, sluice_spec::parse_additions("ports:\n  - { name: g, kind: generator }\n  - { name: o, kind: sink }\nnfs:\n  - { name: a1, type: forwarder, tenant: a }\nchains:\n  - { name: c, from: g, nfs: [a1], to: o, tenant: a }\n", "<api>").unwrap(), TYPES).unwrap();
+        assert!(refused(tenant("a").may_add(&first)).contains("first spec"));
     }
 
     #[test]

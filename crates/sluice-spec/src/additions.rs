@@ -5,7 +5,8 @@
 //! [`parse_additions`] reads the partial document (the same YAML as a
 //! spec's `ports`, `nfs` and `chains`); [`add`] refuses a name that exists
 //! already ([`AddError::Exists`]) and validates the result as a whole spec
-//! ([`AddError::Invalid`]), so an addition is all or nothing. Errors about
+//! ([`AddError::Invalid`]), so an addition is all or nothing; [`add_to`]
+//! does the same to the spec itself rather than to a copy. Errors about
 //! an added object point into the partial document: its source, line and
 //! field path (`nfs[0]`, not the index it takes in the whole spec).
 
@@ -76,40 +77,41 @@ pub fn add(
     addition: Spec,
     known_nf_types: &[&str],
 ) -> Result<ValidSpec, AddError> {
-    if let Some(b) = base {
-        let taken = |name: &str| -> Option<&'static str> {
-            if b.ports.iter().any(|p| p.name == name) {
-                Some("port")
-            } else if b.nfs.iter().any(|n| n.name == name) {
-                Some("NF")
-            } else if b.chains.iter().any(|c| c.name == name) {
-                Some("chain")
-            } else {
-                None
-            }
-        };
-        let names = (addition.ports.iter().map(|p| &p.name).enumerate())
-            .map(|(i, n)| (format!("ports[{i}].name"), n))
-            .chain(
-                (addition.nfs.iter().map(|n| &n.name).enumerate())
-                    .map(|(i, n)| (format!("nfs[{i}].name"), n)),
-            )
-            .chain(
-                (addition.chains.iter().map(|c| &c.name).enumerate())
-                    .map(|(i, n)| (format!("chains[{i}].name"), n)),
-            );
-        for (field, name) in names {
-            if let Some(kind) = taken(name) {
-                return Err(AddError::Exists {
-                    kind,
-                    name: name.clone(),
-                    field,
-                });
-            }
+    add_to(base.cloned(), addition, known_nf_types).map_err(|r| r.error)
+}
+
+/// An addition refused by [`add_to`], with the spec it was to be added to,
+/// unchanged.
+#[derive(Debug)]
+pub struct Refused {
+    /// Why.
+    pub error: AddError,
+    /// The spec given to [`add_to`].
+    pub base: Option<Spec>,
+}
+
+/// [`add`], appending to `base` itself rather than to a copy: a daemon
+/// that holds a thousand NFs copied (and then dropped) all of them for
+/// each one created. A refusal gives `base` back unchanged;
+/// [`ValidSpec::into_base`] takes the addition off a result that could
+/// not be applied.
+///
+/// # Errors
+/// As [`add`], in a [`Refused`] that holds `base` (boxed: a spec is
+/// large, and the result is mostly `Ok`).
+pub fn add_to(
+    base: Option<Spec>,
+    addition: Spec,
+    known_nf_types: &[&str],
+) -> Result<ValidSpec, Box<Refused>> {
+    if let Some(b) = &base {
+        if let Err(error) = names_free(b, &addition) {
+            return Err(Box::new(Refused { error, base }));
         }
     }
+    let had_base = base.is_some();
     let mut whole = match base {
-        Some(b) => b.clone(),
+        Some(b) => b,
         None => Spec {
             source: addition.source.clone(),
             settings: Settings::default(),
@@ -131,15 +133,54 @@ pub fn add(
             first,
         },
     );
+    whole.source = base_source;
+    let grown = crate::valid::Grown {
+        ports: first.ports,
+        nfs: first.nfs,
+        chains: first.chains,
+    };
     if let Err(mut e) = checked {
         e.field = first.rebase(&e.field);
-        return Err(AddError::Invalid(e));
+        return Err(Box::new(Refused {
+            error: AddError::Invalid(e),
+            base: had_base.then(|| crate::valid::shrink(whole, grown)),
+        }));
     }
-    whole.source = base_source;
-    Ok(match base {
-        Some(b) => ValidSpec::grown(whole, crate::valid::Grown::of(b)),
-        None => ValidSpec::checked(whole),
+    Ok(if had_base {
+        ValidSpec::grown(whole, grown)
+    } else {
+        ValidSpec::checked(whole)
     })
+}
+
+/// A [`AddError::Exists`] for the first name of `addition` that `base`
+/// has.
+fn names_free(base: &Spec, addition: &Spec) -> Result<(), AddError> {
+    let taken = |name: &str| -> Option<&'static str> {
+        if base.ports.iter().any(|p| p.name == name) {
+            Some("port")
+        } else if base.nfs.iter().any(|n| n.name == name) {
+            Some("NF")
+        } else if base.chains.iter().any(|c| c.name == name) {
+            Some("chain")
+        } else {
+            None
+        }
+    };
+    let names = (addition.ports.iter().map(|p| ("ports", &p.name)))
+        .enumerate()
+        .chain((addition.nfs.iter().map(|n| ("nfs", &n.name))).enumerate())
+        .chain((addition.chains.iter().map(|c| ("chains", &c.name))).enumerate());
+    for (i, (list, name)) in names {
+        if let Some(kind) = taken(name) {
+            return Err(AddError::Exists {
+                kind,
+                name: name.clone(),
+                field: format!("{list}[{i}].name"),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// How many ports, NFs and chains come before the added ones.
@@ -272,6 +313,33 @@ mod tests {
         assert!(e.field.starts_with("chains[0]"), "{e}");
         assert_eq!(e.line, 4, "{e}");
         assert!(e.message.contains("nowhere"), "{e}");
+    }
+
+    #[test]
+    fn adding_in_place_gives_the_base_back_unchanged_whatever_happens() {
+        let add_text = |t: &str| parse_additions(t, "<api>").unwrap();
+        // Refused for a taken name, and for an invalid result.
+        for text in [
+            "nfs:\n  - { name: main, type: forwarder }\n",
+            "nfs:\n  - { name: a1, type: forwarder }\nchains:\n  - { name: c2, from: gen, nfs: [a1], to: nowhere }\n",
+        ] {
+            let r = add_to(Some(base()), add_text(text), TYPES).unwrap_err();
+            assert_eq!(r.base, Some(base()), "{:?}", r.error);
+        }
+        let r = add_to(
+            None,
+            add_text("nfs:\n  - { name: a, type: forwarder }\n"),
+            TYPES,
+        );
+        assert!(r.unwrap_err().base.is_none());
+        // Added, then taken off again (an apply that failed).
+        let ok =
+            "ports:\n  - { name: g2, kind: generator }\nnfs:\n  - { name: a1, type: forwarder }\n\
+                  chains:\n  - { name: c2, from: g2, nfs: [a1], to: out }\n";
+        let grown = add_to(Some(base()), add_text(ok), TYPES).unwrap();
+        assert_eq!(grown.grown_from(), Some(crate::Grown::of(&base())));
+        assert_eq!(*grown, *add(Some(&base()), add_text(ok), TYPES).unwrap());
+        assert_eq!(grown.into_base(), Some(base()));
     }
 
     #[test]

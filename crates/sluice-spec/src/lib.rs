@@ -73,7 +73,7 @@ mod wakeup;
 mod wakeup_resolve;
 mod yaml;
 
-pub use additions::{add, parse_additions, AddError};
+pub use additions::{add, add_to, parse_additions, AddError, Refused};
 pub use classes::{ClassBy, ClassField};
 pub use component::Component;
 pub use config_node::{ConfigEntry, ConfigNode, ConfigValue};

@@ -71,6 +71,22 @@ impl ValidSpec {
     pub fn into_spec(self) -> Spec {
         self.spec
     }
+
+    /// The spec an addition was made to ([`crate::add_to`]), the added
+    /// objects taken off again: for a result that could not be applied.
+    /// `None` when it was no addition to a spec.
+    pub fn into_base(self) -> Option<Spec> {
+        let from = self.grown?;
+        Some(shrink(self.spec, from))
+    }
+}
+
+/// `spec` cut back to `to`'s lengths.
+pub(crate) fn shrink(mut spec: Spec, to: Grown) -> Spec {
+    spec.ports.truncate(to.ports);
+    spec.nfs.truncate(to.nfs);
+    spec.chains.truncate(to.chains);
+    spec
 }
 
 impl Deref for ValidSpec {
