@@ -195,6 +195,17 @@ impl<'a> NfLink<'a> {
         Ok(free.min(self.quota.saturating_sub(held)) as usize)
     }
 
+    /// [`NfLink::room`] up to `want`: at least `min(want, room)`, never
+    /// more than the room, without reading the NF's ring index when the
+    /// last reading already shows that much ([`Producer::free_up_to`]).
+    pub fn room_up_to(&mut self, want: usize) -> Result<usize, RingCorrupt> {
+        let held = self.in_flight + self.spares_out + self.blobs_out;
+        let quota = self.quota.saturating_sub(held);
+        let want = want.min(quota as usize) as u32;
+        let free = self.rx.free_up_to(want)?;
+        Ok(free.min(quota) as usize)
+    }
+
     /// How full the NF's receive side is, in basis points (10,000: no
     /// room at all): of its ring or of its buffer quota, whichever is
     /// fuller.

@@ -128,6 +128,22 @@ impl Producer<'_> {
         self.refresh()
     }
 
+    /// Free slots, at least `want` of them when there are: the consumer's
+    /// index is re-read only when the one cached here shows fewer. The
+    /// consumer only ever frees slots, so the cached count is a lower
+    /// bound of the true one, never more; a worker asking "room for a
+    /// batch?" of a thousand idle NFs' rings on every pass then reads its
+    /// own memory, not a thousand cache lines the NFs own.
+    #[inline]
+    pub fn free_up_to(&mut self, want: u32) -> Result<u32, RingCorrupt> {
+        let capacity = self.ring.capacity();
+        let cached = capacity - self.tail.wrapping_sub(self.cached_head).min(capacity);
+        if cached >= want {
+            return Ok(cached);
+        }
+        self.refresh()
+    }
+
     fn refresh(&mut self) -> Result<u32, RingCorrupt> {
         self.cached_head = self.ring.shared.head.0.load(Ordering::Acquire);
         let used = self.tail.wrapping_sub(self.cached_head);
@@ -236,6 +252,26 @@ mod tests {
         let (s, slots) = ring(6);
         assert!(RingRef::new(&s, &slots).is_none());
         assert!(RingRef::new(&s, &slots[..0]).is_none());
+    }
+
+    #[test]
+    fn free_up_to_reads_the_consumer_only_when_the_cached_count_is_short() {
+        let (s, slots) = ring(8);
+        let r = RingRef::new(&s, &slots).unwrap();
+        let (mut p, mut c) = (r.producer(), r.consumer());
+        assert_eq!(p.enqueue(&[1, 2, 3, 4, 5, 6]).unwrap(), 6);
+        let mut out = [0u32; 4];
+        assert_eq!(c.dequeue(&mut out).unwrap(), 4);
+        // 2 free as last seen, 6 in truth: enough for 2 without a read...
+        assert_eq!(p.free_up_to(2).unwrap(), 2);
+        // ...and the truth when more is wanted.
+        assert_eq!(p.free_up_to(3).unwrap(), 6);
+        assert_eq!(p.free_up_to(6).unwrap(), 6);
+        // Never more than the truth, whatever is wanted.
+        assert_eq!(p.free_up_to(100).unwrap(), 6);
+        // A corrupt consumer index is still seen when the count is read.
+        s.head.0.store(0xdead_beef, Ordering::Release);
+        assert!(p.free_up_to(7).is_err());
     }
 
     #[test]

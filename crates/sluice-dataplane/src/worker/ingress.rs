@@ -34,7 +34,7 @@ impl<'a> Worker<'a> {
             for j in 0..queues {
                 let q = self.derived.chain_queue[c][j];
                 // Ports receive into the platform's domain (0).
-                budget = budget.min(self.room(q, 0));
+                budget = budget.min(self.room(q, 0, budget));
             }
         }
         budget

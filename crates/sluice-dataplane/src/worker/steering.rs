@@ -22,12 +22,14 @@ impl<'a> Worker<'a> {
     /// dropped as `nf_down`, not held). Packets that cross into its
     /// domain need that domain's buffers too: no more than the worker can
     /// get, so they wait upstream, as for ring space, rather than being
-    /// dropped at the boundary (`domain_pool_exhausted`).
-    pub(super) fn room(&mut self, i: u16, from: usize) -> usize {
+    /// dropped at the boundary (`domain_pool_exhausted`). Exact up to
+    /// `want` (callers take the least over several NFs, starting from a
+    /// batch): beyond it the ring's index is not re-read.
+    pub(super) fn room(&mut self, i: u16, from: usize, want: usize) -> usize {
         let batch = self.cfg.batch;
         let crossing = self.pool.domains() > 1;
         let (ring, domain) = match self.nf_mut(i).and_then(|n| n.process()) {
-            Some(p) if p.phase.accepts() => (p.link.room().unwrap_or(0), p.link.domain()),
+            Some(p) if p.phase.accepts() => (p.link.room_up_to(want).unwrap_or(0), p.link.domain()),
             _ => return batch,
         };
         if !crossing || domain == from || ring == 0 {
@@ -377,7 +379,7 @@ impl<'a> Worker<'a> {
         let from = self.domain_of_nf(i);
         for q in 0..self.derived.nf_next_queues[i as usize].len() {
             let q = self.derived.nf_next_queues[i as usize][q];
-            budget = budget.min(self.room(q, from));
+            budget = budget.min(self.room(q, from, budget));
         }
         if budget == 0 {
             return (0, true);
