@@ -315,16 +315,29 @@ pub fn get(conn: &ConnArgs, a: GetArgs) -> ExitCode {
 
 /// `sluice delete nf|chain|port NAME`.
 pub fn delete(conn: &ConnArgs, a: DeleteArgs) -> ExitCode {
-    let c = match client(conn) {
-        Ok(c) => c,
-        Err(e) => return fail(e),
-    };
     let kind = match a.kind {
         Kind::Port => "ports",
         Kind::Nf => "nfs",
         Kind::Chain => "chains",
+        Kind::Spec => "spec",
     };
-    let ans = match c.call("DELETE", &format!("/v1/{kind}/{}", a.name), None) {
+    let path = match (a.kind, &a.name) {
+        (Kind::Spec, None) => "/v1/spec".to_string(),
+        (Kind::Spec, Some(n)) => {
+            eprintln!("sluice: `delete spec` takes no name (got {n:?}): it stops everything");
+            return ExitCode::from(2);
+        }
+        (_, Some(n)) => format!("/v1/{kind}/{n}"),
+        (_, None) => {
+            eprintln!("sluice: `delete {kind}` needs the name of the object to delete");
+            return ExitCode::from(2);
+        }
+    };
+    let c = match client(conn) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let ans = match c.call("DELETE", &path, None) {
         Ok(x) => x,
         Err(e) => return fail(e),
     };

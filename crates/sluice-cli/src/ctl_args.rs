@@ -138,6 +138,9 @@ pub enum Kind {
     /// A chain.
     #[value(alias = "chains")]
     Chain,
+    /// Everything the desired state holds (no name): the daemon keeps
+    /// running, with nothing to run.
+    Spec,
 }
 
 /// `sluice delete`.
@@ -146,8 +149,8 @@ pub struct DeleteArgs {
     /// What kind of object.
     #[arg(value_enum)]
     pub kind: Kind,
-    /// Its name.
-    pub name: String,
+    /// Its name (none for `spec`).
+    pub name: Option<String>,
 }
 
 /// `sluice rollout`.

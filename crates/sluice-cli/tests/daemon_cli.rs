@@ -278,6 +278,39 @@ fn apply_get_ps_stats_logs_and_delete_through_the_cli() {
         "{err}"
     );
     assert_eq!(d.get("/v1/spec")["resource_version"], 4);
+
+    // The last chain cannot go alone, and says what stops everything.
+    let o = run(&d, &["delete", "chain", "other"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("sluice delete spec"), "{}", stderr(&o));
+    for (args, says) in [
+        (&["delete", "spec", "other"][..], "takes no name"),
+        (&["delete", "nf"][..], "needs the name"),
+    ] {
+        let o = run(&d, args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+    // `delete spec` stops everything and keeps the daemon; a second one
+    // changes nothing; an apply starts again from nothing.
+    let out = ok(&d, &["delete", "spec"]);
+    assert!(
+        out.contains("chain/other removed") && out.contains("nf/acl removed"),
+        "{out}"
+    );
+    assert!(out.contains("version 5"), "{out}");
+    let now = d.get("/v1/spec");
+    assert_eq!(
+        (now["resource_version"].as_u64(), &now["spec"]),
+        (Some(5), &Value::Null)
+    );
+    assert_eq!(
+        ok_json(&d, &["get", "nfs", "-o", "json"]),
+        serde_json::json!([])
+    );
+    assert!(ok(&d, &["delete", "spec"]).contains("version 5"));
+    let out = ok(&d, &["apply", "-f", two.to_str().unwrap()]);
+    assert!(out.contains("version 6"), "{out}");
 }
 
 #[test]

@@ -172,6 +172,10 @@ fn a_tenant_changes_only_its_own_nfs_and_chains() {
         "chain \"main\"",
     );
     forbidden(&t.call(a, "DELETE", "/v1/ports/gen", None), "ports");
+    forbidden(
+        &t.call(a, "DELETE", "/v1/spec", None),
+        "the whole desired state is the operator's",
+    );
     assert_eq!(t.spec(), (base.clone(), version));
 
     // A tenant's chain may not pass another tenant's NF: a spec error.

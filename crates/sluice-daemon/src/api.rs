@@ -23,7 +23,7 @@ use crate::types::*;
 pub fn routes(state: AppState) -> Router {
     Router::new()
         .route("/v1/version", get(version))
-        .route("/v1/spec", get(get_spec).put(put_spec))
+        .route("/v1/spec", get(get_spec).put(put_spec).delete(delete_spec))
         .route(
             "/v1/spec/additions",
             axum::routing::post(crate::additions::post_additions),
@@ -279,6 +279,50 @@ async fn get_chain(
         .map(Json)
 }
 
+#[utoipa::path(delete, path = "/v1/spec", tag = "spec",
+    params(DeleteQuery),
+    responses((status = 200, description = "Nothing runs now (already nothing: the version is unchanged)", body = DeleteResponse),
+              (status = 400, description = "Bad query", body = ErrorBody),
+              (status = 403, description = "A tenant's token: the whole desired state is the operator's", body = ErrorBody),
+              (status = 409, description = "Another change came first, or a move to or from another daemon is in progress", body = ErrorBody),
+              (status = 422, description = "The data plane could not stop what runs (nothing changed)", body = ErrorBody)))]
+async fn delete_spec(
+    State(app): State<AppState>,
+    caller: Caller,
+    RawQuery(q): RawQuery,
+) -> Result<Json<DeleteResponse>, ApiError> {
+    let q: DeleteQuery = parse_query(q)?;
+    app.control
+        .call(move |s| {
+            s.check_version(q.resource_version)?;
+            if let Caller::Tenant(t) = &caller {
+                return Err(ApiError::forbidden(format!(
+                    "tenant \"{t}\" may change only its own NFs and chains: the whole \
+                     desired state is the operator's"
+                )));
+            }
+            if s.outgoing.is_some() || s.incoming.is_some() {
+                return Err(ApiError::conflict(
+                    "a move to or from another daemon is in progress: commit or abort it first \
+                     (`sluice migrate --commit` or `--abort`)",
+                ));
+            }
+            if s.desired.is_none() {
+                return Ok(DeleteResponse {
+                    resource_version: s.version,
+                    diff: Default::default(),
+                });
+            }
+            let c = s.clear()?;
+            Ok(DeleteResponse {
+                resource_version: c.version,
+                diff: c.applied.diff,
+            })
+        })
+        .await?
+        .map(Json)
+}
+
 async fn delete(
     app: AppState,
     caller: Caller,
@@ -377,7 +421,7 @@ async fn openapi() -> Json<utoipa::openapi::OpenApi> {
 #[openapi(
     info(title = "sluice", description = "The sluice daemon's control API (v1)."),
     paths(
-        version, get_spec, put_spec, list_ports, get_port, delete_port, list_nfs, get_nf,
+        version, get_spec, put_spec, delete_spec, list_ports, get_port, delete_port, list_nfs, get_nf,
         delete_nf, nf_logs, list_chains, get_chain, delete_chain, instances, stats, openapi,
         crate::capture::capture, crate::rollout::post_rollout, crate::checkpoint::get_checkpoint,
         crate::checkpoint::post_restore, crate::additions::post_additions,

@@ -174,15 +174,17 @@ impl State {
     }
 
     /// Stops running anything (a desired state needs a chain, so
-    /// emptiness is no spec). Returns the new version.
-    pub fn clear(&mut self) -> Result<u64, ApiError> {
+    /// emptiness is no spec): `DELETE /v1/spec`, or the last chain moved
+    /// away. The data plane stays up for the next apply.
+    pub fn clear(&mut self) -> Result<Changed, ApiError> {
+        let mut applied = Applied::default();
         if let Some(running) = &self.desired {
-            let done = self.rt.apply_nothing(running).map_err(ApiError::from)?;
+            applied = self.rt.apply_nothing(running).map_err(ApiError::from)?;
             tracing::info!(
                 "nothing runs now: {} port(s), {} NF(s), {} chain(s) stopped",
-                done.diff.ports.removed.len(),
-                done.diff.nfs.removed.len(),
-                done.diff.chains.removed.len()
+                applied.diff.ports.removed.len(),
+                applied.diff.nfs.removed.len(),
+                applied.diff.chains.removed.len()
             );
         }
         let version = self.version + 1;
@@ -192,6 +194,7 @@ impl State {
         self.desired = None;
         self.version = version;
         self.journal_len = 0;
-        Ok(version)
+        self.rollouts.deadlines.clear();
+        Ok(Changed { version, applied })
     }
 }

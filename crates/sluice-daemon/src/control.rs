@@ -251,7 +251,8 @@ impl State {
                 "last_chain",
                 format!(
                     "chain {name} is the last chain, and a desired state needs at least one: \
-                     apply a spec without it instead"
+                     apply a spec without it instead, or stop everything (DELETE /v1/spec, \
+                     `sluice delete spec`)"
                 ),
             ));
         }

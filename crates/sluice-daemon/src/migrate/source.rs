@@ -203,7 +203,7 @@ pub(crate) async fn post_commit(
                         o.nf
                     );
                 }
-                s.clear()
+                s.clear().map(|c| c.version)
             } else {
                 s.change(rest, None, false).map(|c| c.version)
             };
