@@ -18,8 +18,9 @@ use super::Member;
 #[derive(Debug)]
 pub struct Classes {
     want: SchedClass,
-    /// (slot, pid) of every NF put in real time.
-    realtime: Vec<(u32, i32)>,
+    /// The pid by slot of every NF put in real time (a map: each change
+    /// looks up every NF).
+    realtime: std::collections::HashMap<u32, i32>,
     /// The kernel refused once: not retried (the host will not change).
     refused: bool,
 }
@@ -28,7 +29,7 @@ impl Default for Classes {
     fn default() -> Self {
         Classes {
             want: SchedClass::Normal,
-            realtime: Vec::new(),
+            realtime: Default::default(),
             refused: false,
         }
     }
@@ -39,8 +40,10 @@ impl Classes {
     /// real time if it is wanted, every NF back to normal when it no
     /// longer is. Forgets NFs that left.
     pub fn apply(&mut self, want: SchedClass, members: &[Member]) {
+        let live: std::collections::HashSet<(u32, i32)> =
+            members.iter().map(|m| (m.slot, m.pid)).collect();
         self.realtime
-            .retain(|&(slot, pid)| members.iter().any(|m| m.slot == slot && m.pid == pid));
+            .retain(|&slot, &mut pid| live.contains(&(slot, pid)));
         if want != self.want && want == SchedClass::Normal {
             for (slot, pid) in std::mem::take(&mut self.realtime) {
                 if let Some(p) = Pid::from_raw(pid) {
@@ -64,7 +67,7 @@ impl Classes {
         if self.want != SchedClass::RoundRobin || self.refused {
             return;
         }
-        if self.realtime.contains(&(slot, pid)) {
+        if self.realtime.get(&slot) == Some(&pid) {
             return;
         }
         let Some(p) = Pid::from_raw(pid) else {
@@ -72,8 +75,7 @@ impl Classes {
         };
         match set_sched_class(p, SchedClass::RoundRobin) {
             Ok(()) => {
-                self.realtime.retain(|&(s, _)| s != slot);
-                self.realtime.push((slot, pid));
+                self.realtime.insert(slot, pid);
             }
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
                 self.refused = true;
