@@ -117,7 +117,7 @@ pub(super) fn grow(
         entries: nfs::chain_entries(new_nfs, new_chains),
         wakeup: spec.wakeup_rules_among(new_nfs, new_chains),
     };
-    nfs::add_among(
+    nfs::add(
         spec, &among, registry, target, prev, &names, &nf_ids, &mut plan,
     )?;
     for (c, resolved) in new_chains.iter().zip(&paths) {

@@ -315,7 +315,10 @@ fn compile_valid(
         });
         plan.port_order.push(id);
     }
-    nfs::add(spec, registry, target, prev, &names, &nf_ids, &mut plan)?;
+    let all = nfs::Among::all(spec);
+    nfs::add(
+        spec, &all, registry, target, prev, &names, &nf_ids, &mut plan,
+    )?;
     // Routes: a chain whose path is unchanged keeps its route.
     for c in &spec.chains {
         let id = chain_ids.get(&c.name).expect("assigned above");

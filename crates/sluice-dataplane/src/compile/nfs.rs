@@ -53,26 +53,6 @@ pub(super) fn base_name(n: &sluice_spec::NfSpec) -> String {
     instance_name(&n.name, n.generation, 0)
 }
 
-/// Puts every NF of `spec` into `plan` under its id in `nf_ids`, with its
-/// replicas and their set (and, during a rollout, its draining version
-/// the same way), keeping `prev`'s instances that still serve.
-pub(super) fn add(
-    spec: &Spec,
-    registry: &'static [NfType],
-    target: &Target,
-    prev: &Plan,
-    names: &SpecNames<'_>,
-    nf_ids: &IdMap,
-    plan: &mut Plan,
-) -> Result<(), SpecError> {
-    let among = Among {
-        nfs: &spec.nfs,
-        entries: chain_entries(&spec.nfs, &spec.chains),
-        wakeup: spec.wakeup_rules(),
-    };
-    add_among(spec, &among, registry, target, prev, names, nf_ids, plan)
-}
-
 /// Some NFs of a spec, with what their chains say of them.
 pub(super) struct Among<'s> {
     /// The NFs.
@@ -83,10 +63,23 @@ pub(super) struct Among<'s> {
     pub wakeup: std::collections::HashMap<&'s str, sluice_spec::WakeRule>,
 }
 
-/// [`add`] for the NFs of `among` only (an addition's: its chains are the
-/// only ones that pass them).
+impl<'s> Among<'s> {
+    /// Every NF of `spec`.
+    pub fn all(spec: &'s Spec) -> Among<'s> {
+        Among {
+            nfs: &spec.nfs,
+            entries: chain_entries(&spec.nfs, &spec.chains),
+            wakeup: spec.wakeup_rules(),
+        }
+    }
+}
+
+/// Puts the NFs of `among` (all of `spec`'s, or an addition's, which only
+/// its chains pass) into `plan` under their ids in `nf_ids`, with their
+/// replicas and their set (and, during a rollout, the draining version
+/// the same way), keeping `prev`'s instances that still serve.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn add_among(
+pub(super) fn add(
     spec: &Spec,
     among: &Among<'_>,
     registry: &'static [NfType],
