@@ -12,6 +12,12 @@
 //!   cache-line traffic on the indices and the slots, so it needs two idle
 //!   cores to mean anything; on a shared or 2-vCPU machine expect large
 //!   variance.
+//! * `ring/room_of_1000_idle_rings/{reread,cached}`: what a worker pays to
+//!   ask 1,000 rings whose consumers are idle for room for a batch of 32
+//!   (its ingress pass with 1,000 chains from one port): `free` re-reads
+//!   each ring's consumer index (a cache line of its own per ring),
+//!   `free_up_to(32)` reads it only when the count cached in the producer
+//!   shows less.
 //!
 //! Run briefly with
 //! `cargo bench -p sluice-mem --bench ring -- --warm-up-time 1 --measurement-time 2`.
@@ -116,5 +122,36 @@ fn two_threads(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, single_thread, two_threads);
+fn room_of_idle_rings(c: &mut Criterion) {
+    const RINGS: usize = 1000;
+    let shared: Vec<RingShared> = (0..RINGS).map(|_| RingShared::default()).collect();
+    let slot_sets: Vec<Vec<AtomicU32>> = (0..RINGS).map(|_| slots(RING_SLOTS)).collect();
+    let rings: Vec<RingRef<'_>> = (shared.iter().zip(&slot_sets))
+        .map(|(s, sl)| RingRef::new(s, sl).expect("power-of-two ring"))
+        .collect();
+    let mut producers: Vec<_> = rings.iter().map(|r| r.producer()).collect();
+    let mut g = c.benchmark_group("ring/room_of_1000_idle_rings");
+    g.throughput(Throughput::Elements(RINGS as u64));
+    g.bench_function("reread", |b| {
+        b.iter(|| {
+            let mut least = u32::MAX;
+            for p in producers.iter_mut() {
+                least = least.min(p.free().unwrap());
+            }
+            black_box(least)
+        })
+    });
+    g.bench_function("cached", |b| {
+        b.iter(|| {
+            let mut least = u32::MAX;
+            for p in producers.iter_mut() {
+                least = least.min(p.free_up_to(32).unwrap());
+            }
+            black_box(least)
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, single_thread, two_threads, room_of_idle_rings);
 criterion_main!(benches);
