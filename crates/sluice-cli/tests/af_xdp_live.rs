@@ -70,10 +70,15 @@ fn an_af_xdp_port_removed_under_load_gives_back_every_buffer_it_lent() {
     let xo = port(&s, "xo");
     assert!(xo["tx_packets"].as_u64().unwrap() > 0, "{xo:#}");
     // The fill ring's 256 buffers at least, and they are the platform's.
+    // Only those: the frames in transmission (a batch more) may complete
+    // between the port's count and the pool's audit, which are taken at
+    // different moments of a running worker (the audit is exact only when
+    // none runs), so comparing the port's whole count with the audit
+    // failed now and then under load.
     let held = xo["held_buffers"].as_u64().unwrap();
     assert!(held >= 256, "{xo:#}");
     assert!(
-        s["buffers"]["held_by_platform"].as_u64().unwrap() >= held,
+        s["buffers"]["held_by_platform"].as_u64().unwrap() >= 256,
         "{s:#}"
     );
 
