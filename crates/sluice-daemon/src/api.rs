@@ -92,7 +92,7 @@ async fn get_spec(State(app): State<AppState>) -> Result<Json<SpecDocument>, Api
     app.control
         .call(|s| SpecDocument {
             resource_version: s.version,
-            spec: s.desired.as_ref().map_or(Value::Null, |d| d.to_json()),
+            spec: s.desired.as_deref().map_or(Value::Null, |d| d.to_json()),
         })
         .await
         .map(Json)
@@ -119,7 +119,7 @@ async fn put_spec(
                 .parse(&req.spec, source)
                 .map_err(|e| ApiError::invalid_spec(&e))?;
             s.carry_versions(&mut spec);
-            caller.may_change(s.desired.as_ref(), &spec)?;
+            caller.may_change(s.desired.as_deref(), &spec)?;
             let c = s.change(spec, req.resource_version, req.dry_run)?;
             Ok(ApplyResponse::new(c.version, req.dry_run, c.applied))
         })
@@ -222,7 +222,7 @@ async fn nf_logs(
     app.control
         .call(move |s| {
             named(s.desired_entries("nfs"), &name, "NF")?;
-            caller.may_look_into(s.desired.as_ref(), &name)?;
+            caller.may_look_into(s.desired.as_deref(), &name)?;
             let after = q.after.unwrap_or(0);
             let lines = s.rt.logs(&name, after);
             let next = lines.last().map_or(after, |l| l.seq);
@@ -334,9 +334,9 @@ async fn delete(
         .call(move |s| {
             // A stale version is a conflict whatever else is wrong.
             s.check_version(q.resource_version)?;
-            caller.may_delete(s.desired.as_ref(), kind, &name)?;
+            caller.may_delete(s.desired.as_deref(), kind, &name)?;
             let spec = s.without(kind, &name)?;
-            caller.may_change(s.desired.as_ref(), &spec)?;
+            caller.may_change(s.desired.as_deref(), &spec)?;
             let c = s.change(spec, q.resource_version, false)?;
             Ok(DeleteResponse {
                 resource_version: c.version,

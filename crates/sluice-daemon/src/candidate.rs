@@ -1,6 +1,6 @@
 //! The spec a change would make desired.
 
-use sluice_spec::{Spec, ValidSpec};
+use sluice_spec::{IndexedSpec, Spec, ValidSpec};
 
 /// A spec to make the desired state: validated already (an addition's
 /// result), or not yet (the runtime validates it as it compiles).
@@ -40,18 +40,19 @@ impl Candidate {
 
     /// The spec an addition's result was grown from, the addition taken
     /// off ([`ValidSpec::into_base`]); `None` for anything else.
-    pub fn into_base(self) -> Option<Spec> {
+    pub fn into_base(self) -> Option<IndexedSpec> {
         match self {
             Candidate::Valid(v) => v.into_base(),
             Candidate::Unchecked(_) => None,
         }
     }
 
-    /// The spec, owned.
-    pub fn into_spec(self) -> Spec {
+    /// The spec, to hold as the desired state: an addition's result
+    /// keeps its base's index up to date ([`ValidSpec::into_indexed`]).
+    pub fn into_desired(self) -> IndexedSpec {
         match self {
-            Candidate::Unchecked(s) => s,
-            Candidate::Valid(v) => v.into_spec(),
+            Candidate::Unchecked(s) => s.into(),
+            Candidate::Valid(v) => v.into_indexed(),
         }
     }
 }

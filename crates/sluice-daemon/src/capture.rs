@@ -118,7 +118,7 @@ pub(crate) async fn capture(
     let cap = app
         .control
         .call(move |s| {
-            caller.may_look_into(s.desired.as_ref(), &name)?;
+            caller.may_look_into(s.desired.as_deref(), &name)?;
             s.rt.tap(&name, output, snaplen, count, filter)
                 .map_err(|e| ApiError::not_found(e.to_string()))
         })

@@ -4,7 +4,7 @@
 //! nothing, persisted, and refused (409) when made from an old version.
 
 use sluice_dataplane::{Applied, PlatformSettings, Runtime};
-use sluice_spec::{Spec, SpecError};
+use sluice_spec::{IndexedSpec, Spec, SpecError};
 
 use crate::candidate::Candidate;
 use crate::control::State;
@@ -56,7 +56,7 @@ impl State {
             return self.dry_run_of(spec);
         }
         let applied = self.apply_spec(&candidate)?;
-        let spec = candidate.into_spec();
+        let spec = candidate.into_desired();
         if applied.diff.is_empty() && self.desired.as_ref() == Some(&spec) {
             return Ok(Changed {
                 version: self.version,
@@ -87,7 +87,7 @@ impl State {
                 match self.apply_spec(&candidate) {
                     Ok(applied) => {
                         let journal = candidate.grown().then_some(added);
-                        return Ok(self.made_desired(candidate.into_spec(), journal, applied));
+                        return Ok(self.made_desired(candidate.into_desired(), journal, applied));
                     }
                     Err(e) => {
                         self.desired = candidate.into_base();
@@ -122,7 +122,7 @@ impl State {
     /// persisted (`journal`: as that addition to the one before).
     fn made_desired(
         &mut self,
-        spec: Spec,
+        spec: IndexedSpec,
         journal: Option<(&str, &str)>,
         applied: Applied,
     ) -> Changed {

@@ -67,7 +67,7 @@ pub(crate) async fn get_checkpoint(
     let bytes = app
         .control
         .call(move |s| {
-            caller.may_look_into(s.desired.as_ref(), &name)?;
+            caller.may_look_into(s.desired.as_deref(), &name)?;
             let c = s.rt.checkpoint(&name).map_err(api_error)?;
             tracing::info!(
                 "checkpoint of {name}: {} instance(s), {} bytes of state",
@@ -108,7 +108,7 @@ pub(crate) async fn post_restore(
     })?;
     app.control
         .call(move |s| {
-            caller.may_delete(s.desired.as_ref(), "nf", &name)?;
+            caller.may_delete(s.desired.as_deref(), "nf", &name)?;
             s.rt.restore(&name, &checkpoint).map_err(api_error)?;
             let bytes = checkpoint.parts.iter().map(|p| p.state.len()).sum();
             tracing::info!(

@@ -15,7 +15,7 @@ use std::sync::mpsc;
 
 use sluice_dataplane::{PlatformSettings, RunError, Runtime};
 use sluice_nf::NfType;
-use sluice_spec::Spec;
+use sluice_spec::{IndexedSpec, Spec};
 
 pub use crate::candidate::Candidate;
 use crate::error::ApiError;
@@ -26,7 +26,7 @@ pub struct State {
     /// The data plane.
     pub rt: Runtime,
     /// The spec it runs (`None` before the first apply).
-    pub desired: Option<Spec>,
+    pub desired: Option<IndexedSpec>,
     /// Version of `desired`; 0 before the first apply.
     pub version: u64,
     /// Where `desired` is persisted.
@@ -195,7 +195,7 @@ impl State {
     /// The spec with one object removed (`kind` is `port`, `nf` or
     /// `chain`), as a new desired state.
     pub fn without(&self, kind: &str, name: &str) -> Result<Spec, ApiError> {
-        let Some(mut spec) = self.desired.clone() else {
+        let Some(mut spec) = self.desired.as_deref().cloned() else {
             return Err(ApiError::not_found(format!("no {kind} named {name}")));
         };
         let before = (spec.ports.len(), spec.nfs.len(), spec.chains.len());

@@ -1,7 +1,7 @@
 //! How the desired state is persisted (whole, or as a journaled addition;
 //! see `state.rs`) and how a restarted daemon reads it back.
 
-use sluice_spec::{Spec, SpecError, ValidSpec};
+use sluice_spec::{IndexedSpec, Spec, SpecError, ValidSpec};
 
 use crate::candidate::Candidate;
 use crate::control::State;
@@ -54,12 +54,15 @@ impl State {
             Err(e) => format!("and it could not be set aside: {e}"),
         };
         let types: Vec<&str> = self.registry.iter().map(|t| t.name).collect();
+        // Replayed in place, each addition checked against the index the
+        // one before kept up to date (`sluice_spec::add_to`).
         let spec = self.parse(&text, "desired state").and_then(|base| {
+            let base = IndexedSpec::from(base);
             p.additions.iter().try_fold(base, |spec, a| {
                 let addition = sluice_spec::parse_additions(&a.add, &a.source)?;
-                sluice_spec::add(Some(&spec), addition, &types)
-                    .map(ValidSpec::into_spec)
-                    .map_err(|e| match e {
+                sluice_spec::add_to(Some(spec), addition, &types)
+                    .map(ValidSpec::into_indexed)
+                    .map_err(|r| match r.error {
                         sluice_spec::AddError::Invalid(e) => e,
                         sluice_spec::AddError::Exists { kind, name, field } => SpecError::new(
                             a.source.clone(),
@@ -83,11 +86,11 @@ impl State {
                 return;
             }
         };
-        let candidate = Candidate::from(spec);
+        let candidate = Candidate::from(spec.into_spec());
         match self.apply_spec(&candidate) {
             Ok(_) => {
                 tracing::info!("re-applied the desired state (version {version})");
-                self.desired = Some(candidate.into_spec());
+                self.desired = Some(candidate.into_desired());
                 self.journal_len = p.additions.len();
             }
             Err(e) => tracing::error!(

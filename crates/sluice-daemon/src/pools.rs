@@ -58,7 +58,7 @@ impl Ctl {
     /// Resizes every `per_flow` pool with bounds to its load (see the
     /// module). Cheap when no pool has bounds.
     pub fn tick_pools(&mut self) {
-        let Some(desired) = self.desired.as_ref() else {
+        let Some(desired) = self.desired.as_deref() else {
             return;
         };
         if !desired.nfs.iter().any(|n| n.pool.is_some()) {

@@ -115,7 +115,7 @@ impl Ctl {
         timeout: Duration,
     ) -> Result<RolloutResponse, ApiError> {
         self.check_version(req.resource_version)?;
-        let Some(desired) = self.desired.as_ref() else {
+        let Some(desired) = self.desired.as_deref() else {
             return Err(ApiError::not_found(format!("no nf named {name}")));
         };
         let Some(nf) = desired.nfs.iter().find(|n| n.name == name) else {
@@ -158,7 +158,7 @@ impl Ctl {
         let spec = self
             .parse(&doc.to_string(), "<rollout>")
             .map_err(|e| ApiError::invalid_spec(&e))?;
-        caller.may_change(self.desired.as_ref(), &spec)?;
+        caller.may_change(self.desired.as_deref(), &spec)?;
         let c = self.change(spec, req.resource_version, false)?;
         self.rollouts
             .deadlines
@@ -177,7 +177,7 @@ impl Ctl {
     /// deadline has passed. Cheap when no rollout runs (the control thread
     /// calls it between requests).
     pub fn tick_rollouts(&mut self) {
-        let Some(desired) = self.desired.as_ref() else {
+        let Some(desired) = self.desired.as_deref() else {
             return;
         };
         let Some(nf) = desired.nfs.iter().find(|n| n.draining.is_some()) else {
@@ -229,7 +229,12 @@ impl Ctl {
 
     /// NF `name`'s rollout in progress, if it has one.
     pub(crate) fn rollout_view(&self, name: &str) -> Option<RolloutView> {
-        let nf = self.desired.as_ref()?.nfs.iter().find(|n| n.name == name)?;
+        let nf = self
+            .desired
+            .as_deref()?
+            .nfs
+            .iter()
+            .find(|n| n.name == name)?;
         let d = nf.draining.as_ref()?;
         let left = self
             .rollouts
@@ -252,7 +257,7 @@ impl Ctl {
     /// rollout in progress. A spec that sets either is taken as it is.
     /// A sized `per_flow` pool keeps its current size too.
     pub fn carry_versions(&self, spec: &mut sluice_spec::Spec) {
-        let Some(desired) = self.desired.as_ref() else {
+        let Some(desired) = self.desired.as_deref() else {
             return;
         };
         for n in spec

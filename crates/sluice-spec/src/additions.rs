@@ -11,10 +11,11 @@
 //! field path (`nfs[0]`, not the index it takes in the whole spec).
 
 use crate::error::SpecError;
+use crate::index::{IndexedSpec, SpecIndex};
 use crate::location::{Location, SourceName};
 use crate::model::Spec;
 use crate::settings::Settings;
-use crate::valid::ValidSpec;
+use crate::valid::{Grown, ValidSpec};
 use crate::validate::{self, Locate, SpecLocator};
 use crate::{decode, load};
 
@@ -77,7 +78,12 @@ pub fn add(
     addition: Spec,
     known_nf_types: &[&str],
 ) -> Result<ValidSpec, AddError> {
-    add_to(base.cloned(), addition, known_nf_types).map_err(|r| r.error)
+    add_to(
+        base.cloned().map(IndexedSpec::from),
+        addition,
+        known_nf_types,
+    )
+    .map_err(|r| r.error)
 }
 
 /// An addition refused by [`add_to`], with the spec it was to be added to,
@@ -87,25 +93,43 @@ pub struct Refused {
     /// Why.
     pub error: AddError,
     /// The spec given to [`add_to`].
-    pub base: Option<Spec>,
+    pub base: Option<IndexedSpec>,
 }
 
-/// [`add`], appending to `base` itself rather than to a copy: a daemon
-/// that holds a thousand NFs copied (and then dropped) all of them for
-/// each one created. A refusal gives `base` back unchanged;
-/// [`ValidSpec::into_base`] takes the addition off a result that could
-/// not be applied.
+/// [`add`], appending to `base` itself rather than to a copy, and checking
+/// only the added objects against `base`'s index (built here the first
+/// time, see [`crate::index`]): a daemon that holds a thousand NFs copied
+/// and validated all of them for each one created. A refusal gives `base`
+/// back unchanged; [`ValidSpec::into_base`] takes the addition off a
+/// result that could not be applied, [`ValidSpec::into_indexed`] keeps it
+/// with the index brought up to date.
 ///
 /// # Errors
 /// As [`add`], in a [`Refused`] that holds `base` (boxed: a spec is
 /// large, and the result is mostly `Ok`).
 pub fn add_to(
-    base: Option<Spec>,
+    base: Option<IndexedSpec>,
     addition: Spec,
     known_nf_types: &[&str],
 ) -> Result<ValidSpec, Box<Refused>> {
+    let (base, mut index) = match base {
+        Some(b) => {
+            let (spec, index) = b.into_parts();
+            (Some(spec), index)
+        }
+        None => (None, None),
+    };
     if let Some(b) = &base {
-        if let Err(error) = names_free(b, &addition) {
+        if !index.as_ref().is_some_and(|i| i.covers(Grown::of(b))) {
+            // The first addition since the spec was set whole. Indexed
+            // only once known valid: the index assumes unique names, and
+            // an invalid spec makes every addition to it invalid anyway.
+            index = validate::validate(b, known_nf_types, &SpecLocator(b))
+                .is_ok()
+                .then(|| SpecIndex::of(b));
+        }
+        if let Err(error) = names_free(b, index.as_ref(), &addition) {
+            let base = base.map(|b| IndexedSpec::with(b, index));
             return Err(Box::new(Refused { error, base }));
         }
     }
@@ -125,39 +149,49 @@ pub fn add_to(
     whole.ports.extend(addition.ports);
     whole.nfs.extend(addition.nfs);
     whole.chains.extend(addition.chains);
-    let checked = validate::validate(
-        &whole,
-        known_nf_types,
-        &AddedLocator {
-            spec: &whole,
-            first,
-        },
-    );
+    let locator = AddedLocator {
+        spec: &whole,
+        first,
+    };
+    let checked = match &index {
+        Some(i) => validate::validate_addition(&whole, known_nf_types, &locator, i),
+        None => validate::validate(&whole, known_nf_types, &locator),
+    };
+    // The safety net of checking only what was added: every debug build
+    // that adds (the API's tests) checks the whole spec as well.
+    #[cfg(debug_assertions)]
+    if index.is_some() {
+        let all = validate::validate(&whole, known_nf_types, &locator);
+        assert_eq!(checked, all, "an addition checked alone and whole disagree");
+    }
     whole.source = base_source;
-    let grown = crate::valid::Grown {
+    let grown = Grown {
         ports: first.ports,
         nfs: first.nfs,
         chains: first.chains,
     };
     if let Err(mut e) = checked {
         e.field = first.rebase(&e.field);
+        let base = had_base.then(|| IndexedSpec::with(crate::valid::shrink(whole, grown), index));
         return Err(Box::new(Refused {
             error: AddError::Invalid(e),
-            base: had_base.then(|| crate::valid::shrink(whole, grown)),
+            base,
         }));
     }
     Ok(if had_base {
-        ValidSpec::grown(whole, grown)
+        ValidSpec::grown(whole, grown, index)
     } else {
         ValidSpec::checked(whole)
     })
 }
 
 /// A [`AddError::Exists`] for the first name of `addition` that `base`
-/// has.
-fn names_free(base: &Spec, addition: &Spec) -> Result<(), AddError> {
+/// has (looked up in its index when it has one).
+fn names_free(base: &Spec, index: Option<&SpecIndex>, addition: &Spec) -> Result<(), AddError> {
     let taken = |name: &str| -> Option<&'static str> {
-        if base.ports.iter().any(|p| p.name == name) {
+        if let Some(i) = index {
+            i.names.get(name).map(|n| n.kind())
+        } else if base.ports.iter().any(|p| p.name == name) {
             Some("port")
         } else if base.nfs.iter().any(|n| n.name == name) {
             Some("NF")
@@ -185,14 +219,14 @@ fn names_free(base: &Spec, addition: &Spec) -> Result<(), AddError> {
 
 /// How many ports, NFs and chains come before the added ones.
 #[derive(Debug, Clone, Copy)]
-struct Counts {
+pub(crate) struct Counts {
     ports: usize,
     nfs: usize,
     chains: usize,
 }
 
 impl Counts {
-    fn of(s: &Spec) -> Counts {
+    pub(crate) fn of(s: &Spec) -> Counts {
         Counts {
             ports: s.ports.len(),
             nfs: s.nfs.len(),
@@ -225,9 +259,9 @@ impl Counts {
 
 /// Locates added objects where the addition has them; objects of the
 /// spec added to have no line in the addition's source.
-struct AddedLocator<'a> {
-    spec: &'a Spec,
-    first: Counts,
+pub(crate) struct AddedLocator<'a> {
+    pub(crate) spec: &'a Spec,
+    pub(crate) first: Counts,
 }
 
 impl Locate for AddedLocator<'_> {
@@ -323,8 +357,8 @@ mod tests {
             "nfs:\n  - { name: main, type: forwarder }\n",
             "nfs:\n  - { name: a1, type: forwarder }\nchains:\n  - { name: c2, from: gen, nfs: [a1], to: nowhere }\n",
         ] {
-            let r = add_to(Some(base()), add_text(text), TYPES).unwrap_err();
-            assert_eq!(r.base, Some(base()), "{:?}", r.error);
+            let r = add_to(Some(base().into()), add_text(text), TYPES).unwrap_err();
+            assert_eq!(r.base.map(IndexedSpec::into_spec), Some(base()), "{:?}", r.error);
         }
         let r = add_to(
             None,
@@ -336,10 +370,10 @@ mod tests {
         let ok =
             "ports:\n  - { name: g2, kind: generator }\nnfs:\n  - { name: a1, type: forwarder }\n\
                   chains:\n  - { name: c2, from: g2, nfs: [a1], to: out }\n";
-        let grown = add_to(Some(base()), add_text(ok), TYPES).unwrap();
+        let grown = add_to(Some(base().into()), add_text(ok), TYPES).unwrap();
         assert_eq!(grown.grown_from(), Some(crate::Grown::of(&base())));
         assert_eq!(*grown, *add(Some(&base()), add_text(ok), TYPES).unwrap());
-        assert_eq!(grown.into_base(), Some(base()));
+        assert_eq!(grown.into_base().map(IndexedSpec::into_spec), Some(base()));
     }
 
     #[test]

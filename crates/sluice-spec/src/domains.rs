@@ -189,7 +189,7 @@ fn total_buffers(platform: u32, domains: &[DomainSpec]) -> Result<(), String> {
 /// other domains' memory.
 pub(crate) fn nfs(cx: &Ctx<'_>) -> Res<()> {
     let domains = &cx.spec.settings.domains;
-    for (i, nf) in cx.spec.nfs.iter().enumerate() {
+    for (i, nf) in cx.spec.nfs.iter().enumerate().skip(cx.from.nfs) {
         let Some(d) = nf.domain.as_deref().filter(|d| *d != PLATFORM_DOMAIN) else {
             continue;
         };

@@ -10,14 +10,24 @@
 use std::ops::Deref;
 
 use crate::error::SpecError;
+use crate::index::{IndexedSpec, SpecIndex};
 use crate::model::Spec;
 
 /// A spec that passed [`Spec::validate`] against the NF types its maker
 /// was given.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ValidSpec {
     spec: Spec,
     grown: Option<Grown>,
+    /// For an addition's result: the index of the spec it was added to.
+    index: Option<SpecIndex>,
+}
+
+impl PartialEq for ValidSpec {
+    /// The index is derived from the spec.
+    fn eq(&self, other: &Self) -> bool {
+        self.spec == other.spec && self.grown == other.grown
+    }
 }
 
 /// How many ports, NFs and chains a spec had before an addition appended
@@ -35,6 +45,13 @@ pub struct Grown {
 }
 
 impl Grown {
+    /// No objects: everything is added.
+    pub(crate) const NOTHING: Grown = Grown {
+        ports: 0,
+        nfs: 0,
+        chains: 0,
+    };
+
     /// The counts of `spec`'s lists.
     pub fn of(spec: &Spec) -> Grown {
         Grown {
@@ -48,15 +65,21 @@ impl Grown {
 impl ValidSpec {
     /// Only for code of this crate that has just validated `spec`.
     pub(crate) fn checked(spec: Spec) -> ValidSpec {
-        ValidSpec { spec, grown: None }
+        ValidSpec {
+            spec,
+            grown: None,
+            index: None,
+        }
     }
 
-    /// Only for [`crate::add`]: `spec` is a valid spec of `from`'s counts
-    /// with objects appended, and was validated whole.
-    pub(crate) fn grown(spec: Spec, from: Grown) -> ValidSpec {
+    /// Only for [`crate::add_to`]: `spec` is a valid spec of `from`'s
+    /// counts (indexed by `index`, if given) with objects appended, and
+    /// was validated.
+    pub(crate) fn grown(spec: Spec, from: Grown, index: Option<SpecIndex>) -> ValidSpec {
         ValidSpec {
             spec,
             grown: Some(from),
+            index,
         }
     }
 
@@ -75,9 +98,20 @@ impl ValidSpec {
     /// The spec an addition was made to ([`crate::add_to`]), the added
     /// objects taken off again: for a result that could not be applied.
     /// `None` when it was no addition to a spec.
-    pub fn into_base(self) -> Option<Spec> {
+    pub fn into_base(self) -> Option<IndexedSpec> {
         let from = self.grown?;
-        Some(shrink(self.spec, from))
+        Some(IndexedSpec::with(shrink(self.spec, from), self.index))
+    }
+
+    /// The spec, to hold for the next addition: an addition's result
+    /// keeps its base's index, brought up to date with the added objects
+    /// only.
+    pub fn into_indexed(self) -> IndexedSpec {
+        let index = self.grown.and(self.index).map(|mut index| {
+            index.extend(&self.spec);
+            index
+        });
+        IndexedSpec::with(self.spec, index)
     }
 }
 

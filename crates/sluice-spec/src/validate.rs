@@ -10,13 +10,15 @@ use crate::config_node::ConfigNode;
 use crate::decode_ports::prefix_family_error;
 use crate::error::SpecError;
 use crate::fields::{suggest, Res};
+use crate::index::SpecIndex;
 use crate::limits::{self, Limit};
 use crate::location::Location;
 use crate::model::{Isolation, Spec, MAX_REPLICAS};
 use crate::net::{self, PortRange};
 use crate::path::{self, Seg};
 use crate::ports::{GeneratorSpec, PortKind, SizeSpec};
-use crate::validate_chains;
+use crate::valid::Grown;
+use crate::validate_chains::{self, Names};
 
 /// Finds the location of a field path.
 pub(crate) trait Locate {
@@ -53,10 +55,17 @@ impl Locate for SpecLocator<'_> {
     }
 }
 
-/// Validation context: the spec and how to locate its fields.
+/// Validation context: the spec, how to locate its fields, and which of
+/// its objects to check.
 pub(crate) struct Ctx<'a> {
     pub spec: &'a Spec,
     locator: &'a dyn Locate,
+    /// The first port, NF and chain to check: all of them (zeros), or
+    /// those an addition appended to a valid spec ([`crate::index`]).
+    pub from: Grown,
+    /// The index of the objects before `from` (`None` when that is
+    /// nothing): what the checked objects' references are looked up in.
+    pub base: Option<&'a SpecIndex>,
 }
 
 impl Ctx<'_> {
@@ -101,18 +110,49 @@ impl Spec {
 
 /// Validates `spec` completely; `known_nf_types` lists the NF types that exist.
 pub(crate) fn validate(spec: &Spec, known_nf_types: &[&str], locator: &dyn Locate) -> Res<()> {
-    let cx = Ctx { spec, locator };
-    settings(&cx)?;
-    crate::domains::settings(&cx)?;
+    let whole = Ctx {
+        spec,
+        locator,
+        from: Grown::NOTHING,
+        base: None,
+    };
+    validate_in(&whole, known_nf_types)
+}
+
+/// Validates `spec`, a valid spec indexed by `base` with objects appended
+/// whose names it does not hold (see [`crate::index`]): checks the added
+/// objects only, and gives the error a whole validation would give first.
+pub(crate) fn validate_addition(
+    spec: &Spec,
+    known_nf_types: &[&str],
+    locator: &dyn Locate,
+    base: &SpecIndex,
+) -> Res<()> {
+    let added = Ctx {
+        spec,
+        locator,
+        from: base.of_lengths(),
+        base: Some(base),
+    };
+    validate_in(&added, known_nf_types)
+}
+
+/// The checks, in the order that decides which error comes first, over
+/// the objects from `cx.from` on. Settings are checked whatever the
+/// scope: an addition cannot change them, and they cost nothing.
+fn validate_in(cx: &Ctx<'_>, known_nf_types: &[&str]) -> Res<()> {
+    let (cx, spec, from) = (cx, cx.spec, cx.from);
+    settings(cx)?;
+    crate::domains::settings(cx)?;
     if spec.ports.is_empty() {
         return Err(cx.err("ports", "no ports defined: a spec needs at least one port"));
     }
-    for (i, p) in spec.ports.iter().enumerate() {
-        name(&cx, || format!("ports[{i}].name"), &p.name)?;
-        port(&cx, &format!("ports[{i}]"), &p.kind)?;
+    for (i, p) in spec.ports.iter().enumerate().skip(from.ports) {
+        name(cx, || format!("ports[{i}].name"), &p.name)?;
+        port(cx, &format!("ports[{i}]"), &p.kind)?;
     }
-    for (i, nf) in spec.nfs.iter().enumerate() {
-        name(&cx, || format!("nfs[{i}].name"), &nf.name)?;
+    for (i, nf) in spec.nfs.iter().enumerate().skip(from.nfs) {
+        name(cx, || format!("nfs[{i}].name"), &nf.name)?;
         if !known_nf_types.contains(&nf.nf_type.as_str()) {
             let mut msg = if known_nf_types.is_empty() {
                 format!("unknown NF type \"{}\" (no NF types are known)", nf.nf_type)
@@ -243,21 +283,24 @@ pub(crate) fn validate(spec: &Spec, known_nf_types: &[&str], locator: &dyn Locat
             ));
         }
     }
-    crate::domains::nfs(&cx)?;
-    crate::wakeup_resolve::validate(&cx)?;
+    crate::domains::nfs(cx)?;
+    crate::wakeup_resolve::validate(cx)?;
     if spec.chains.is_empty() {
         return Err(cx.err(
             "chains",
             "no chains defined: a spec needs at least one chain",
         ));
     }
-    for (i, c) in spec.chains.iter().enumerate() {
-        name(&cx, || format!("chains[{i}].name"), &c.name)?;
+    for (i, c) in spec.chains.iter().enumerate().skip(from.chains) {
+        name(cx, || format!("chains[{i}].name"), &c.name)?;
     }
-    unique_names(&cx)?;
-    sharding(&cx)?;
-    validate_chains::chains(&cx)?;
-    crate::validate_tenants::tenants(&cx)
+    unique_names(cx)?;
+    sharding(cx)?;
+    // Built once names are known unique: the chains' references and
+    // tenancy look names up in it.
+    let names = Names::of(cx);
+    validate_chains::chains(cx, &names)?;
+    crate::validate_tenants::tenants(cx, &names)
 }
 
 /// With `workers > 1` every worker runs its own copy of the data plane
@@ -269,7 +312,7 @@ fn sharding(cx: &Ctx<'_>) -> Res<()> {
     if workers <= 1 {
         return Ok(());
     }
-    for (i, p) in cx.spec.ports.iter().enumerate() {
+    for (i, p) in cx.spec.ports.iter().enumerate().skip(cx.from.ports) {
         match &p.kind {
             PortKind::Sink(_) => {}
             PortKind::AfPacket(n) => {
@@ -476,17 +519,27 @@ pub(crate) fn port_range(cx: &Ctx<'_>, path: &str, r: &PortRange) -> Res<()> {
     Ok(())
 }
 
-/// Names are unique across ports, NFs and chains.
+/// Names are unique across ports, NFs and chains: those checked (an
+/// addition's names were checked free in the spec before it, see
+/// `crate::add_to`).
 fn unique_names(cx: &Ctx<'_>) -> Res<()> {
-    let spec = cx.spec;
+    let (spec, from) = (cx.spec, cx.from);
     // Where a name is, as (list, index): its path is made only for an
     // error.
-    let all = (spec.ports.iter().enumerate())
+    let all = (spec.ports.iter().enumerate().skip(from.ports))
         .map(|(i, p)| (&p.name, ("port", "ports", i)))
-        .chain((spec.nfs.iter().enumerate()).map(|(i, n)| (&n.name, ("NF", "nfs", i))))
-        .chain((spec.chains.iter().enumerate()).map(|(i, c)| (&c.name, ("chain", "chains", i))));
-    let mut seen: HashMap<&str, (&str, &str, usize)> =
-        HashMap::with_capacity(spec.ports.len() + spec.nfs.len() + spec.chains.len());
+        .chain(
+            (spec.nfs.iter().enumerate().skip(from.nfs)).map(|(i, n)| (&n.name, ("NF", "nfs", i))),
+        )
+        .chain(
+            (spec.chains.iter().enumerate().skip(from.chains))
+                .map(|(i, c)| (&c.name, ("chain", "chains", i))),
+        );
+    let mut seen: HashMap<&str, (&str, &str, usize)> = HashMap::with_capacity(
+        (spec.ports.len() - from.ports)
+            + (spec.nfs.len() - from.nfs)
+            + (spec.chains.len() - from.chains),
+    );
     for (name, (what, list, i)) in all {
         if let Some(&(first_what, first_list, k)) = seen.get(name.as_str()) {
             let first_at = format!("{first_list}[{k}]");

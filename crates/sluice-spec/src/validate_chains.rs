@@ -1,10 +1,11 @@
 //! Checks on chains: references to ports, NFs and chains, chain-link
 //! cycles, NFs visited twice, selector consistency and ambiguity.
 
-use foldhash::{HashMap, HashMapExt, HashSet};
+use foldhash::{HashMap, HashMapExt};
 
 use crate::fields::{suggest, Res};
-use crate::model::{ChainSpec, MatchSpec};
+use crate::index::{Earlier, NameMap, Named, SpecIndex};
+use crate::model::{ChainSpec, MatchSpec, Spec};
 use crate::net::{self, proto_name};
 use crate::ports::PortKind;
 use crate::validate::{port_range, Ctx};
@@ -19,46 +20,47 @@ enum Target<'a> {
 
 /// Every name of the spec, indexed once: with thousands of NFs, a linear
 /// search per reference made validation quadratic (1.2 s of CPU for
-/// 10,000 NFs in 100 chains).
-struct Names<'a> {
-    ports: HashMap<&'a str, &'a PortKind>,
-    nfs: HashSet<&'a str>,
-    chains: HashMap<&'a str, usize>,
+/// 10,000 NFs in 100 chains). The names of the checked objects are
+/// indexed here; those before them (an addition's spec) are in its
+/// [`crate::index::SpecIndex`], indexed when it was.
+pub(crate) struct Names<'a> {
+    spec: &'a Spec,
+    base: Option<&'a SpecIndex>,
+    checked: NameMap<&'a str>,
 }
 
 impl<'a> Names<'a> {
-    fn of(spec: &'a crate::model::Spec) -> Names<'a> {
+    pub(crate) fn of(cx: &Ctx<'a>) -> Names<'a> {
+        let mut checked = NameMap::new();
+        checked.extend(cx.spec, cx.from, |n| n);
         Names {
-            ports: spec
-                .ports
-                .iter()
-                .map(|p| (p.name.as_str(), &p.kind))
-                .collect(),
-            nfs: spec.nfs.iter().map(|n| n.name.as_str()).collect(),
-            chains: spec
-                .chains
-                .iter()
-                .enumerate()
-                .rev() // the first of a repeated name wins, as before
-                .map(|(i, c)| (c.name.as_str(), i))
-                .collect(),
+            spec: cx.spec,
+            base: cx.base,
+            checked,
         }
     }
 
+    /// What `name` names (an addition's names are not in its base).
+    pub(crate) fn named(&self, name: &str) -> Option<Named> {
+        self.base
+            .and_then(|b| b.names.get(name))
+            .or_else(|| self.checked.get(name))
+    }
+
     fn lookup(&self, name: &str) -> Target<'a> {
-        if let Some(k) = self.ports.get(name) {
-            Target::Port(k)
-        } else if self.nfs.contains(name) {
-            Target::Nf
-        } else if self.chains.contains_key(name) {
-            Target::Chain
-        } else {
-            Target::Missing
+        match self.named(name) {
+            Some(Named::Port(i)) => Target::Port(&self.spec.ports[i].kind),
+            Some(Named::Nf(_)) => Target::Nf,
+            Some(Named::Chain(_)) => Target::Chain,
+            None => Target::Missing,
         }
     }
 
     fn chain_index(&self, name: &str) -> Option<usize> {
-        self.chains.get(name).copied()
+        match self.named(name) {
+            Some(Named::Chain(i)) => Some(i),
+            _ => None,
+        }
     }
 }
 
@@ -78,17 +80,19 @@ fn did_you_mean(word: &str, names: &[&str]) -> String {
         .unwrap_or_default()
 }
 
-/// Checks every chain and the relations between chains.
-pub(crate) fn chains(cx: &Ctx<'_>) -> Res<()> {
-    let names = Names::of(cx.spec);
-    for (i, c) in cx.spec.chains.iter().enumerate() {
-        references(cx, &names, i, c)?;
+/// Checks every chain checked (`cx.from` on) and its relations to the
+/// chains before it. An addition's chains come after every chain of its
+/// spec, which cannot name them: so a cycle or a repeated NF starts at an
+/// added chain, and only an added chain can be shadowed.
+pub(crate) fn chains(cx: &Ctx<'_>, names: &Names<'_>) -> Res<()> {
+    for (i, c) in cx.spec.chains.iter().enumerate().skip(cx.from.chains) {
+        references(cx, names, i, c)?;
         if let Some(m) = &c.matcher {
             matcher(cx, i, m)?;
         }
     }
-    cycles(cx, &names)?;
-    repeated_nfs(cx, &names)?;
+    cycles(cx, names)?;
+    repeated_nfs(cx, names)?;
     ambiguity(cx)
 }
 
@@ -322,7 +326,7 @@ fn matcher(cx: &Ctx<'_>, i: usize, m: &MatchSpec) -> Res<()> {
 /// Chain-to-chain `to` links must not loop.
 fn cycles(cx: &Ctx<'_>, names: &Names<'_>) -> Res<()> {
     let chains = &cx.spec.chains;
-    for i in 0..chains.len() {
+    for i in cx.from.chains..chains.len() {
         let mut path = vec![i];
         let mut cur = i;
         while let Some(next) = names.chain_index(&chains[cur].to) {
@@ -353,7 +357,7 @@ fn cycles(cx: &Ctx<'_>, names: &Names<'_>) -> Res<()> {
 /// Following chain links must not bring a packet to the same NF twice.
 fn repeated_nfs(cx: &Ctx<'_>, names: &Names<'_>) -> Res<()> {
     let chains = &cx.spec.chains;
-    for (i, start) in chains.iter().enumerate() {
+    for (i, start) in chains.iter().enumerate().skip(cx.from.chains) {
         let mut seen: HashMap<&str, &str> = start
             .nfs
             .iter()
@@ -390,38 +394,18 @@ fn repeated_nfs(cx: &Ctx<'_>, names: &Names<'_>) -> Res<()> {
 fn ambiguity(cx: &Ctx<'_>) -> Res<()> {
     let chains = &cx.spec.chains;
     let all = MatchSpec::default();
-    // The earlier chains of each port (only chains from one port can
-    // shadow each other), and within a port those that match one
-    // destination port apart: such a chain covers only a chain of that
-    // same single port, so a later chain is compared with the earlier
-    // chains of its own destination port and those of none or a range.
-    // Comparing every pair was most of the daemon's time per request with
-    // a thousand chains from one port (`sluice bench instantiate`).
-    #[derive(Default)]
-    struct Earlier {
-        rest: Vec<usize>,
-        by_dst_port: HashMap<u16, Vec<usize>>,
-    }
-    let single = |m: &MatchSpec| m.dst_port.as_ref().filter(|r| r.lo == r.hi).map(|r| r.lo);
+    // The checked chains so far of each port; those before them are in
+    // the base's index, and come first.
     let mut earlier_from: HashMap<&str, Earlier> = HashMap::new();
-    for (j, later) in chains.iter().enumerate() {
+    for (j, later) in chains.iter().enumerate().skip(cx.from.chains) {
         let m_later = later.matcher.as_ref().unwrap_or(&all);
+        let in_base = (cx.base)
+            .and_then(|b| b.chains_from.get(later.from.as_str()))
+            .and_then(|e| e.first_covering(chains, m_later));
         let group = earlier_from.entry(later.from.as_str()).or_default();
-        let same_port = single(m_later)
-            .and_then(|p| group.by_dst_port.get(&p))
-            .map_or(&[][..], Vec::as_slice);
         // The first earlier chain that covers it, in spec order.
-        let first = group
-            .rest
-            .iter()
-            .chain(same_port)
-            .copied()
-            .filter(|&i| chains[i].matcher.as_ref().unwrap_or(&all).covers(m_later))
-            .min();
-        match single(m_later) {
-            Some(p) => group.by_dst_port.entry(p).or_default().push(j),
-            None => group.rest.push(j),
-        }
+        let first = in_base.or_else(|| group.first_covering(chains, m_later));
+        group.push(j, m_later);
         if let Some(i) = first {
             let earlier = &chains[i];
             let m_earlier = earlier.matcher.as_ref().unwrap_or(&all);

@@ -9,32 +9,31 @@
 //! packets pass its NFs. Ports are the operator's and every chain may use
 //! them (the operator says which ports a tenant gets).
 
-use std::collections::HashMap;
-
 use crate::fields::Res;
+use crate::index::Named;
 use crate::validate::{name, Ctx};
+use crate::validate_chains::Names;
 
-/// Checks tenant names and that no chain crosses into another tenant.
-pub(crate) fn tenants(cx: &Ctx<'_>) -> Res<()> {
+/// Checks tenant names and that no chain crosses into another tenant
+/// (of the NFs and chains from `cx.from` on).
+pub(crate) fn tenants(cx: &Ctx<'_>, names: &Names<'_>) -> Res<()> {
     let spec = cx.spec;
-    for (i, nf) in spec.nfs.iter().enumerate() {
+    for (i, nf) in spec.nfs.iter().enumerate().skip(cx.from.nfs) {
         if let Some(t) = &nf.tenant {
             name(cx, || format!("nfs[{i}].tenant"), t)?;
         }
     }
-    // Indexed once: a search per reference is quadratic in a spec of
-    // thousands of NFs.
-    let nf_owner: HashMap<&str, &Option<String>> = spec
-        .nfs
-        .iter()
-        .map(|n| (n.name.as_str(), &n.tenant))
-        .collect();
-    let chain_owner: HashMap<&str, &Option<String>> = spec
-        .chains
-        .iter()
-        .map(|c| (c.name.as_str(), &c.tenant))
-        .collect();
-    for (i, c) in spec.chains.iter().enumerate() {
+    // Looked up in the names' index: a search per reference is quadratic
+    // in a spec of thousands of NFs.
+    let nf_owner = |n: &str| match names.named(n) {
+        Some(Named::Nf(i)) => Some(&spec.nfs[i].tenant),
+        _ => None,
+    };
+    let chain_owner = |n: &str| match names.named(n) {
+        Some(Named::Chain(i)) => Some(&spec.chains[i].tenant),
+        _ => None,
+    };
+    for (i, c) in spec.chains.iter().enumerate().skip(cx.from.chains) {
         let Some(t) = &c.tenant else { continue };
         name(cx, || format!("chains[{i}].tenant"), t)?;
         // The owner of an object, when it is another tenant.
@@ -42,7 +41,7 @@ pub(crate) fn tenants(cx: &Ctx<'_>) -> Res<()> {
             owner.as_ref().filter(|o| *o != t)
         }
         for (j, n) in c.nfs.iter().enumerate() {
-            if let Some(o) = nf_owner.get(n.as_str()).and_then(|o| foreign(o, t)) {
+            if let Some(o) = nf_owner(n).and_then(|o| foreign(o, t)) {
                 return Err(cx.err(
                     format!("chains[{i}].nfs[{j}]"),
                     format!(
@@ -54,7 +53,7 @@ pub(crate) fn tenants(cx: &Ctx<'_>) -> Res<()> {
                 ));
             }
         }
-        if let Some(o) = chain_owner.get(c.to.as_str()).and_then(|o| foreign(o, t)) {
+        if let Some(o) = chain_owner(&c.to).and_then(|o| foreign(o, t)) {
             return Err(cx.err(
                 format!("chains[{i}].to"),
                 format!(

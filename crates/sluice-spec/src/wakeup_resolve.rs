@@ -64,20 +64,22 @@ impl Spec {
 /// Validates every rule of the spec (for specs built by code; parsed ones
 /// were checked as they were decoded) and that every NF has one: an NF
 /// without a rule of its own whose chains give different rules is an
-/// error, since the platform could not tell which applies.
+/// error, since the platform could not tell which applies. Checks the
+/// chains and NFs from `cx.from` on; the rules of the chains before them
+/// are in the base's index.
 pub(crate) fn validate(cx: &Ctx<'_>) -> Res<()> {
-    let spec = cx.spec;
+    let (spec, from) = (cx.spec, cx.from);
     let rule = |path: String, r: &WakeRule| {
         r.check()
             .map_err(|(key, msg)| cx.err(format!("{path}.{key}"), msg))
     };
     rule("settings.wakeup".into(), &spec.settings.wakeup.rule)?;
-    for (i, c) in spec.chains.iter().enumerate() {
+    for (i, c) in spec.chains.iter().enumerate().skip(from.chains) {
         if let Some(r) = &c.wakeup {
             rule(format!("chains[{i}].wakeup"), r)?;
         }
     }
-    for (i, n) in spec.nfs.iter().enumerate() {
+    for (i, n) in spec.nfs.iter().enumerate().skip(from.nfs) {
         if let Some(r) = &n.wakeup {
             rule(format!("nfs[{i}].wakeup"), r)?;
             if n.isolation == Isolation::Inline {
@@ -91,24 +93,26 @@ pub(crate) fn validate(cx: &Ctx<'_>) -> Res<()> {
     }
     // NFs without a rule of their own: their chains' rules must agree.
     // One pass over the chains that have a rule (usually none).
-    let own: HashSet<&str> = spec
-        .nfs
-        .iter()
+    let own: HashSet<&str> = (spec.nfs[from.nfs..].iter())
         .filter(|n| n.wakeup.is_some())
         .map(|n| n.name.as_str())
         .collect();
+    let own = |n: &str| own.contains(n) || cx.base.is_some_and(|b| b.has_own_rule(spec, n));
     let mut first: HashMap<&str, (&str, WakeRule)> = HashMap::new();
-    for (k, c) in spec.chains.iter().enumerate() {
+    for (k, c) in spec.chains.iter().enumerate().skip(from.chains) {
         let Some(r) = c.wakeup else { continue };
         for n in c.nfs.iter().map(String::as_str) {
-            if own.contains(n) {
+            if own(n) {
                 continue;
             }
-            match first.get(n) {
+            let in_base = (cx.base)
+                .and_then(|b| b.chain_rules.get(n))
+                .map(|&(j, rule)| (spec.chains[j].name.as_str(), rule));
+            match in_base.or_else(|| first.get(n).copied()) {
                 None => {
                     first.insert(n, (&c.name, r));
                 }
-                Some(&(other, o)) if o != r => {
+                Some((other, o)) if o != r => {
                     return Err(cx.err(
                         format!("chains[{k}].wakeup"),
                         format!(

@@ -74,7 +74,7 @@ fn import(s: &mut Ctl, h: Handover) -> Result<Imported, ApiError> {
     let addition = sluice_spec::parse_additions(&h.spec, "<migration>")
         .map_err(|e| ApiError::invalid_spec(&e))?;
     let types: Vec<&str> = s.registry.iter().map(|t| t.name).collect();
-    let spec = sluice_spec::add(s.desired.as_ref(), addition, &types)
+    let spec = sluice_spec::add(s.desired.as_deref(), addition, &types)
         .map_err(crate::additions::refused)?;
     let pid = sluice_sys::Pid::from_raw(h.pid as i32)
         .ok_or_else(|| ApiError::bad_request(format!("{} is no process id", h.pid), None))?;
@@ -109,7 +109,7 @@ fn import(s: &mut Ctl, h: Handover) -> Result<Imported, ApiError> {
             }
         }
     }
-    let before = s.desired.clone();
+    let before = s.desired.as_deref().cloned();
     let added = s.change(spec, None, false);
     // Every offer was taken by its port, or the change failed: none may
     // wait for a later port of the same interface.

@@ -65,7 +65,7 @@ pub(crate) async fn post_export(
 
 fn export(s: &mut Ctl, nf: String) -> Result<Handover, ApiError> {
     let no_nf = || ApiError::not_found(format!("no NF named {nf}"));
-    let spec = s.desired.as_ref().ok_or_else(no_nf)?;
+    let spec = s.desired.as_deref().ok_or_else(no_nf)?;
     let part = spec.component_of(&nf).ok_or_else(no_nf)?;
     if let Some(o) = &s.outgoing {
         return Err(ApiError::conflict(format!(
