@@ -239,10 +239,12 @@ impl Template<'_> {
                 timeout,
             );
             let mut readable_pids = Vec::new();
+            let mut exited = false;
             for ev in &ready {
                 let data = ev.data;
                 match data.u64() {
-                    KEY_CHAN | KEY_EXITS => {}
+                    KEY_CHAN => {}
+                    KEY_EXITS => exited = true,
                     pid => readable_pids.push(pid as i32),
                 }
             }
@@ -274,8 +276,14 @@ impl Template<'_> {
                     }
                 }
             }
-            self.exits.drain();
-            self.reap();
+            // Reaped only when a child exited (the signalfd is readable
+            // while a SIGCHLD is pending, so an exit after this drain wakes
+            // the next wait): each `waitpid` looks at every child, and a
+            // template of a thousand NFs spent that on every request.
+            if exited || self.quitting {
+                self.exits.drain();
+                self.reap();
+            }
             if !self.quitting {
                 self.make_standbys();
             }
