@@ -80,6 +80,12 @@ fn bench(c: &mut Criterion) {
         c.bench_function(&format!("control/diff_{n}"), |b| {
             b.iter(|| Diff::between(black_box(&prev), black_box(&next)))
         });
+        // The plan an addition makes shares the running entries, which the
+        // diff skips.
+        let added = compile_addition(&grown, registry, &target, &prev).unwrap();
+        c.bench_function(&format!("control/diff_addition_{n}"), |b| {
+            b.iter(|| Diff::between(black_box(&prev), black_box(&added)))
+        });
     }
 }
 

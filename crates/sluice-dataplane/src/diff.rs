@@ -123,6 +123,7 @@ impl Diff {
         for (id, c) in new.chains_in_order() {
             match old.chain(id) {
                 None => d.chains.added.push(c.name.clone()),
+                Some(_) if new.shares_chain(old, id) => {}
                 Some(o) => {
                     let (op, np) = (old.chain_path(id), new.chain_path(id));
                     let path_changed = op != np;

@@ -2,6 +2,8 @@
 //! path is unchanged, gets a new one otherwise, and a route no chain uses
 //! retires (kept for the packets on it, held for flows a rollout keeps).
 
+use std::sync::Arc;
+
 use sluice_spec::{Spec, SpecError};
 
 use super::{err, IdMap};
@@ -53,16 +55,16 @@ pub(super) fn place_chain(
                     "no route id is free",
                 )
             })?;
-            plan.routes[r as usize] = Some(Route::new(id, path));
+            plan.routes[r as usize] = Some(Arc::new(Route::new(id, path)));
             r
         }
     };
-    plan.chains[id as usize] = Some(ChainPlan {
+    plan.chains[id as usize] = Some(Arc::new(ChainPlan {
         name: c.name.clone(),
         from,
         matcher: c.matcher.clone(),
         route,
-    });
+    }));
     plan.chain_order.push(id);
     plan.ingress[from as usize].push(id);
     Ok(())
@@ -76,7 +78,7 @@ pub(super) fn retire_unused_routes(plan: &mut Plan) {
     for (i, r) in plan.routes.iter_mut().enumerate() {
         if let Some(r) = r {
             if r.retired.is_none() && !current.contains(&(i as u16)) {
-                r.retired = Some(plan.generation);
+                Arc::make_mut(r).retired = Some(plan.generation);
             }
         }
     }
@@ -123,15 +125,17 @@ fn hold_routes(plan: &mut Plan) {
         held[i] = alive && r.path.iter().any(|h| plan.hop_nfs(h).iter().any(draining));
     }
     for (r, h) in plan.routes.iter_mut().zip(held) {
-        if let Some(r) = r {
-            r.held = h;
+        // Copied only when it changes: most routes are shared with the
+        // plan before.
+        if let Some(r) = r.as_mut().filter(|r| r.held != h) {
+            Arc::make_mut(r).held = h;
         }
     }
 }
 
 /// A route id: a never-used one while any is left, else the one retired
 /// longest ago that no flow is held on.
-fn allocate_route(routes: &mut Vec<Option<Route>>) -> Option<u16> {
+fn allocate_route(routes: &mut Vec<Option<Arc<Route>>>) -> Option<u16> {
     if routes.len() < MAX_ROUTES {
         routes.push(None);
         return Some((routes.len() - 1) as u16);
