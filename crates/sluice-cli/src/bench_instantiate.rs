@@ -57,6 +57,16 @@ struct Phases {
     outside_runtime: Spread,
 }
 
+/// Each phase's p50 over each tenth of the requests: which of them grows
+/// with the NFs that run.
+#[derive(Debug, Serialize)]
+struct PhaseDeciles {
+    compile: Vec<f64>,
+    prepare: Vec<f64>,
+    commit: Vec<f64>,
+    outside_runtime: Vec<f64>,
+}
+
 #[derive(Debug, Serialize)]
 struct InstantiateResult {
     count: u32,
@@ -80,6 +90,7 @@ struct InstantiateResult {
     /// preparing (forking until the NFs run), committing, and the rest
     /// (HTTP, parsing, persisting the desired state).
     phases_us: Phases,
+    phases_us_by_decile: PhaseDeciles,
     /// Fork request → NF running, inside the platform, µs.
     spawn_us: Spread,
     spawn_us_by_decile: Vec<f64>,
@@ -222,8 +233,9 @@ fn bench(a: &InstantiateArgs) -> Result<InstantiateResult, String> {
     let private: Vec<f64> = memory.iter().map(|m| m.1).collect();
     let deciles = by_decile(&create);
     let (crun, crun_note) = crun_us();
-    let [compile, prepare, commit, outside_runtime] =
-        phases.map(|v| spread(v.into_iter().map(|ms| ms * 1e3).collect()));
+    let phases = phases.map(|v| v.into_iter().map(|ms| ms * 1e3).collect::<Vec<f64>>());
+    let [d_compile, d_prepare, d_commit, d_outside] = phases.each_ref().map(|v| by_decile(v));
+    let [compile, prepare, commit, outside_runtime] = phases.map(spread);
     Ok(InstantiateResult {
         count,
         batch,
@@ -239,6 +251,12 @@ fn bench(a: &InstantiateArgs) -> Result<InstantiateResult, String> {
             prepare,
             commit,
             outside_runtime,
+        },
+        phases_us_by_decile: PhaseDeciles {
+            compile: d_compile,
+            prepare: d_prepare,
+            commit: d_commit,
+            outside_runtime: d_outside,
         },
         spawn_us_by_decile: by_decile(&spawn),
         spawn_us: spread(spawn),
