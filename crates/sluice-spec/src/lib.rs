@@ -69,6 +69,7 @@ mod settings;
 mod valid;
 mod validate;
 mod validate_chains;
+mod validate_nfs;
 mod validate_tenants;
 mod wakeup;
 mod wakeup_resolve;

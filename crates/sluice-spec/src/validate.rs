@@ -1,5 +1,5 @@
-//! Checks on the typed spec: value ranges, names, NF types and (in
-//! `validate_chains`) cross-references. Works for parsed specs (errors are
+//! Checks on the typed spec: value ranges, names, each NF (in
+//! `validate_nfs`) and cross-references (in `validate_chains`). Works for parsed specs (errors are
 //! located through the document tree) and for specs built by code (errors
 //! are located at the enclosing port, NF or chain).
 
@@ -9,11 +9,11 @@ use std::fmt::Display;
 use crate::config_node::ConfigNode;
 use crate::decode_ports::prefix_family_error;
 use crate::error::SpecError;
-use crate::fields::{suggest, Res};
+use crate::fields::Res;
 use crate::index::SpecIndex;
 use crate::limits::{self, Limit};
 use crate::location::Location;
-use crate::model::{Isolation, Spec, MAX_REPLICAS};
+use crate::model::Spec;
 use crate::net::{self, PortRange};
 use crate::path::{self, Seg};
 use crate::ports::{GeneratorSpec, PortKind, SizeSpec};
@@ -152,136 +152,7 @@ fn validate_in(cx: &Ctx<'_>, known_nf_types: &[&str]) -> Res<()> {
         port(cx, &format!("ports[{i}]"), &p.kind)?;
     }
     for (i, nf) in spec.nfs.iter().enumerate().skip(from.nfs) {
-        name(cx, || format!("nfs[{i}].name"), &nf.name)?;
-        if !known_nf_types.contains(&nf.nf_type.as_str()) {
-            let mut msg = if known_nf_types.is_empty() {
-                format!("unknown NF type \"{}\" (no NF types are known)", nf.nf_type)
-            } else {
-                format!(
-                    "unknown NF type \"{}\" (known types: {})",
-                    nf.nf_type,
-                    known_nf_types.join(", ")
-                )
-            };
-            if let Some(s) = suggest(&nf.nf_type, known_nf_types.iter().copied()) {
-                msg.push_str(&format!("; did you mean \"{s}\"?"));
-            }
-            return Err(cx.err(format!("nfs[{i}].type"), msg));
-        }
-        if let Some(w) = nf.cpu_weight.filter(|w| !(1..=10_000).contains(w)) {
-            return Err(cx.err(
-                format!("nfs[{i}].cpu_weight"),
-                format!("cpu_weight {w} is out of range (1 to 10000; the default share is 100)"),
-            ));
-        }
-        if nf.cpu_weight.is_some() && nf.isolation == Isolation::Inline {
-            return Err(cx.err(
-                format!("nfs[{i}].cpu_weight"),
-                "cpu_weight applies to process NFs: an inline NF runs in its worker's thread, \
-                 whose core it does not share by weight",
-            ));
-        }
-        if !(1..=MAX_REPLICAS).contains(&nf.replicas) {
-            return Err(cx.err(
-                format!("nfs[{i}].replicas"),
-                format!(
-                    "replicas {} is out of range (1 to {MAX_REPLICAS})",
-                    nf.replicas
-                ),
-            ));
-        }
-        if nf.fallback != crate::model::Fallback::default() && !nf.steer.exclusive() {
-            return Err(cx.err(
-                format!("nfs[{i}].fallback"),
-                "fallback applies to `steer: per_flow` and `per_class` (what a new flow gets \
-                 when every replica serves one)",
-            ));
-        }
-        if nf.reset == crate::model::ResetMode::Refork {
-            if !nf.steer.exclusive() {
-                return Err(cx.err(
-                    format!("nfs[{i}].reset"),
-                    "reset applies to `steer: per_flow` and `per_class` (how a released \
-                     instance is made new)",
-                ));
-            }
-            if nf.isolation != crate::Isolation::Process {
-                return Err(cx.err(
-                    format!("nfs[{i}].reset"),
-                    "reset: refork forks a fresh process: it needs `isolation: process`",
-                ));
-            }
-        }
-        match (nf.steer, &nf.class) {
-            (crate::Steer::PerClass, None) => {
-                return Err(cx.err(
-                    format!("nfs[{i}].class"),
-                    "steer: per_class needs a class, e.g. `class: { by: src, prefix: 24 }`",
-                ))
-            }
-            (s, Some(_)) if s != crate::Steer::PerClass => {
-                return Err(cx.err(
-                    format!("nfs[{i}].class"),
-                    "class applies to `steer: per_class` (one instance per class of flows)",
-                ))
-            }
-            _ => {}
-        }
-        if let Some(p) = &nf.pool {
-            let at = format!("nfs[{i}].pool");
-            if !nf.steer.exclusive() {
-                return Err(cx.err(
-                    at,
-                    "pool applies to `steer: per_flow` and `per_class` (its instances are the pool)",
-                ));
-            }
-            if !(1..=MAX_REPLICAS).contains(&p.min) || !(p.min..=MAX_REPLICAS).contains(&p.max) {
-                return Err(cx.err(
-                    at,
-                    format!(
-                        "pool min {} and max {} must hold 1 <= min <= max <= {MAX_REPLICAS}",
-                        p.min, p.max
-                    ),
-                ));
-            }
-            if !(p.min..=p.max).contains(&nf.replicas) {
-                return Err(cx.err(
-                    format!("nfs[{i}].replicas"),
-                    format!(
-                        "replicas {} is outside the pool's bounds ({} to {}): it is the pool's size now",
-                        nf.replicas, p.min, p.max
-                    ),
-                ));
-            }
-        }
-        if let Some(d) = &nf.draining {
-            if d.generation == nf.generation {
-                return Err(cx.err(
-                    format!("nfs[{i}].draining.generation"),
-                    format!(
-                        "the draining version's generation {} is the NF's own: a rollout \
-                         retires an earlier version",
-                        d.generation
-                    ),
-                ));
-            }
-            if !(1..=MAX_REPLICAS).contains(&d.replicas) {
-                return Err(cx.err(
-                    format!("nfs[{i}].draining.replicas"),
-                    format!(
-                        "replicas {} is out of range (1 to {MAX_REPLICAS})",
-                        d.replicas
-                    ),
-                ));
-            }
-        }
-        if nf.sandbox.is_some() && nf.isolation == Isolation::Inline {
-            return Err(cx.err(
-                format!("nfs[{i}].sandbox"),
-                "sandbox applies to process NFs: an inline NF runs in its worker's thread, \
-                 with the platform's rights (use isolation: process to sandbox it)",
-            ));
-        }
+        crate::validate_nfs::nf(cx, i, nf, known_nf_types)?;
     }
     crate::domains::nfs(cx)?;
     crate::wakeup_resolve::validate(cx)?;
