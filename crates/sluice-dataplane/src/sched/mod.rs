@@ -325,12 +325,20 @@ impl Scheduler {
         self.last = members.to_vec();
         self.weights.apply(members);
         self.classes.apply(self.policy.kernel_class, members);
-        // Process NFs per core, and which share their worker's core.
+        // Process NFs per core, and each slot's member: by slot number in
+        // a table (slots are the arena's, a few thousand at most), since a
+        // map of a thousand members was most of this function's time at
+        // each change (`sluice bench instantiate`).
         let mut sharing: std::collections::BTreeMap<u32, usize> = Default::default();
-        let mut by_slot: std::collections::BTreeMap<u32, &Member> = Default::default();
+        let top = members
+            .iter()
+            .map(|m| m.slot as usize + 1)
+            .max()
+            .unwrap_or(0);
+        let mut by_slot: Vec<Option<&Member>> = vec![None; top];
         for m in members {
             *sharing.entry(m.cpu).or_default() += 1;
-            by_slot.insert(m.slot, m);
+            by_slot[m.slot as usize] = Some(m);
         }
         for a in &assigned {
             if !arena.has_slot(a.slot) || a.core as usize >= sluice_mem::arena::MAX_CORES {
@@ -348,7 +356,7 @@ impl Scheduler {
             b.slice_ns.store(slice, Ordering::Relaxed);
             let n = sharing.get(&a.core).copied().unwrap_or(1);
             // Every assignment is of a member.
-            if let Some(m) = by_slot.get(&a.slot) {
+            if let Some(m) = by_slot.get(a.slot as usize).copied().flatten() {
                 publish_polling(b, &self.policy, n, m);
             }
             // Mode last: an NF that sees TURNS sees its core and links.
