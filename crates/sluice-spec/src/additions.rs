@@ -145,10 +145,8 @@ pub fn add_to(
         },
     };
     let first = Counts::of(&whole);
-    let base_source = std::mem::replace(&mut whole.source, addition.source);
-    whole.ports.extend(addition.ports);
-    whole.nfs.extend(addition.nfs);
-    whole.chains.extend(addition.chains);
+    let base_source = std::mem::replace(&mut whole.source, addition.source.clone());
+    append(&mut whole, addition);
     let locator = AddedLocator {
         spec: &whole,
         first,
@@ -185,9 +183,21 @@ pub fn add_to(
     })
 }
 
+/// `addition`'s objects appended to `whole`'s lists (its source and
+/// settings stay).
+pub(crate) fn append(whole: &mut Spec, addition: Spec) {
+    whole.ports.extend(addition.ports);
+    whole.nfs.extend(addition.nfs);
+    whole.chains.extend(addition.chains);
+}
+
 /// A [`AddError::Exists`] for the first name of `addition` that `base`
 /// has (looked up in its index when it has one).
-fn names_free(base: &Spec, index: Option<&SpecIndex>, addition: &Spec) -> Result<(), AddError> {
+pub(crate) fn names_free(
+    base: &Spec,
+    index: Option<&SpecIndex>,
+    addition: &Spec,
+) -> Result<(), AddError> {
     let taken = |name: &str| -> Option<&'static str> {
         if let Some(i) = index {
             i.names.get(name).map(|n| n.kind())

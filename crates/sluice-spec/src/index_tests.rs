@@ -8,7 +8,7 @@
 use proptest::prelude::*;
 
 use super::SpecIndex;
-use crate::additions::{AddedLocator, Counts};
+use crate::additions::{append, names_free, AddedLocator, Counts};
 use crate::model::Spec;
 use crate::validate;
 
@@ -158,18 +158,12 @@ fn check(dice: &[u8]) -> Result<(), TestCaseError> {
         return Ok(());
     };
     let index = SpecIndex::of(&base);
-    let taken = (addition.ports.iter().map(|p| &p.name))
-        .chain(addition.nfs.iter().map(|n| &n.name))
-        .chain(addition.chains.iter().map(|c| &c.name))
-        .any(|n| index.names.get(n).is_some());
-    if taken {
+    if names_free(&base, Some(&index), &addition).is_err() {
         return Ok(()); // refused before any check (`add_to`)
     }
     let first = Counts::of(&base);
     let mut whole: Spec = base;
-    whole.ports.extend(addition.ports);
-    whole.nfs.extend(addition.nfs);
-    whole.chains.extend(addition.chains);
+    append(&mut whole, addition);
     let locator = AddedLocator {
         spec: &whole,
         first,
