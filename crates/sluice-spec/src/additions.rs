@@ -10,13 +10,15 @@
 //! an added object point into the partial document: its source, line and
 //! field path (`nfs[0]`, not the index it takes in the whole spec).
 
+use crate::check::{Locate, SpecLocator};
 use crate::error::SpecError;
+use crate::index::Grown;
 use crate::index::{IndexedSpec, SpecIndex};
 use crate::location::{Location, SourceName};
 use crate::model::Spec;
 use crate::settings::Settings;
-use crate::valid::{Grown, ValidSpec};
-use crate::validate::{self, Locate, SpecLocator};
+use crate::valid::ValidSpec;
+use crate::validate;
 use crate::{decode, load};
 
 /// Parses a partial spec: `ports`, `nfs` and `chains` lists only, at least

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use crate::config_node::{ConfigNode, ConfigValue};
-use crate::fields::{self, Fields, Res};
+use crate::fields::{self, opt_int, Fields, Res};
 use crate::limits;
 use crate::location::SourceName;
 use crate::model::{Isolation, NfSpec, Spec, Steer};
@@ -135,15 +135,6 @@ fn settings(node: &ConfigNode) -> Res<Settings> {
         }
     }
     Ok(s)
-}
-
-/// An optional integer field within `limit`.
-pub(crate) fn opt_int<T: TryFrom<u64>>(
-    f: &Fields<'_>,
-    key: &str,
-    limit: limits::Limit,
-) -> Res<Option<T>> {
-    f.opt(key).map(|n| fields::int_as(n, limit)).transpose()
 }
 
 fn restart(node: &ConfigNode) -> Res<RestartPolicy> {

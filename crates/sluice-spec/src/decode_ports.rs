@@ -5,7 +5,7 @@ use std::path::Path;
 use ipnet::IpNet;
 
 use crate::config_node::{ConfigNode, ConfigValue};
-use crate::decode::opt_int;
+use crate::fields::opt_int;
 use crate::fields::{self, Fields, Res};
 use crate::limits;
 use crate::net;

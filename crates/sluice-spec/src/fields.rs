@@ -197,6 +197,15 @@ pub(crate) fn ip_version(node: &ConfigNode) -> Res<u8> {
     }
 }
 
+/// An optional integer field within `limit`.
+pub(crate) fn opt_int<T: TryFrom<u64>>(
+    f: &Fields<'_>,
+    key: &str,
+    limit: crate::limits::Limit,
+) -> Res<Option<T>> {
+    f.opt(key).map(|n| int_as(n, limit)).transpose()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

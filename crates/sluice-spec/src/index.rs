@@ -17,8 +17,39 @@ use std::hash::Hash;
 use foldhash::{HashMap, HashMapExt};
 
 use crate::model::{MatchSpec, Spec};
-use crate::valid::Grown;
 use crate::wakeup::WakeRule;
+
+/// How many ports, NFs and chains a spec had before an addition appended
+/// its objects ([`ValidSpec::grown_from`]): the objects at and after
+/// these indexes are the added ones, and everything before them, settings
+/// included, is the spec the addition was made to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grown {
+    /// Ports before the addition.
+    pub ports: usize,
+    /// NFs before the addition.
+    pub nfs: usize,
+    /// Chains before the addition.
+    pub chains: usize,
+}
+
+impl Grown {
+    /// No objects: everything is added.
+    pub(crate) const NOTHING: Grown = Grown {
+        ports: 0,
+        nfs: 0,
+        chains: 0,
+    };
+
+    /// The counts of `spec`'s lists.
+    pub fn of(spec: &Spec) -> Grown {
+        Grown {
+            ports: spec.ports.len(),
+            nfs: spec.nfs.len(),
+            chains: spec.chains.len(),
+        }
+    }
+}
 
 /// What a name names, by its index in the spec's list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

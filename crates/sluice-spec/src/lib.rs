@@ -41,6 +41,7 @@
 //! ```
 
 mod additions;
+mod check;
 mod classes;
 mod component;
 mod config_de;
@@ -69,6 +70,7 @@ mod settings;
 mod valid;
 mod validate;
 mod validate_chains;
+mod validate_domains;
 mod validate_nfs;
 mod validate_tenants;
 mod wakeup;
@@ -82,7 +84,7 @@ pub use config_node::{ConfigEntry, ConfigNode, ConfigValue};
 pub use domains::{DomainSpec, MAX_DOMAINS, PLATFORM_DOMAIN};
 pub use error::SpecError;
 pub use file::{read_regular_file, read_text_file, MAX_DATA_FILE_BYTES, MAX_SPEC_BYTES};
-pub use index::{IndexedSpec, SpecIndex};
+pub use index::{Grown, IndexedSpec, SpecIndex};
 pub use ipnet::IpNet;
 pub use load::{load, parse_str, parse_value};
 pub use location::{Location, SourceName};
@@ -101,5 +103,5 @@ pub use settings::{
     BackpressureMode, BackpressureSettings, FlowTableSettings, KernelClass, RestartMode,
     RestartPolicy, SchedulerPolicy, SchedulerSettings, Settings, WakeupSettings,
 };
-pub use valid::{Grown, ValidSpec};
+pub use valid::ValidSpec;
 pub use wakeup::{WakeRule, WakeupPolicy};

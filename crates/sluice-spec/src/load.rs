@@ -2,13 +2,14 @@
 
 use std::path::Path;
 
+use crate::check::TreeLocator;
 use crate::config_node::ConfigNode;
 use crate::decode;
 use crate::error::SpecError;
 use crate::file::{read_regular_file, MAX_SPEC_BYTES};
 use crate::location::{Location, SourceName};
 use crate::model::Spec;
-use crate::validate::{self, TreeLocator};
+use crate::validate;
 use crate::yaml;
 
 /// Reads, parses and validates the spec file at `path`, which must be a

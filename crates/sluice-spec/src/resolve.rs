@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 
+use crate::domains::PLATFORM_DOMAIN;
 use crate::model::{ChainSpec, NfSpec, Spec};
 use crate::ports::PortSpec;
 
@@ -124,5 +125,37 @@ impl Spec {
             }
             None => Vec::new(),
         }
+    }
+}
+
+impl NfSpec {
+    /// The name of its domain: its `domain`, else [`PLATFORM_DOMAIN`].
+    pub fn domain_name(&self) -> &str {
+        self.domain.as_deref().unwrap_or(PLATFORM_DOMAIN)
+    }
+}
+
+impl Spec {
+    /// The index of NF `nf`'s domain: 0 for the platform's own (no
+    /// `domain`, or `platform`), 1 + its position in `settings.domains`
+    /// for a declared one. `None` for a domain that is not declared, which
+    /// only a spec that failed validation has.
+    pub fn domain_index(&self, nf: &NfSpec) -> Option<usize> {
+        match nf.domain.as_deref() {
+            None | Some(PLATFORM_DOMAIN) => Some(0),
+            Some(d) => self
+                .settings
+                .domains
+                .iter()
+                .position(|x| x.name == d)
+                .map(|i| i + 1),
+        }
+    }
+
+    /// [`Spec::domain_index`] of the NF named `nf` (at most
+    /// [`crate::MAX_DOMAINS`] in a valid spec); `None` if there is no such NF.
+    pub fn domain_of(&self, nf: &str) -> Option<u8> {
+        let nf = self.nfs.iter().find(|n| n.name == nf)?;
+        self.domain_index(nf).and_then(|i| u8::try_from(i).ok())
     }
 }

@@ -10,7 +10,7 @@
 use std::ops::Deref;
 
 use crate::error::SpecError;
-use crate::index::{IndexedSpec, SpecIndex};
+use crate::index::{Grown, IndexedSpec, SpecIndex};
 use crate::model::Spec;
 
 /// A spec that passed [`Spec::validate`] against the NF types its maker
@@ -27,38 +27,6 @@ impl PartialEq for ValidSpec {
     /// The index is derived from the spec.
     fn eq(&self, other: &Self) -> bool {
         self.spec == other.spec && self.grown == other.grown
-    }
-}
-
-/// How many ports, NFs and chains a spec had before an addition appended
-/// its objects ([`ValidSpec::grown_from`]): the objects at and after
-/// these indexes are the added ones, and everything before them, settings
-/// included, is the spec the addition was made to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Grown {
-    /// Ports before the addition.
-    pub ports: usize,
-    /// NFs before the addition.
-    pub nfs: usize,
-    /// Chains before the addition.
-    pub chains: usize,
-}
-
-impl Grown {
-    /// No objects: everything is added.
-    pub(crate) const NOTHING: Grown = Grown {
-        ports: 0,
-        nfs: 0,
-        chains: 0,
-    };
-
-    /// The counts of `spec`'s lists.
-    pub fn of(spec: &Spec) -> Grown {
-        Grown {
-            ports: spec.ports.len(),
-            nfs: spec.nfs.len(),
-            chains: spec.chains.len(),
-        }
     }
 }
 

@@ -4,96 +4,17 @@
 //! are located at the enclosing port, NF or chain).
 
 use foldhash::{HashMap, HashMapExt};
-use std::fmt::Display;
 
-use crate::config_node::ConfigNode;
+use crate::check::{name, port_range, Ctx, Locate, SpecLocator};
 use crate::decode_ports::prefix_family_error;
 use crate::error::SpecError;
 use crate::fields::Res;
-use crate::index::SpecIndex;
-use crate::limits::{self, Limit};
-use crate::location::Location;
+use crate::index::{Grown, SpecIndex};
+use crate::limits;
 use crate::model::Spec;
-use crate::net::{self, PortRange};
-use crate::path::{self, Seg};
+use crate::net;
 use crate::ports::{GeneratorSpec, PortKind, SizeSpec};
-use crate::valid::Grown;
 use crate::validate_chains::{self, Names};
-
-/// Finds the location of a field path.
-pub(crate) trait Locate {
-    /// The best location for `path` (the deepest known enclosing item).
-    fn locate(&self, path: &str) -> Location;
-}
-
-/// Locates paths in the parsed document.
-pub(crate) struct TreeLocator<'a>(pub &'a ConfigNode);
-
-impl Locate for TreeLocator<'_> {
-    fn locate(&self, path: &str) -> Location {
-        self.0.find_nearest(path).location()
-    }
-}
-
-/// Locates paths by the locations recorded in the spec's ports, NFs and chains.
-pub(crate) struct SpecLocator<'a>(pub &'a Spec);
-
-impl Locate for SpecLocator<'_> {
-    fn locate(&self, path: &str) -> Location {
-        let segs = path::parse(path);
-        let spec = self.0;
-        match (segs.first(), segs.get(1)) {
-            (Some(Seg::Key(k)), Some(Seg::Index(i))) => match k.as_str() {
-                "ports" => spec.ports.get(*i).map(|p| p.location),
-                "nfs" => spec.nfs.get(*i).map(|n| n.location),
-                "chains" => spec.chains.get(*i).map(|c| c.location),
-                _ => None,
-            },
-            _ => None,
-        }
-        .unwrap_or(Location::GENERATED)
-    }
-}
-
-/// Validation context: the spec, how to locate its fields, and which of
-/// its objects to check.
-pub(crate) struct Ctx<'a> {
-    pub spec: &'a Spec,
-    locator: &'a dyn Locate,
-    /// The first port, NF and chain to check: all of them (zeros), or
-    /// those an addition appended to a valid spec ([`crate::index`]).
-    pub from: Grown,
-    /// The index of the objects before `from` (`None` when that is
-    /// nothing): what the checked objects' references are looked up in.
-    pub base: Option<&'a SpecIndex>,
-}
-
-impl Ctx<'_> {
-    /// An error about the field at `path`.
-    pub(crate) fn err(&self, path: impl Into<String>, msg: impl Display) -> SpecError {
-        let path = path.into();
-        SpecError::new(
-            self.spec.source.as_str(),
-            self.locator.locate(&path),
-            path,
-            msg.to_string(),
-        )
-    }
-
-    /// ` (line N)` for the item at `path`, or nothing if it has no position.
-    pub(crate) fn line_note(&self, path: &str) -> String {
-        let loc = self.locator.locate(path);
-        if loc.is_generated() {
-            String::new()
-        } else {
-            format!(" (line {})", loc.line)
-        }
-    }
-
-    pub(crate) fn limit(&self, path: impl Into<String>, limit: Limit, v: u64) -> Res<()> {
-        limit.check(v).map_err(|m| self.err(path, m))
-    }
-}
 
 impl Spec {
     /// Validates the whole spec, e.g. one built by code. `known_nf_types`
@@ -143,7 +64,7 @@ pub(crate) fn validate_addition(
 fn validate_in(cx: &Ctx<'_>, known_nf_types: &[&str]) -> Res<()> {
     let (cx, spec, from) = (cx, cx.spec, cx.from);
     settings(cx)?;
-    crate::domains::settings(cx)?;
+    crate::validate_domains::settings(cx)?;
     if spec.ports.is_empty() {
         return Err(cx.err("ports", "no ports defined: a spec needs at least one port"));
     }
@@ -154,7 +75,7 @@ fn validate_in(cx: &Ctx<'_>, known_nf_types: &[&str]) -> Res<()> {
     for (i, nf) in spec.nfs.iter().enumerate().skip(from.nfs) {
         crate::validate_nfs::nf(cx, i, nf, known_nf_types)?;
     }
-    crate::domains::nfs(cx)?;
+    crate::validate_domains::nfs(cx)?;
     crate::wakeup_resolve::validate(cx)?;
     if spec.chains.is_empty() {
         return Err(cx.err(
@@ -271,27 +192,6 @@ fn settings(cx: &Ctx<'_>) -> Res<()> {
     Ok(())
 }
 
-/// Names are `[a-z0-9_-]{1,32}`.
-/// Checks a name; `path` (its field) is made only for an error.
-pub(crate) fn name(cx: &Ctx<'_>, path: impl FnOnce() -> String, name: &str) -> Res<()> {
-    let ok = !name.is_empty()
-        && name.len() <= limits::NAME_MAX
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
-    if ok {
-        Ok(())
-    } else {
-        Err(cx.err(
-            path(),
-            format!(
-                "invalid name {name:?}: names are 1 to {} characters of a-z, 0-9, _ and -",
-                limits::NAME_MAX
-            ),
-        ))
-    }
-}
-
 fn port(cx: &Ctx<'_>, at: &str, kind: &PortKind) -> Res<()> {
     let field = |f: &str| format!("{at}.{f}");
     match kind {
@@ -374,20 +274,6 @@ fn generator(cx: &Ctx<'_>, at: &str, g: &GeneratorSpec) -> Res<()> {
     }
     port_range(cx, &field("src_ports"), &g.src_ports)?;
     port_range(cx, &field("dst_ports"), &g.dst_ports)
-}
-
-/// Ranges built by code may have `lo > hi`.
-pub(crate) fn port_range(cx: &Ctx<'_>, path: &str, r: &PortRange) -> Res<()> {
-    if r.lo > r.hi {
-        return Err(cx.err(
-            path,
-            format!(
-                "invalid port range {}-{}: the first port must not exceed the last",
-                r.lo, r.hi
-            ),
-        ));
-    }
-    Ok(())
 }
 
 /// Names are unique across ports, NFs and chains: those checked (an

@@ -3,12 +3,12 @@
 
 use foldhash::{HashMap, HashMapExt};
 
+use crate::check::{port_range, Ctx};
 use crate::fields::{suggest, Res};
 use crate::index::{Earlier, NameMap, Named, SpecIndex};
 use crate::model::{ChainSpec, MatchSpec, Spec};
 use crate::net::{self, proto_name};
 use crate::ports::PortKind;
-use crate::validate::{port_range, Ctx};
 
 /// What a name refers to.
 enum Target<'a> {

@@ -3,9 +3,9 @@
 //! sandboxes). Cross-references are checked elsewhere (`validate_chains`,
 //! `domains`, `wakeup_resolve`, `validate_tenants`).
 
+use crate::check::{name, Ctx};
 use crate::fields::{suggest, Res};
 use crate::model::{Isolation, NfSpec, MAX_REPLICAS};
-use crate::validate::{name, Ctx};
 
 /// Checks NF `i` of the spec, `nf`; `known_nf_types` lists the NF types
 /// that exist.

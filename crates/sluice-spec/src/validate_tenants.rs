@@ -9,9 +9,9 @@
 //! packets pass its NFs. Ports are the operator's and every chain may use
 //! them (the operator says which ports a tenant gets).
 
+use crate::check::{name, Ctx};
 use crate::fields::Res;
 use crate::index::Named;
-use crate::validate::{name, Ctx};
 use crate::validate_chains::Names;
 
 /// Checks tenant names and that no chain crosses into another tenant

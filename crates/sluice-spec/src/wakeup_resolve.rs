@@ -3,9 +3,9 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::check::Ctx;
 use crate::fields::Res;
 use crate::model::{Isolation, Spec};
-use crate::validate::Ctx;
 use crate::wakeup::WakeRule;
 
 impl Spec {
