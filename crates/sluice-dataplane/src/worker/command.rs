@@ -24,7 +24,6 @@
 
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use sluice_mem::control::state;
 use sluice_nf::runtime::run_stop;
@@ -349,7 +348,7 @@ impl<'a> Worker<'a> {
         self.cfg.entry = change.entry;
         // Published to the NFs by the `derive` that ends the change.
         self.sched.set_policy(change.sched);
-        let plan = Rc::new(Arc::unwrap_or_clone(change.plan));
+        let plan = Rc::new(change.plan);
         let table = plan.nfs.len().max(self.nfs.len());
         self.nfs.resize_with(table, || None);
         for id in change.remove_nfs {

@@ -66,7 +66,8 @@ impl Worker<'_> {
         if stamp == self.entry.pass {
             return fill;
         }
-        let plan = Rc::clone(&self.plan);
+        let held = Rc::clone(&self.plan);
+        let plan: &crate::plan::Plan = &held;
         let mut worst = 0;
         let hops = plan.route(route).map_or(&[][..], |rt| &rt.path[..]);
         for &i in hops.iter().flat_map(|h| plan.hop_nfs(h)) {

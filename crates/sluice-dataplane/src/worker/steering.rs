@@ -288,8 +288,10 @@ impl<'a> Worker<'a> {
         }
         // A cheap, non-atomic count: the closure below needs the plan while
         // it borrows the worker mutably.
-        let plan = Rc::clone(&self.plan);
-        if let Some(dest) = uniform_next(&plan, b, arena) {
+        let held = Rc::clone(&self.plan);
+        // Dereferenced once here, not per packet.
+        let plan: &crate::plan::Plan = &held;
+        if let Some(dest) = uniform_next(plan, b, arena) {
             let mut g = self.take_batch();
             std::mem::swap(&mut *g, b);
             self.work.push((dest, g));
@@ -298,7 +300,7 @@ impl<'a> Worker<'a> {
         b.drain(|mut h| {
             let mut pkt = arena.pkt(&mut h);
             let dest = if pkt.meta_is_sane() {
-                after_nf(&plan, &mut pkt, from)
+                after_nf(plan, &mut pkt, from)
             } else {
                 Dest::Drop(DropReason::INVALID_METADATA)
             };
