@@ -49,6 +49,13 @@ pub struct Diff {
     /// Port ids removed.
     #[serde(skip)]
     pub gone_ports: Vec<u16>,
+    /// Chain ids added.
+    #[serde(skip)]
+    pub new_chains: Vec<u16>,
+    /// Whether a replica set of the running plan changed (its members, or
+    /// how it steers).
+    #[serde(skip)]
+    pub sets_changed: bool,
     /// Whether workers must drain before the swap: something packets may
     /// be inside goes away, or a route changes other than by gaining NFs.
     #[serde(skip)]
@@ -59,6 +66,19 @@ impl Diff {
     /// Whether nothing changed.
     pub fn is_empty(&self) -> bool {
         self.ports.is_empty() && self.nfs.is_empty() && self.chains.is_empty()
+    }
+
+    /// Whether the change only adds: nothing of the running plan changes
+    /// or goes, so what it meant to a worker still holds
+    /// (`worker/derive.rs` works out only what the additions mean).
+    pub fn only_adds(&self) -> bool {
+        let adds = |c: &Changes| c.changed.is_empty() && c.removed.is_empty();
+        adds(&self.ports)
+            && adds(&self.nfs)
+            && adds(&self.chains)
+            && self.reconfigure_nfs.is_empty()
+            && !self.sets_changed
+            && !self.quiesce
     }
 
     /// The difference from `old` to `new` (plans whose ids agree, as
@@ -122,7 +142,10 @@ impl Diff {
         }
         for (id, c) in new.chains_in_order() {
             match old.chain(id) {
-                None => d.chains.added.push(c.name.clone()),
+                None => {
+                    d.chains.added.push(c.name.clone());
+                    d.new_chains.push(id);
+                }
                 Some(_) if new.shares_chain(old, id) => {}
                 Some(o) => {
                     let (op, np) = (old.chain_path(id), new.chain_path(id));
@@ -170,6 +193,7 @@ impl Diff {
         if (0..sets).any(|b| moves(b as u16)) {
             d.quiesce = true;
         }
+        d.sets_changed = (0..sets as u16).any(|b| old.set(b).is_some() && old.set(b) != new.set(b));
         d
     }
 }

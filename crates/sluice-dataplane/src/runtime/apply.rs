@@ -338,6 +338,7 @@ impl Runtime {
                     add_ports: ports,
                     remove_ports: diff.gone_ports.clone(),
                     quiesce: diff.quiesce,
+                    added_chains: diff.only_adds().then(|| diff.new_chains.clone()),
                     restart: restart.clone(),
                     sched,
                     entry,

@@ -64,6 +64,54 @@ impl Bells {
         self.pending = self.words.iter().map(|&(_, mask)| mask).collect();
         self.sweep = 0;
     }
+    /// Adds NF `id` in `slot` (a change that only added NFs), pending so
+    /// the next pass looks at it once; the others keep their state.
+    pub(crate) fn add(&mut self, slot: u32, id: u16) {
+        if self.by_slot.is_empty() || slot < self.base {
+            let shift = if self.by_slot.is_empty() {
+                0
+            } else {
+                (self.base - slot) as usize
+            };
+            self.by_slot.splice(0..0, std::iter::repeat_n(NONE, shift));
+            self.base = slot;
+        }
+        let at = (slot - self.base) as usize;
+        if at >= self.by_slot.len() {
+            self.by_slot.resize(at + 1, NONE);
+        }
+        self.by_slot[at] = id;
+        let (word, bit) = BellWord::locate(slot);
+        match self.words.binary_search_by_key(&word, |&(w, _)| w as usize) {
+            Ok(k) => {
+                self.words[k].1 |= bit;
+                self.pending[k] |= bit;
+            }
+            Err(k) => {
+                self.words.insert(k, (word as u32, bit));
+                self.pending.insert(k, bit);
+            }
+        }
+    }
+
+    /// Whether `other` rings for the same NFs in the same slots.
+    #[cfg(debug_assertions)]
+    pub(crate) fn same_nfs(&self, other: &Bells) -> bool {
+        let slots = |b: &Bells| -> Vec<(u32, Option<u16>)> {
+            let mut v = Vec::new();
+            for &(w, mask) in &b.words {
+                let mut bits = mask;
+                while bits != 0 {
+                    let bit = bits.trailing_zeros();
+                    bits &= bits - 1;
+                    let slot = w * BELLS_PER_WORD + bit;
+                    v.push((slot, b.nf_in_slot(slot)));
+                }
+            }
+            v
+        };
+        slots(self) == slots(other)
+    }
 
     /// Words to visit on a pass.
     pub(crate) fn len(&self) -> usize {
@@ -191,6 +239,30 @@ mod tests {
         assert_eq!(b.nf_in_slot(99), Some(1099));
         assert_eq!(b.nf_in_slot(131), None);
         assert_eq!(b.nf_in_slot(59), None);
+    }
+
+    #[test]
+    fn adding_nfs_gives_what_a_rebuild_gives_and_looks_at_the_new_ones_once() {
+        let a = arena();
+        let mut b = Bells::default();
+        let mut all = vec![(100u32, 7u16)];
+        b.add(100, 7);
+        assert_eq!(visit(&mut b, &a), vec![7]);
+        // Same word, a new word above, one below the first slot (the
+        // slot table grows downwards), and one below that word.
+        for (slot, id) in [(101, 8), (190, 9), (70, 10), (3, 11)] {
+            b.add(slot, id);
+            all.push((slot, id));
+            let mut whole = Bells::default();
+            whole.rebuild(all.iter().copied());
+            assert!(b.same_nfs(&whole), "after adding slot {slot}");
+            assert_eq!(visit(&mut b, &a), vec![id], "only the new NF is pending");
+        }
+        let (w, bit) = BellWord::locate(190);
+        a.bell_word(w).ring(bit);
+        assert_eq!(visit(&mut b, &a), vec![9]);
+        assert_eq!(b.nf_in_slot(3), Some(11));
+        assert_eq!(b.nf_in_slot(4), None);
     }
 
     #[test]

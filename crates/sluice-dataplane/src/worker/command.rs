@@ -346,6 +346,22 @@ impl<'a> Worker<'a> {
         let reconfigure = std::mem::take(&mut change.reconfigure);
         self.cfg.restart = change.restart;
         self.cfg.entry = change.entry;
+        // A change that only adds, to this worker too (no instance or port
+        // replaced under its id, the same scheduling policy): only what
+        // the added objects mean is worked out.
+        let mut added = change
+            .added_chains
+            .take()
+            .filter(|_| {
+                change.remove_nfs.is_empty()
+                    && change.remove_ports.is_empty()
+                    && reconfigure.is_empty()
+                    && change.sched == self.sched.policy()
+            })
+            .map(|chains| super::derive::Added {
+                nfs: nfs.iter().map(|n| n.id).collect(),
+                chains,
+            });
         // Published to the NFs by the `derive` that ends the change.
         self.sched.set_policy(change.sched);
         let plan = Rc::new(change.plan);
@@ -360,6 +376,7 @@ impl<'a> Worker<'a> {
             let id = nf.id as usize;
             if let Some(old) = self.nfs[id].replace(nf) {
                 self.remove_nf(old, now);
+                added = None;
             }
             self.gates.resize(self.nfs.len(), Default::default());
             self.gates[id] = Default::default();
@@ -374,6 +391,7 @@ impl<'a> Worker<'a> {
         for (id, p) in change.add_ports {
             if let Some(old) = self.ports[id as usize].replace(p) {
                 self.remove_port(old);
+                added = None;
             }
         }
         let before: Vec<Option<u16>> = self
@@ -404,7 +422,10 @@ impl<'a> Worker<'a> {
                 .get(i as usize)
                 .is_some_and(|n| n.as_ref().is_some_and(|n| n.process_ref().is_some()))
         });
-        self.derive();
+        match added {
+            Some(a) => self.derive_addition(&a),
+            None => self.derive(),
+        }
         // After `derive` (which rebuilds the pools' state): what waits for
         // a pool that is gone is dropped, the rest waits on.
         self.drop_waiting(None);

@@ -76,6 +76,10 @@ pub struct Change {
     pub remove_ports: Vec<u16>,
     /// Drain before the swap (something packets may be inside goes away).
     pub quiesce: bool,
+    /// When the change only adds ([`crate::diff::Diff::only_adds`]): the
+    /// chains it adds. The worker then works out only what the added
+    /// objects mean (`worker/derive.rs`).
+    pub added_chains: Option<Vec<u16>>,
     /// Restart policy from now on.
     pub restart: RestartPolicy,
     /// The scheduling policy from now on.
