@@ -46,8 +46,12 @@ pub const BUSY_POLL_NS: u64 = 200_000;
 /// Most busy polling one core holds when several NFs share it: each idle
 /// poller costs a sibling with packets one yield (≈ 1.5 µs here) per turn,
 /// so the window shrinks as more NFs share the core (8 NFs: 100 µs each,
-/// 100 NFs: 8 µs; Flurries, seed 004 §6.1, on why pollers must not
-/// crowd a shared core).
+/// 100 NFs: 6 µs; Flurries, seed 004 §6.1, on why pollers must not
+/// crowd a shared core). The share is counted in powers of two (each NF
+/// gets between half and all of an even share): the window then changes
+/// only when the NFs on a core double or halve, not at every NF created,
+/// and a change writes the budgets of the NFs whose window changed only
+/// (`sched::Scheduler::apply`).
 pub const CORE_BUSY_POLL_NS: u64 = 800_000;
 
 impl LoopConfig {
@@ -61,7 +65,8 @@ impl LoopConfig {
     /// its next packets without being woken.
     pub fn for_sharing(batch: usize, sharing: usize, busy_poll_us: Option<u64>) -> LoopConfig {
         let shared = sharing > 1;
-        let default = BUSY_POLL_NS.min(CORE_BUSY_POLL_NS / sharing.max(1) as u64);
+        let share = sharing.max(1).next_power_of_two() as u64;
+        let default = BUSY_POLL_NS.min(CORE_BUSY_POLL_NS / share);
         LoopConfig {
             batch,
             yield_every: u32::from(shared),
@@ -176,7 +181,15 @@ mod tests {
             BUSY_POLL_NS
         );
         assert_eq!(LoopConfig::for_sharing(32, 8, None).busy_poll_ns, 100_000);
-        assert_eq!(LoopConfig::for_sharing(32, 100, None).busy_poll_ns, 8_000);
+        assert_eq!(LoopConfig::for_sharing(32, 100, None).busy_poll_ns, 6_250);
+    }
+
+    #[test]
+    fn the_share_changes_only_when_the_nfs_double() {
+        let window = |n| LoopConfig::for_sharing(32, n, None).busy_poll_ns;
+        assert!((65..=128).all(|n| window(n) == 6_250));
+        assert_eq!(window(129), 3_125);
+        assert!((1..=1024).all(|n| window(n) * n as u64 <= CORE_BUSY_POLL_NS));
     }
 
     #[test]
@@ -197,7 +210,7 @@ mod tests {
         let started = LoopConfig::for_sharing(32, 1, None);
         let b = Budget::default();
         assert_eq!(started.in_force(&b), started, "nothing published yet");
-        b.poll_ns.store(8_000, Ordering::Relaxed);
+        b.poll_ns.store(6_250, Ordering::Relaxed);
         b.poll_flags.store(
             poll::PUBLISHED | poll::YIELD_WHILE_POLLING | (1 << poll::YIELD_EVERY_SHIFT),
             Ordering::Release,

@@ -181,7 +181,7 @@ impl Assignment {
     }
 }
 
-/// Publishes how an NF polls on its own (hybrid, or a demoted NF) when
+/// How an NF polls on its own (hybrid, or a demoted NF) when
 /// `sharing` process NFs share its core: the same rule the NF was started
 /// with (`LoopConfig`), kept true as NFs come and go on its core. Without
 /// it an NF started alone keeps spinning without yielding when siblings
@@ -191,7 +191,7 @@ impl Assignment {
 /// shares time between the groups by weight, and a yield still lets an NF
 /// that has no packets give its group's time to the others (tried without:
 /// 2.8 Mpps against 6.1 for two NFs of 0 and 1,000 cycles).
-fn publish_polling(b: &Budget, policy: &SchedPolicy, sharing: usize, m: &Member) {
+fn polling(policy: &SchedPolicy, sharing: usize, m: &Member) -> (u64, u32) {
     let mut cfg = if m.beside_worker {
         LoopConfig::beside_worker(0, policy.busy_poll_us)
     } else {
@@ -200,8 +200,30 @@ fn publish_polling(b: &Budget, policy: &SchedPolicy, sharing: usize, m: &Member)
     if !m.idle.polls(sharing) {
         cfg.busy_poll_ns = 0;
     }
-    b.poll_ns.store(cfg.busy_poll_ns, Ordering::Relaxed);
-    b.poll_flags.store(cfg.flags(), Ordering::Release);
+    (cfg.busy_poll_ns, cfg.flags())
+}
+
+/// What the scheduler last wrote in one NF's budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Published {
+    core: u32,
+    next: u32,
+    slice_ns: u64,
+    poll: (u64, u32),
+    mode: u32,
+}
+
+impl Published {
+    /// Writes it in `b`; the mode it replaced.
+    fn write(&self, b: &Budget) -> u32 {
+        b.core.store(self.core, Ordering::Relaxed);
+        b.next.store(self.next, Ordering::Relaxed);
+        b.slice_ns.store(self.slice_ns, Ordering::Relaxed);
+        b.poll_ns.store(self.poll.0, Ordering::Relaxed);
+        b.poll_flags.store(self.poll.1, Ordering::Release);
+        // Mode last: an NF that sees TURNS sees its core and links.
+        b.mode.swap(self.mode, Ordering::AcqRel)
+    }
 }
 
 /// Computes every NF's assignment: members grouped by CPU and trust
@@ -262,6 +284,14 @@ pub struct Scheduler {
     demoted: Vec<u32>,
     weights: Weights,
     classes: Classes,
+    /// What each slot's budget holds, as last written (by slot): a change
+    /// writes only budgets that differ. The budgets of a thousand NFs are
+    /// a thousand cache lines of shared memory, and one more NF changes
+    /// few of them; writing them all was most of a commit's scheduling at
+    /// 1,000 NFs. Only the scheduler writes a budget (a restart keeps it,
+    /// `NfControl::reset`); a slot that leaves the members is forgotten,
+    /// so the next NF in it is written whole.
+    published: Vec<Option<Published>>,
 }
 
 /// What the scheduler reports.
@@ -344,26 +374,41 @@ impl Scheduler {
             if !arena.has_slot(a.slot) || a.core as usize >= sluice_mem::arena::MAX_CORES {
                 continue;
             }
-            let b = &arena.nf_control(a.slot).budget;
-            b.core.store(a.core, Ordering::Relaxed);
-            b.next.store(a.next, Ordering::Relaxed);
+            // Every assignment is of a member.
+            let Some(m) = by_slot.get(a.slot as usize).copied().flatten() else {
+                continue;
+            };
             // A heavier NF keeps the turn longer while others wait.
             let weight = u64::from(self.weights.weight(a.slot));
-            let slice = match self.policy.slice_ns {
+            let slice_ns = match self.policy.slice_ns {
                 0 => 0,
                 s => (s.saturating_mul(weight) / 100).max(1_000),
             };
-            b.slice_ns.store(slice, Ordering::Relaxed);
             let n = sharing.get(&a.core).copied().unwrap_or(1);
-            // Every assignment is of a member.
-            if let Some(m) = by_slot.get(a.slot as usize).copied().flatten() {
-                publish_polling(b, &self.policy, n, m);
+            let p = Published {
+                core: a.core,
+                next: a.next,
+                slice_ns,
+                poll: polling(&self.policy, n, m),
+                mode: a.mode,
+            };
+            let i = a.slot as usize;
+            if self.published.len() <= i {
+                self.published.resize(i + 1, None);
             }
-            // Mode last: an NF that sees TURNS sees its core and links.
-            let was = b.mode.swap(a.mode, Ordering::AcqRel);
+            if self.published[i] == Some(p) {
+                continue;
+            }
+            self.published[i] = Some(p);
+            let was = p.write(&arena.nf_control(a.slot).budget);
             if was == mode::TURNS && a.mode == mode::HYBRID {
                 // It may sleep waiting for a turn it will no longer get.
                 arena.nf_control(a.slot).wake.wake();
+            }
+        }
+        for (slot, p) in self.published.iter_mut().enumerate() {
+            if by_slot.get(slot).is_none_or(Option::is_none) {
+                *p = None;
             }
         }
         let mut groups: Vec<TurnGroup> = assigned

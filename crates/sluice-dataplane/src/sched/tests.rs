@@ -493,3 +493,42 @@ fn weights_lengthen_and_shorten_turns_and_turn_off_with_the_last_weight() {
     assert_eq!([slice(0), slice(1), slice(2)], [20_000; 3]);
     assert_eq!(s.stats().weights, Enforced::Off);
 }
+
+#[test]
+fn a_change_rewrites_only_budgets_that_differ_and_a_reused_slot_whole() {
+    let a = arena(8);
+    let b = |slot: u32| &a.nf_control(slot).budget;
+    // Two chains of one NF on core 1: both poll on their own (hybrid).
+    let mut m: Vec<Member> = (0..2).map(|i| member(i, 1, (i, 0))).collect();
+    let mut s = Scheduler::new(auto());
+    s.apply(&a, &m);
+    let window = |n| LoopConfig::for_sharing(0, n, None).busy_poll_ns;
+    assert_eq!(b(0).poll_ns.load(Ordering::Relaxed), window(2));
+    // A mark only the scheduler could overwrite: an NF whose budget is
+    // unchanged by the next change keeps it.
+    b(0).slice_ns.store(12_345, Ordering::Relaxed);
+    m.push(member(2, 1, (2, 0)));
+    s.apply(&a, &m);
+    assert_eq!(
+        b(0).slice_ns.load(Ordering::Relaxed),
+        12_345,
+        "not rewritten"
+    );
+    assert_eq!(b(2).poll_ns.load(Ordering::Relaxed), window(3));
+    // Five on the core: the share halves, every budget is written again.
+    m.extend((3..5).map(|i| member(i, 1, (i, 0))));
+    s.apply(&a, &m);
+    assert_eq!(b(0).slice_ns.load(Ordering::Relaxed), 20_000);
+    assert!((0..5).all(|i| b(i).poll_ns.load(Ordering::Relaxed) == window(5)));
+    // Slot 4's NF leaves and a new one takes the slot, its budget cleared
+    // (a fresh slot): it is written whole, though its values are the old
+    // NF's.
+    let gone = m.pop().unwrap();
+    s.apply(&a, &m);
+    b(4).poll_ns.store(0, Ordering::Relaxed);
+    b(4).core.store(0, Ordering::Relaxed);
+    m.push(gone);
+    s.apply(&a, &m);
+    assert_eq!(b(4).poll_ns.load(Ordering::Relaxed), window(5));
+    assert_eq!(b(4).core.load(Ordering::Relaxed), 1);
+}
