@@ -401,14 +401,18 @@ pub fn pidfd_open(pid: Pid) -> io::Result<std::os::fd::OwnedFd> {
 pub fn take_fds(pid: Pid, fds: &[i32]) -> io::Result<Vec<std::os::fd::OwnedFd>> {
     let pidfd = pidfd_open(pid)?;
     fds.iter()
-        .map(|&fd| {
-            Ok(rustix::process::pidfd_getfd(
-                &pidfd,
-                fd,
-                rustix::process::PidfdGetfdFlags::empty(),
-            )?)
-        })
+        .map(|&fd| take_fd(std::os::fd::AsFd::as_fd(&pidfd), fd))
         .collect()
+}
+
+/// Duplicates descriptor `fd` of the process `pidfd` refers to, as
+/// [`take_fds`] does (for a caller that keeps the pidfd).
+pub fn take_fd(pidfd: std::os::fd::BorrowedFd<'_>, fd: i32) -> io::Result<std::os::fd::OwnedFd> {
+    Ok(rustix::process::pidfd_getfd(
+        pidfd,
+        fd,
+        rustix::process::PidfdGetfdFlags::empty(),
+    )?)
 }
 
 /// CLOCK_MONOTONIC in nanoseconds (vDSO, no syscall).

@@ -14,6 +14,11 @@
 //! process no longer runs), reports them `Exited { host_lost }` so the
 //! worker reclaims their buffers and restarts them per the restart policy,
 //! and starts a new template.
+//!
+//! The host also reads what its NFs write (`super::output`): the template
+//! hands it each NF's output pipe as the NF is forked, when this process
+//! may take descriptors from the template (`pidfd_getfd`; checked at each
+//! template start, else the template reads them and sends their lines).
 
 use std::collections::HashMap;
 use std::io;
@@ -25,6 +30,7 @@ use std::process::{Child, Command, Stdio};
 use sluice_sys::ExitStatus;
 
 use super::channel::Channel;
+use super::output::Outputs;
 use super::proto::{ArenaLayout, FromTemplate, Hello, SpawnRequest, ToTemplate};
 use super::{HostError, HostEvent, NfHost, TEMPLATE_ARG};
 
@@ -64,6 +70,9 @@ type Chan = Channel<ToTemplate, FromTemplate>;
 struct Running {
     child: Child,
     chan: Chan,
+    /// The template's pidfd when this process may take its descriptors:
+    /// it then hands over its NFs' output pipes.
+    pidfd: Option<OwnedFd>,
 }
 
 /// An instance this host started and has not yet reported gone.
@@ -85,6 +94,11 @@ pub struct ForkHost {
     live: HashMap<u32, Instance>,
     restarts: u32,
     inbox: Vec<FromTemplate>,
+    /// The NFs' output pipes (`None` if no epoll could be made: the
+    /// template then reads them).
+    outputs: Option<Outputs>,
+    /// A pipe could not be taken once: said once.
+    output_warned: bool,
 }
 
 impl ForkHost {
@@ -97,6 +111,7 @@ impl ForkHost {
             arena: ArenaLayout::of(arena),
             cycles_q32: sluice_sys::cycles_calibration(),
             worker: cfg.worker,
+            output_to_platform: false,
         };
         let mut host = ForkHost {
             arena_fds: arena
@@ -110,6 +125,12 @@ impl ForkHost {
             live: HashMap::new(),
             restarts: 0,
             inbox: Vec::new(),
+            outputs: Outputs::new()
+                .inspect_err(|e| {
+                    tracing::warn!("the NF template reads NF output itself (no epoll: {e})")
+                })
+                .ok(),
+            output_warned: false,
         };
         host.tpl = Some(host.launch()?);
         Ok(host)
@@ -137,12 +158,24 @@ impl ForkHost {
             }
         }
         let mut chan = Chan::new(ours)?;
+        // It hands over its NFs' output pipes if this process may take
+        // its descriptors: tried on its standard input.
+        let pidfd = self.outputs.as_ref().and_then(|_| {
+            let pid = sluice_sys::Pid::from_raw(child.id() as i32)?;
+            let pidfd = sluice_sys::pidfd_open(pid).ok()?;
+            sluice_sys::take_fd(pidfd.as_fd(), 0).ok()?;
+            Some(pidfd)
+        });
+        let hello = Hello {
+            output_to_platform: pidfd.is_some(),
+            ..self.hello.clone()
+        };
         // A program that is not a template may exit before it reads
         // anything, so a failed send (EPIPE) means the same as a closed
         // socket: say what the program did, not what the socket said.
         let setup = chan
             .send_fds(&self.arena_fds.iter().map(AsFd::as_fd).collect::<Vec<_>>())
-            .and_then(|()| chan.send(&ToTemplate::Hello(self.hello.clone())));
+            .and_then(|()| chan.send(&ToTemplate::Hello(hello)));
         let deadline = sluice_sys::monotonic_ns() + START_TIMEOUT_MS * 1_000_000;
         let mut msgs = Vec::new();
         let program = self.cfg.program.display();
@@ -186,7 +219,7 @@ impl ForkHost {
             let _ = child.wait();
             return Err(e);
         }
-        Ok(Running { child, chan })
+        Ok(Running { child, chan, pidfd })
     }
 
     /// The template's socket closed: it died (or broke the protocol).
@@ -235,6 +268,10 @@ impl ForkHost {
         {
             std::thread::sleep(std::time::Duration::from_micros(500));
         }
+        // What they wrote comes before their exits.
+        if let Some(o) = &mut self.outputs {
+            o.end_all(events);
+        }
         let mut slots: Vec<(u32, Instance)> = self.live.drain().collect();
         slots.sort_by_key(|(s, _)| *s);
         for (slot, i) in slots {
@@ -261,7 +298,22 @@ impl ForkHost {
                     pid,
                     shell,
                     standby,
+                    output,
                 } => {
+                    if let Some(fd) = output {
+                        let taken = match (&mut self.outputs, &t.pidfd) {
+                            (Some(o), Some(pidfd)) => sluice_sys::take_fd(pidfd.as_fd(), fd)
+                                .and_then(|f| o.watch(pid, slot, generation, f)),
+                            _ => Err(io::Error::other("not taking NF output")),
+                        };
+                        if let Err(e) = taken {
+                            if !std::mem::replace(&mut self.output_warned, true) {
+                                tracing::warn!("cannot take the output of NF process {pid}: {e}");
+                            }
+                        }
+                        // Taken or not, the template's copy is no use.
+                        let _ = t.chan.send(&ToTemplate::OutputTaken { pid });
+                    }
                     if let Some(i) = self.live.get_mut(&slot) {
                         if i.generation == generation {
                             i.pid = pid;
@@ -317,6 +369,10 @@ impl ForkHost {
                         .is_some_and(|i| i.generation == generation)
                     {
                         self.live.remove(&slot);
+                    }
+                    // Its last lines before its exit.
+                    if let Some(o) = &mut self.outputs {
+                        o.ended(pid, events);
                     }
                     events.push(HostEvent::Exited {
                         slot,
@@ -385,6 +441,9 @@ impl NfHost for ForkHost {
     }
 
     fn poll(&mut self, events: &mut Vec<HostEvent>) {
+        if let Some(o) = &mut self.outputs {
+            o.read_ready(events);
+        }
         self.take_messages(events);
         if self.tpl.as_ref().is_some_and(|t| t.chan.is_closed()) {
             self.lost(events);

@@ -17,6 +17,7 @@
 mod channel;
 mod child;
 mod fork;
+mod output;
 pub mod proto;
 mod sandbox;
 mod shells;

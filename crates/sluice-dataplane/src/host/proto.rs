@@ -6,14 +6,20 @@
 //!   Hello { arena layout, calibration, worker }     once, first
 //!   Spawn(SpawnRequest)                             start an NF in a slot (a standby's, or a fork)
 //!   Release { slot }                                the slot's NF is gone for good: drop its standby
+//!   OutputTaken { pid }                             the platform holds pid's output pipe: close it
 //!   Quit                                            kill every NF, reap, exit
 //! template → platform
 //!   Ready { pid }                                   after Hello
-//!   Spawned { slot, generation, pid, shell, standby }  shell: forked from a built NF;
-//!                                                   standby: a parked, confined instance took over
+//!   Spawned { slot, generation, pid, shell, standby, output }
+//!                                                   shell: forked from a built NF;
+//!                                                   standby: a parked, confined instance took over;
+//!                                                   output: the template's descriptor of the NF's
+//!                                                   output pipe, for the platform to take (Hello's
+//!                                                   output_to_platform)
 //!   SpawnFailed { slot, generation, error }         fork failed; nothing left behind
 //!   Exited { slot, generation, pid, status }        reaped
-//!   Log { slot, generation, line }                  a line the NF wrote to stdout/stderr
+//!   Log { slot, generation, line }                  a line the NF wrote to stdout/stderr (when
+//!                                                   the template reads its output)
 //! ```
 //!
 //! Both ends use a [`super::channel::Channel`]: queued, never blocking.
@@ -88,6 +94,10 @@ pub struct Hello {
     pub cycles_q32: u64,
     /// The worker this template serves (its NFs wake that worker).
     pub worker: u32,
+    /// The platform takes each NF's output pipe (`pidfd_getfd`, see
+    /// `super::output`); otherwise the template reads them and sends their
+    /// lines.
+    pub output_to_platform: bool,
 }
 
 /// Start an NF instance in an arena slot.
@@ -175,6 +185,12 @@ pub enum ToTemplate {
         /// The slot.
         slot: u32,
     },
+    /// The platform took the output pipe of process `pid` (or gave up on
+    /// it): the template closes its descriptor.
+    OutputTaken {
+        /// The NF process.
+        pid: i32,
+    },
     /// Kill every NF, reap them, report their exits and exit.
     Quit,
 }
@@ -230,6 +246,9 @@ pub enum FromTemplate {
         shell: bool,
         /// A standby took over: forked, built and confined ahead.
         standby: bool,
+        /// The template's descriptor of its output pipe's read end, for
+        /// the platform to take; it stays open until `OutputTaken`.
+        output: Option<i32>,
     },
     /// The fork failed; nothing was created.
     SpawnFailed {

@@ -9,9 +9,13 @@
 //! (`super::shells`; or builds it, for requests without a shell) and runs
 //! the NF loop. The
 //! template stays single-threaded, so forking it is safe, and sleeps in
-//! `epoll` on its socket, a SIGCHLD signalfd and its NFs' output pipes:
-//! it wakes only for a request, an exit or a log line (it shares the
-//! data-plane cores, so a timer would preempt whichever NF runs there).
+//! `epoll` on its socket and a SIGCHLD signalfd: it wakes only for a
+//! request or an exit (it shares the data-plane cores, so a timer would
+//! preempt whichever NF runs there). Each NF's output pipe goes to the
+//! platform as soon as the NF is forked (`super::output`), so the
+//! template's descriptor table does not grow with its NFs; it reads the
+//! pipes of standbys not yet started, and every pipe when the platform
+//! cannot take them.
 
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, OwnedFd};
@@ -25,6 +29,7 @@ use sluice_sys::sandbox::RunFilter;
 use sluice_sys::{ChildExits, LimitGroups, Pid};
 
 use super::channel::Channel;
+use super::output::{NfOutput, READ_BUDGET};
 use super::proto::{FromTemplate, Hello, ToTemplate, WireStatus};
 use super::shells::{ShellId, Shells};
 use super::standby::Standbys;
@@ -45,13 +50,6 @@ pub(super) const TEMPLATE_NICE: i32 = -10;
 
 /// `slot` of log lines from the template itself.
 pub const TEMPLATE_SLOT: u32 = u32::MAX;
-
-/// Longest line relayed from an NF's output (longer ones are cut).
-const LINE_MAX: usize = 4096;
-
-/// Log bytes read from one NF per wake-up (a chatty NF cannot starve the
-/// others or the control socket).
-const READ_BUDGET: usize = 64 * 1024;
 
 /// Queued output above which log lines are dropped (and counted) rather
 /// than buffered: the platform reads every millisecond, so this is only
@@ -83,8 +81,9 @@ struct Child {
     limits: Option<u32>,
     /// A standby not yet handed a start (`super::standby`).
     standby: bool,
-    out: OwnedFd,
-    partial: Vec<u8>,
+    /// Its output, while the template reads it (not offered to the
+    /// platform).
+    out: Option<NfOutput>,
     /// The shell it was forked from (released when it is reaped).
     shell: Option<ShellId>,
 }
@@ -113,6 +112,10 @@ struct Template<'a> {
     standbys: Standbys,
     /// Limit-group keys of live children.
     limit_keys: HashSet<u32>,
+    /// Output pipes offered to the platform, by pid, until it says it
+    /// took them (`ToTemplate::OutputTaken`): the descriptor number it
+    /// takes must stay this pipe's until then.
+    offered: HashMap<i32, OwnedFd>,
 }
 
 /// The exit code of a template that could not start; it has said why on
@@ -197,6 +200,7 @@ fn template_main(registry: &'static [NfType]) -> i32 {
         shells: Shells::raised(),
         standbys: Standbys::default(),
         limit_keys: HashSet::new(),
+        offered: HashMap::new(),
     };
     let _ = t.chan.send(&FromTemplate::Ready {
         pid: sluice_sys::getpid().as_raw_nonzero().get(),
@@ -261,6 +265,9 @@ impl Template<'_> {
                         ToTemplate::Release { slot } => {
                             self.standbys.release(slot);
                         }
+                        ToTemplate::OutputTaken { pid } => {
+                            self.offered.remove(&pid);
+                        }
                         ToTemplate::Quit => self.quitting = true,
                         ToTemplate::Hello(_) => {}
                     }
@@ -294,40 +301,40 @@ impl Template<'_> {
         }
     }
 
-    /// Relays the complete lines an NF wrote; with `flush` (it exited),
-    /// also a last partial one.
+    /// Relays the complete lines an NF wrote, if the template reads its
+    /// output; with `flush` (it exited), also a last partial one.
     fn read_output(&mut self, pid: i32, flush: bool) {
         let Some(c) = self.children.get_mut(&pid) else {
             return;
         };
-        let mut buf = [0u8; 8192];
-        let mut read = 0;
-        while read < READ_BUDGET {
-            match rustix::io::read(&c.out, &mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    c.partial.extend_from_slice(&buf[..n]);
-                    read += n;
-                }
-            }
-        }
+        let Some(out) = &mut c.out else { return };
         let mut lines = Vec::new();
-        while let Some(i) = c.partial.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = c.partial.drain(..=i).collect();
-            lines.push(line[..i.min(LINE_MAX)].to_vec());
-        }
-        if c.partial.len() >= LINE_MAX || (flush && !c.partial.is_empty()) {
-            lines.push(c.partial[..c.partial.len().min(LINE_MAX)].to_vec());
-            c.partial.clear();
-        }
+        out.read_lines(READ_BUDGET, flush, &mut lines);
         let (slot, generation) = (c.slot, c.generation);
         for line in lines {
-            self.send_log(
-                slot,
-                generation,
-                String::from_utf8_lossy(&line).into_owned(),
-            );
+            self.send_log(slot, generation, line);
         }
+    }
+
+    /// Offers the output pipe of child `pid` to the platform, if the
+    /// platform takes them: the descriptor to name in `Spawned`. A
+    /// standby's pipe was the template's to read until now: what it
+    /// holds is relayed first.
+    pub(super) fn offer_output(&mut self, pid: i32, standby: bool) -> Option<i32> {
+        if !self.hello.output_to_platform {
+            return None;
+        }
+        if standby {
+            self.read_output(pid, true);
+        }
+        let out = self.children.get_mut(&pid)?.out.take()?;
+        if standby {
+            let _ = epoll::delete(&self.epoll, out.fd());
+        }
+        let fd = out.into_fd();
+        let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
+        self.offered.insert(pid, fd);
+        Some(raw)
     }
 
     fn send_log(&mut self, slot: u32, generation: u32, line: String) {
@@ -355,7 +362,9 @@ impl Template<'_> {
             let raw = pid.as_raw_nonzero().get();
             self.read_output(raw, true);
             if let Some(c) = self.children.remove(&raw) {
-                let _ = epoll::delete(&self.epoll, &c.out);
+                if let Some(out) = &c.out {
+                    let _ = epoll::delete(&self.epoll, out.fd());
+                }
                 if let Some(id) = c.shell {
                     self.shells.release(id);
                 }

@@ -9,6 +9,7 @@ use sluice_sys::sandbox::RunFilter;
 use sluice_sys::{ChildExits, Forked, LimitGroups};
 
 use super::super::child::{nf_main, standby_main, Fork};
+use super::super::output::NfOutput;
 use super::super::proto::{FromTemplate, SpawnRequest};
 use super::super::shells::ShellId;
 use super::super::standby::Taken;
@@ -40,12 +41,14 @@ impl Template<'_> {
                     c.generation = generation;
                     c.standby = false;
                 }
+                let output = self.offer_output(pid, true);
                 let _ = self.chan.send(&FromTemplate::Spawned {
                     slot,
                     generation,
                     pid,
                     shell: true,
                     standby: true,
+                    output,
                 });
                 self.standbys.want(&req, now);
                 return;
@@ -53,12 +56,14 @@ impl Template<'_> {
         }
         match self.fork_nf(&req, false) {
             Ok((pid, shell)) => {
+                let output = self.offer_output(pid, false);
                 let _ = self.chan.send(&FromTemplate::Spawned {
                     slot,
                     generation,
                     pid,
                     shell: shell.is_some(),
                     standby: false,
+                    output,
                 });
                 if req.standby && shell.is_some_and(|id| self.shells.serves_every_start(id)) {
                     self.standbys.want(&req, now);
@@ -182,12 +187,16 @@ impl Template<'_> {
                 drop(w);
                 drop(input);
                 let raw = pid.as_raw_nonzero().get();
-                let _ = epoll::add(
-                    &self.epoll,
-                    &r,
-                    epoll::EventData::new_u64(raw as u64),
-                    epoll::EventFlags::IN,
-                );
+                // Read here only if it stays here: a standby's until its
+                // start, every one when the platform cannot take them.
+                if standby || !self.hello.output_to_platform {
+                    let _ = epoll::add(
+                        &self.epoll,
+                        &r,
+                        epoll::EventData::new_u64(raw as u64),
+                        epoll::EventFlags::IN,
+                    );
+                }
                 if let Some(key) = limits {
                     self.limit_keys.insert(key);
                 }
@@ -198,8 +207,7 @@ impl Template<'_> {
                         generation: if standby { u32::MAX } else { req.generation },
                         limits,
                         standby,
-                        out: r,
-                        partial: Vec::new(),
+                        out: Some(NfOutput::new(r)),
                         shell,
                     },
                 );
