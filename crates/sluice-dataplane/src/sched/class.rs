@@ -39,12 +39,12 @@ impl Classes {
     /// Puts `members` in class `want`: new ones and restarted ones into
     /// real time if it is wanted, every NF back to normal when it no
     /// longer is. Forgets NFs that left.
-    pub fn apply(&mut self, want: SchedClass, members: &[Member]) {
+    pub fn apply(&mut self, want: SchedClass, members: &[Member], pid_of: impl Fn(u32) -> i32) {
         // Only NFs in the real-time class are looked up (usually none:
         // a set of every member per change cost ~30 µs at a thousand).
         if !self.realtime.is_empty() {
             let live: std::collections::HashSet<(u32, i32)> =
-                members.iter().map(|m| (m.slot, m.pid)).collect();
+                members.iter().map(|m| (m.slot, pid_of(m.slot))).collect();
             self.realtime
                 .retain(|&slot, &mut pid| live.contains(&(slot, pid)));
         }
@@ -61,7 +61,7 @@ impl Classes {
         }
         self.want = want;
         for m in members {
-            self.spawned(m.slot, m.pid);
+            self.spawned(m.slot, pid_of(m.slot));
         }
     }
 
@@ -106,7 +106,7 @@ mod tests {
     use crate::wakeup::IdlePoll;
     use sluice_sys::sched_class;
 
-    fn nf(slot: u32, child: &std::process::Child) -> Member {
+    fn nf(slot: u32) -> Member {
         Member {
             slot,
             cpu: 1,
@@ -114,9 +114,13 @@ mod tests {
             beside_worker: false,
             weight: None,
             idle: IdlePoll::Always,
-            pid: child.id() as i32,
             domain: 0,
         }
+    }
+
+    /// The pids of `children` by slot (slot `k`: the `k`-th).
+    fn pids<'c>(children: &'c [&std::process::Child]) -> impl Fn(u32) -> i32 + 'c {
+        move |slot| children.get(slot as usize).map_or(0, |c| c.id() as i32)
     }
 
     fn class(child: &std::process::Child) -> Option<SchedClass> {
@@ -134,10 +138,10 @@ mod tests {
     fn nfs_follow_the_class_through_restarts_and_back() {
         let (mut a, mut b, mut b2) = (sleeper(), sleeper(), sleeper());
         let mut c = Classes::default();
-        c.apply(SchedClass::Normal, &[nf(0, &a), nf(1, &b)]);
+        c.apply(SchedClass::Normal, &[nf(0), nf(1)], pids(&[&a, &b]));
         assert_eq!(c.realtime(), 0);
         assert_eq!(class(&a), Some(SchedClass::Normal));
-        c.apply(SchedClass::RoundRobin, &[nf(0, &a), nf(1, &b)]);
+        c.apply(SchedClass::RoundRobin, &[nf(0), nf(1)], pids(&[&a, &b]));
         if c.refused {
             // Not allowed here (no CAP_SYS_NICE): nothing changed, and the
             // report says none is real-time.
@@ -152,10 +156,10 @@ mod tests {
             c.spawned(1, b2.id() as i32);
             assert_eq!(class(&b2), Some(SchedClass::RoundRobin));
             assert_eq!(c.realtime(), 2);
-            c.apply(SchedClass::RoundRobin, &[nf(0, &a), nf(1, &b2)]);
+            c.apply(SchedClass::RoundRobin, &[nf(0), nf(1)], pids(&[&a, &b2]));
             assert_eq!(c.realtime(), 2);
             // The policy changes back: every NF returns to normal.
-            c.apply(SchedClass::Normal, &[nf(0, &a), nf(1, &b2)]);
+            c.apply(SchedClass::Normal, &[nf(0), nf(1)], pids(&[&a, &b2]));
             assert_eq!(c.realtime(), 0);
             assert_eq!(class(&a), Some(SchedClass::Normal));
             assert_eq!(class(&b2), Some(SchedClass::Normal));

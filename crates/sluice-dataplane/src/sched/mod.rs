@@ -131,8 +131,6 @@ pub struct Member {
     /// Whether its wake-up policy has it poll idle before it sleeps, or
     /// sleep as soon as its ring is empty.
     pub idle: IdlePoll,
-    /// Its process (0 until it has started).
-    pub pid: i32,
     /// Its trust domain: NFs take turns only with NFs of their own.
     pub domain: u8,
 }
@@ -292,6 +290,10 @@ pub struct Scheduler {
     /// `NfControl::reset`); a slot that leaves the members is forgotten,
     /// so the next NF in it is written whole.
     published: Vec<Option<Published>>,
+    /// The process in each slot (by slot; 0: none), as `spawned` and
+    /// `exited` tell. Kept here, not in the members, so that what the
+    /// worker tells of its members changes only when its plan does.
+    pids: Vec<i32>,
 }
 
 /// What the scheduler reports.
@@ -353,8 +355,11 @@ impl Scheduler {
                 }),
         );
         self.last = members.to_vec();
-        self.weights.apply(members);
-        self.classes.apply(self.policy.kernel_class, members);
+        let pids = &self.pids;
+        let pid_of = |slot: u32| pids.get(slot as usize).copied().unwrap_or(0);
+        self.weights.apply(members, pid_of);
+        self.classes
+            .apply(self.policy.kernel_class, members, pid_of);
         // Process NFs per core, and each slot's member: by slot number in
         // a table (slots are the arena's, a few thousand at most), since a
         // map of a thousand members was most of this function's time at
@@ -463,8 +468,20 @@ impl Scheduler {
     /// NF `slot` now runs as process `pid` (a start or a restart): it
     /// takes its CPU weight.
     pub fn spawned(&mut self, slot: u32, pid: i32) {
+        let i = slot as usize;
+        if self.pids.len() <= i {
+            self.pids.resize(i + 1, 0);
+        }
+        self.pids[i] = pid;
         self.weights.spawned(slot, pid);
         self.classes.spawned(slot, pid);
+    }
+
+    /// Process `pid` in `slot` is gone (a later one may have started).
+    pub fn exited(&mut self, slot: u32, pid: i32) {
+        if let Some(p) = self.pids.get_mut(slot as usize).filter(|p| **p == pid) {
+            *p = 0;
+        }
     }
 
     /// Changes the policy; the next [`apply`](Self::apply) publishes it.

@@ -13,7 +13,6 @@ fn member(slot: u32, cpu: u32, order: (u32, u32)) -> Member {
         beside_worker: false,
         weight: None,
         idle: IdlePoll::Always,
-        pid: 0,
         domain: 0,
     }
 }
@@ -62,7 +61,6 @@ fn auto_lets_a_few_nfs_poll_and_never_schedules_a_workers_core() {
             beside_worker: true,
             weight: None,
             idle: IdlePoll::Always,
-            pid: 0,
             ..member(i, 0, (0, i))
         })
         .collect();
@@ -459,7 +457,6 @@ fn nfs_polling_on_their_own_learn_how_many_share_their_core() {
             beside_worker: true,
             weight: None,
             idle: IdlePoll::Always,
-            pid: 0,
             ..x
         })
         .collect();

@@ -78,7 +78,7 @@ impl Weights {
     /// Follows the members of the last apply: opens the groups when the
     /// first weight appears, places and reweighs NFs, and frees the groups
     /// of NFs that left (all of them once no NF has a weight).
-    pub fn apply(&mut self, members: &[Member]) {
+    pub fn apply(&mut self, members: &[Member], pid_of: impl Fn(u32) -> i32) {
         let in_use = members.iter().any(|m| m.weight.is_some());
         self.wanted = if in_use {
             members.iter().map(|m| (m.slot, weight_of(m))).collect()
@@ -118,7 +118,7 @@ impl Weights {
             self.leaving.retain(|&slot| !g.remove(slot));
         }
         for m in members {
-            self.spawned(m.slot, m.pid);
+            self.spawned(m.slot, pid_of(m.slot));
         }
     }
 

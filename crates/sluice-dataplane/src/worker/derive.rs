@@ -16,6 +16,8 @@
 //!   (`sluice bench instantiate`), most of it a small vector allocated per
 //!   chain and per NF. Debug builds derive both ways and compare.
 
+use std::collections::{HashMap, HashSet};
+
 use super::*;
 
 /// What a change adds when adding is all it does: the worker works out
@@ -48,6 +50,10 @@ impl Worker<'_> {
     /// Adds what the objects of an addition mean to the routing facts.
     pub(crate) fn derive_addition(&mut self, added: &Added) {
         let plan = Rc::clone(&self.plan);
+        let order = self.added_run_order(&added.chains);
+        let new_members: HashMap<u16, Member> = (added.nfs.iter())
+            .filter_map(|&i| Some((i, self.member(i, order.get(&i).copied())?)))
+            .collect();
         let d = &mut self.derived;
         d.chain_queue.resize_with(plan.chains.len(), Vec::new);
         d.nf_next_queues.resize_with(self.nfs.len(), Vec::new);
@@ -63,16 +69,33 @@ impl Worker<'_> {
             let Some(nf) = self.nfs.get(i as usize).and_then(Option::as_ref) else {
                 continue;
             };
-            let list = match nf.exec {
+            match nf.exec {
                 Exec::Process(_) => {
                     self.bells.add(nf.slot, i);
-                    &mut d.process_ids
+                    if let (Err(at), Some(&m)) =
+                        (d.process_ids.binary_search(&i), new_members.get(&i))
+                    {
+                        // The members are listed as the process NFs are.
+                        d.process_ids.insert(at, i);
+                        d.members.insert(at, m);
+                    }
                 }
-                Exec::Inline(_) if nf.tick.is_some() => &mut d.ticking,
-                Exec::Inline(_) => continue,
-            };
-            if let Err(at) = list.binary_search(&i) {
-                list.insert(at, i);
+                Exec::Inline(_) if nf.tick.is_some() => {
+                    if let Err(at) = d.ticking.binary_search(&i) {
+                        d.ticking.insert(at, i);
+                    }
+                }
+                Exec::Inline(_) => {}
+            }
+        }
+        // An NF that was on no chain takes its place on the first added
+        // one it is on.
+        for (&i, &o) in &order {
+            if let Ok(k) = d.process_ids.binary_search(&i) {
+                let m = &mut d.members[k];
+                if m.order.0 == u32::MAX {
+                    m.order = o;
+                }
             }
         }
         // Ports are few (at most `max_ports`): their lists are made again.
@@ -96,8 +119,7 @@ impl Worker<'_> {
         self.pins.install(&self.plan.sets, self.flows.capacity());
         self.exclusive
             .install(&self.plan.sets, self.flows.capacity());
-        let members = self.sched_members();
-        self.sched.apply(self.arena, &members);
+        self.sched.apply(self.arena, &self.derived.members);
     }
 
     /// NF `i`'s wake-up rule, from the plan.
@@ -157,6 +179,7 @@ impl Worker<'_> {
         }
         (d.input_ports, d.nic_fds) = port_lists(&self.ports);
         d.sleep_on_nics = sleeps_on_nics(&d);
+        d.members = self.members_of(&d.process_ids);
         d
     }
 
@@ -186,6 +209,10 @@ impl Worker<'_> {
         assert_eq!(whole.input_ports, mine.input_ports);
         assert_eq!(whole.nic_fds, mine.nic_fds);
         assert_eq!(whole.sleep_on_nics, mine.sleep_on_nics);
+        assert_eq!(
+            whole.members, mine.members,
+            "scheduler members after {added:?}"
+        );
         let mut bells = bells::Bells::default();
         let nfs = &self.nfs;
         bells.rebuild(
@@ -197,41 +224,72 @@ impl Worker<'_> {
         assert!(bells.same_nfs(&self.bells), "doorbells after {added:?}");
     }
 
-    /// This worker's process NFs as the scheduler sees them: their slot,
-    /// core, and place along the chains (chains in their order, hops in
-    /// route order; NFs on no route last).
-    pub(crate) fn sched_members(&self) -> Vec<Member> {
+    /// NF `i` as the scheduler sees it: its slot, core and place in the
+    /// run order (`None`: on no route, last), if it runs as a process.
+    fn member(&self, i: u16, order: Option<(u32, u32)>) -> Option<Member> {
+        let nf = self.nfs.get(i as usize)?.as_ref()?;
+        let p = nf.process_ref()?;
+        let planned = self.plan.nf(i);
+        Some(Member {
+            slot: nf.slot,
+            cpu: p.spawn.cpu,
+            order: order.unwrap_or((u32::MAX, u32::from(i))),
+            beside_worker: self.cfg.nfs_share_core,
+            weight: planned.and_then(|n| n.cpu_weight),
+            idle: planned.map_or(IdlePoll::Always, |n| n.wakeup.idle),
+            domain: planned.map_or(0, |n| n.domain),
+        })
+    }
+
+    /// The process NFs `ids` as the scheduler sees them, each at its
+    /// first place along the chains (chains in their order, hops in route
+    /// order).
+    fn members_of(&self, ids: &[u16]) -> Vec<Member> {
+        let plan = &self.plan;
         let mut order: Vec<Option<(u32, u32)>> = vec![None; self.nfs.len()];
-        for (c, (_, chain)) in self.plan.chains_in_order().enumerate() {
-            let Some(route) = self.plan.route(chain.route) else {
+        for (c, &id) in plan.chain_order.iter().enumerate() {
+            let Some(path) = plan.chain_path(id) else {
                 continue;
             };
-            for (h, hop) in route.path.iter().enumerate() {
-                for &i in self.plan.hop_nfs(hop) {
+            for (h, hop) in path.iter().enumerate() {
+                for &i in plan.hop_nfs(hop) {
                     if let Some(o) = order.get_mut(i as usize) {
                         o.get_or_insert((c as u32, h as u32));
                     }
                 }
             }
         }
-        self.derived
-            .process_ids
-            .iter()
-            .filter_map(|&i| {
-                let nf = self.nfs[i as usize].as_ref()?;
-                let p = nf.process_ref()?;
-                Some(Member {
-                    slot: nf.slot,
-                    cpu: p.spawn.cpu,
-                    order: order[i as usize].unwrap_or((u32::MAX, u32::from(i))),
-                    beside_worker: self.cfg.nfs_share_core,
-                    weight: self.plan.nf(i).and_then(|n| n.cpu_weight),
-                    idle: self.plan.nf(i).map_or(IdlePoll::Always, |n| n.wakeup.idle),
-                    pid: p.pid,
-                    domain: self.plan.nf(i).map_or(0, |n| n.domain),
-                })
-            })
+        ids.iter()
+            .filter_map(|&i| self.member(i, order[i as usize]))
             .collect()
+    }
+
+    /// The places in the run order of the NFs on `chains` (added ones,
+    /// so after every chain there was: the plan's chain order lists them
+    /// last, and it is searched from its end).
+    fn added_run_order(&self, chains: &[u16]) -> HashMap<u16, (u32, u32)> {
+        let plan = &self.plan;
+        let want: HashSet<u16> = chains.iter().copied().collect();
+        let mut placed = Vec::with_capacity(want.len());
+        let n = plan.chain_order.len();
+        for (back, &id) in plan.chain_order.iter().rev().enumerate() {
+            if placed.len() == want.len() {
+                break;
+            }
+            if want.contains(&id) {
+                placed.push((n - 1 - back, id));
+            }
+        }
+        placed.sort_unstable();
+        let mut order = HashMap::new();
+        for (c, id) in placed {
+            for (h, hop) in plan.chain_path(id).unwrap_or_default().iter().enumerate() {
+                for &i in plan.hop_nfs(hop) {
+                    order.entry(i).or_insert((c as u32, h as u32));
+                }
+            }
+        }
+        order
     }
 }
 

@@ -130,6 +130,9 @@ pub(crate) struct Derived {
     /// may sleep on them (only when no process NF could wake it instead).
     pub nic_fds: Vec<std::os::fd::RawFd>,
     pub sleep_on_nics: bool,
+    /// The process NFs as the scheduler sees them (as `process_ids`
+    /// lists them).
+    pub members: Vec<Member>,
 }
 
 /// The worker.

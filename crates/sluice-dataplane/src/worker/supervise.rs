@@ -142,7 +142,10 @@ impl<'a> Worker<'a> {
                 pid,
                 status,
                 host_lost,
-            } => self.on_exit(slot, generation, pid, status, host_lost, now),
+            } => {
+                self.sched.exited(slot, pid);
+                self.on_exit(slot, generation, pid, status, host_lost, now)
+            }
             HostEvent::Log { slot, line, .. } => {
                 let name = match self.live_by_slot(slot) {
                     Some(i) => self.nfs[i as usize].as_ref().map(|n| n.name.clone()),
