@@ -196,6 +196,11 @@ fn apply_get_ps_stats_logs_and_delete_through_the_cli() {
     }
     assert_eq!(keys(&live["buffers"]), keys(&batch["buffers"]));
     assert!(live["packets_out"].as_u64().unwrap() > 0);
+    // A process NF's CPU time, read from the kernel for the live report.
+    let acl = (live["nfs"].as_array().unwrap().iter())
+        .find(|n| n["name"] == "acl")
+        .unwrap();
+    assert!(acl["process_cpu_us"].as_u64().unwrap() > 0, "{acl:#}");
     let human = ok(&d, &["stats"]);
     assert!(human.contains("acl") && human.contains("mon"), "{human}");
     assert!(human.starts_with("sluice daemon "), "{human}");

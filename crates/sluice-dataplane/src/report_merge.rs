@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use sluice_mem::Arena;
 use sluice_ports::Sink;
 
+use crate::cpu_clock::CpuClock;
 use crate::report::{latency_of, BufferReport, NfReport, RunReport};
 
 /// What one worker hands back: its report and its merged sink, if any.
@@ -20,6 +21,25 @@ pub struct ShardResult {
     pub report: RunReport,
     /// All of the worker's sinks merged (for exact latency percentiles).
     pub sink: Option<Sink>,
+    /// Each process NF's CPU clock and its process now, by its place in
+    /// `report.nfs`: the kernel's count is read by whoever asked for the
+    /// report ([`ShardResult::read_cpu`]), not by the worker, for whom a
+    /// read per NF (a `/proc` file each) was a stall of its packets that
+    /// grew with the NFs.
+    pub cpu: Vec<(usize, CpuClock, i32)>,
+}
+
+impl ShardResult {
+    /// Brings the NFs' CPU time up to date from the kernel (see `cpu`).
+    pub fn read_cpu(&mut self) {
+        for (k, mut clock, pid) in std::mem::take(&mut self.cpu) {
+            clock.sample(pid);
+            if let Some(r) = self.report.nfs.get_mut(k) {
+                r.process_cpu_us = clock.total_ns() / 1000;
+                r.process_switches = clock.switches();
+            }
+        }
+    }
 }
 
 fn add_maps(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {

@@ -317,6 +317,10 @@ impl Runtime {
         };
         rxs.into_iter()
             .filter_map(|rx| rx.recv_timeout(wait).ok())
+            .map(|mut part: ShardResult| {
+                part.read_cpu();
+                part
+            })
             .collect()
     }
 

@@ -117,9 +117,16 @@ impl<'a> Worker<'a> {
 
     /// What the worker counted, with its sinks merged (for latency).
     pub(crate) fn shard_result(&self) -> ShardResult {
+        // In the report's order of NFs (`report::run_report`).
+        let listed = self.plan.nf_order.iter();
+        let cpu = (listed.filter_map(|&i| self.nfs.get(i as usize)?.as_ref()))
+            .enumerate()
+            .filter_map(|(k, nf)| Some((k, nf.cpu, nf.process_ref()?.pid)))
+            .collect();
         ShardResult {
             report: super::report::run_report(self),
             sink: super::report::merged_sink(self),
+            cpu,
         }
     }
 }
