@@ -43,8 +43,8 @@ impl CpuClock {
         let Some(p) = sluice_sys::Pid::from_raw(pid) else {
             return;
         };
-        if let Ok(t) = sluice_sys::sched_times(p) {
-            self.observe(pid, t.on_cpu_ns, t.timeslices);
+        if let Ok((on_cpu_ns, switches)) = sluice_sys::cpu_times(p) {
+            self.observe(pid, on_cpu_ns, switches);
         }
     }
 
