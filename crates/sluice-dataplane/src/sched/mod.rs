@@ -21,17 +21,17 @@
 //! the turns.
 
 use sluice_mem::turn::mode;
-use sluice_mem::{Arena, Budget, CoreTurn};
+use sluice_mem::{Arena, CoreTurn};
 
-use crate::polling::LoopConfig;
 use crate::wakeup::IdlePoll;
-use std::sync::atomic::Ordering;
 
 mod class;
+mod publish;
 mod watchdog;
 mod weights;
 
 use class::Classes;
+use publish::Budgets;
 pub use watchdog::{judge, Revocation, JUDGE_NS};
 use watchdog::{Suspect, Watch};
 pub use weights::Enforced;
@@ -179,51 +179,6 @@ impl Assignment {
     }
 }
 
-/// How an NF polls on its own (hybrid, or a demoted NF) when
-/// `sharing` process NFs share its core: the same rule the NF was started
-/// with (`LoopConfig`), kept true as NFs come and go on its core. Without
-/// it an NF started alone keeps spinning without yielding when siblings
-/// join it.
-///
-/// NFs in weighted groups keep yielding after each batch: the kernel then
-/// shares time between the groups by weight, and a yield still lets an NF
-/// that has no packets give its group's time to the others (tried without:
-/// 2.8 Mpps against 6.1 for two NFs of 0 and 1,000 cycles).
-fn polling(policy: &SchedPolicy, sharing: usize, m: &Member) -> (u64, u32) {
-    let mut cfg = if m.beside_worker {
-        LoopConfig::beside_worker(0, policy.busy_poll_us)
-    } else {
-        LoopConfig::for_sharing(0, sharing, policy.busy_poll_us).yielding_every(policy.yield_every)
-    };
-    if !m.idle.polls(sharing) {
-        cfg.busy_poll_ns = 0;
-    }
-    (cfg.busy_poll_ns, cfg.flags())
-}
-
-/// What the scheduler last wrote in one NF's budget.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Published {
-    core: u32,
-    next: u32,
-    slice_ns: u64,
-    poll: (u64, u32),
-    mode: u32,
-}
-
-impl Published {
-    /// Writes it in `b`; the mode it replaced.
-    fn write(&self, b: &Budget) -> u32 {
-        b.core.store(self.core, Ordering::Relaxed);
-        b.next.store(self.next, Ordering::Relaxed);
-        b.slice_ns.store(self.slice_ns, Ordering::Relaxed);
-        b.poll_ns.store(self.poll.0, Ordering::Relaxed);
-        b.poll_flags.store(self.poll.1, Ordering::Release);
-        // Mode last: an NF that sees TURNS sees its core and links.
-        b.mode.swap(self.mode, Ordering::AcqRel)
-    }
-}
-
 /// Computes every NF's assignment: members grouped by CPU and trust
 /// domain ([`TurnGroup`]), each group in run order, linked in a circle.
 /// Pure, so it is tested without an arena.
@@ -282,14 +237,8 @@ pub struct Scheduler {
     demoted: Vec<u32>,
     weights: Weights,
     classes: Classes,
-    /// What each slot's budget holds, as last written (by slot): a change
-    /// writes only budgets that differ. The budgets of a thousand NFs are
-    /// a thousand cache lines of shared memory, and one more NF changes
-    /// few of them; writing them all was most of a commit's scheduling at
-    /// 1,000 NFs. Only the scheduler writes a budget (a restart keeps it,
-    /// `NfControl::reset`); a slot that leaves the members is forgotten,
-    /// so the next NF in it is written whole.
-    published: Vec<Option<Published>>,
+    /// The budgets as last written.
+    budgets: Budgets,
     /// The process in each slot (by slot; 0: none), as `spawned` and
     /// `exited` tell. Kept here, not in the members, so that what the
     /// worker tells of its members changes only when its plan does.
@@ -360,62 +309,11 @@ impl Scheduler {
         self.weights.apply(members, pid_of);
         self.classes
             .apply(self.policy.kernel_class, members, pid_of);
-        // Process NFs per core, and each slot's member: by slot number in
-        // a table (slots are the arena's, a few thousand at most), since a
-        // map of a thousand members was most of this function's time at
-        // each change (`sluice bench instantiate`).
-        let mut sharing: std::collections::BTreeMap<u32, usize> = Default::default();
-        let top = members
-            .iter()
-            .map(|m| m.slot as usize + 1)
-            .max()
-            .unwrap_or(0);
-        let mut by_slot: Vec<Option<&Member>> = vec![None; top];
-        for m in members {
-            *sharing.entry(m.cpu).or_default() += 1;
-            by_slot[m.slot as usize] = Some(m);
-        }
-        for a in &assigned {
-            if !arena.has_slot(a.slot) || a.core as usize >= sluice_mem::arena::MAX_CORES {
-                continue;
-            }
-            // Every assignment is of a member.
-            let Some(m) = by_slot.get(a.slot as usize).copied().flatten() else {
-                continue;
-            };
-            // A heavier NF keeps the turn longer while others wait.
-            let weight = u64::from(self.weights.weight(a.slot));
-            let slice_ns = match self.policy.slice_ns {
-                0 => 0,
-                s => (s.saturating_mul(weight) / 100).max(1_000),
-            };
-            let n = sharing.get(&a.core).copied().unwrap_or(1);
-            let p = Published {
-                core: a.core,
-                next: a.next,
-                slice_ns,
-                poll: polling(&self.policy, n, m),
-                mode: a.mode,
-            };
-            let i = a.slot as usize;
-            if self.published.len() <= i {
-                self.published.resize(i + 1, None);
-            }
-            if self.published[i] == Some(p) {
-                continue;
-            }
-            self.published[i] = Some(p);
-            let was = p.write(&arena.nf_control(a.slot).budget);
-            if was == mode::TURNS && a.mode == mode::HYBRID {
-                // It may sleep waiting for a turn it will no longer get.
-                arena.nf_control(a.slot).wake.wake();
-            }
-        }
-        for (slot, p) in self.published.iter_mut().enumerate() {
-            if by_slot.get(slot).is_none_or(Option::is_none) {
-                *p = None;
-            }
-        }
+        let weights = &self.weights;
+        self.budgets
+            .publish(arena, &self.policy, &assigned, members, |slot| {
+                weights.weight(slot)
+            });
         let mut groups: Vec<TurnGroup> = assigned
             .iter()
             .filter(|a| a.mode == mode::TURNS)

@@ -2,8 +2,10 @@
 //! and the watchdog on a real arena.
 
 use super::*;
+use crate::polling::LoopConfig;
 use sluice_mem::NfStats;
 use sluice_sys::SchedTimes;
+use std::sync::atomic::Ordering;
 
 fn member(slot: u32, cpu: u32, order: (u32, u32)) -> Member {
     Member {
