@@ -23,19 +23,13 @@
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 
 use sluice_sys::ExitStatus;
 
-use super::channel::Channel;
 use super::output::Outputs;
 use super::proto::{ArenaLayout, FromTemplate, Hello, SpawnRequest, ToTemplate};
-use super::{HostError, HostEvent, NfHost, TEMPLATE_ARG};
-
-/// How long a template may take to start and map the arena.
-const START_TIMEOUT_MS: u64 = 10_000;
+use super::{HostError, HostEvent, NfHost};
 
 /// How long to wait for NFs of a dead template to be gone.
 const GONE_TIMEOUT_MS: u64 = 5_000;
@@ -65,15 +59,7 @@ impl HostConfig {
     }
 }
 
-type Chan = Channel<ToTemplate, FromTemplate>;
-
-struct Running {
-    child: Child,
-    chan: Chan,
-    /// The template's pidfd when this process may take its descriptors:
-    /// it then hands over its NFs' output pipes.
-    pidfd: Option<OwnedFd>,
-}
+use super::launch::{launch, Running};
 
 /// An instance this host started and has not yet reported gone.
 #[derive(Debug, Clone, Copy)]
@@ -132,94 +118,13 @@ impl ForkHost {
                 .ok(),
             output_warned: false,
         };
-        host.tpl = Some(host.launch()?);
+        host.tpl = Some(launch(
+            &host.cfg,
+            &host.hello,
+            &host.arena_fds,
+            host.outputs.is_some(),
+        )?);
         Ok(host)
-    }
-
-    fn launch(&self) -> io::Result<Running> {
-        let (ours, theirs) = UnixStream::pair()?;
-        let mut child = Command::new(&self.cfg.program)
-            .arg(TEMPLATE_ARG)
-            .stdin(Stdio::from(OwnedFd::from(theirs)))
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("cannot start {}: {e}", self.cfg.program.display()),
-                )
-            })?;
-        if let Some(cpu) = self.cfg.cpu {
-            // It inherited the starting thread's pin (a worker's core).
-            let pid = sluice_sys::Pid::from_raw(child.id() as i32);
-            if let Some(Err(e)) = pid.map(|p| sluice_sys::pin_process_to_cpu(p, cpu)) {
-                tracing::warn!("cannot pin the NF template to CPU {cpu}: {e}");
-            }
-        }
-        let mut chan = Chan::new(ours)?;
-        // It hands over its NFs' output pipes if this process may take
-        // its descriptors: tried on its standard input.
-        let pidfd = self.outputs.as_ref().and_then(|_| {
-            let pid = sluice_sys::Pid::from_raw(child.id() as i32)?;
-            let pidfd = sluice_sys::pidfd_open(pid).ok()?;
-            sluice_sys::take_fd(pidfd.as_fd(), 0).ok()?;
-            Some(pidfd)
-        });
-        let hello = Hello {
-            output_to_platform: pidfd.is_some(),
-            ..self.hello.clone()
-        };
-        // A program that is not a template may exit before it reads
-        // anything, so a failed send (EPIPE) means the same as a closed
-        // socket: say what the program did, not what the socket said.
-        let setup = chan
-            .send_fds(&self.arena_fds.iter().map(AsFd::as_fd).collect::<Vec<_>>())
-            .and_then(|()| chan.send(&ToTemplate::Hello(hello)));
-        let deadline = sluice_sys::monotonic_ns() + START_TIMEOUT_MS * 1_000_000;
-        let mut msgs = Vec::new();
-        let program = self.cfg.program.display();
-        let stopped = |child: &mut std::process::Child| {
-            let status = child.wait();
-            let why = match &status {
-                Ok(s) => format!("it exited ({s})"),
-                Err(e) => e.to_string(),
-            };
-            // A template that failed said why on stderr (the platform's);
-            // any other exit is a program that did not act as a template.
-            let hint = match status.ok().and_then(|s| s.code()) {
-                Some(super::template::START_FAILED) => "its reason is on standard error above",
-                _ => "was it built with `template_main_if_invoked` in main?",
-            };
-            io::Error::other(format!(
-                "the NF template ({program}) stopped before it was ready: {why}; {hint}"
-            ))
-        };
-        let ready = match setup {
-            Err(_) => Err(stopped(&mut child)),
-            Ok(()) => loop {
-                chan.flush();
-                let _ = sluice_sys::wait_readable(chan.as_fd(), 20);
-                chan.recv(&mut msgs);
-                if msgs.iter().any(|m| matches!(m, FromTemplate::Ready { .. })) {
-                    break Ok(());
-                }
-                if chan.is_closed() {
-                    break Err(stopped(&mut child));
-                }
-                if sluice_sys::monotonic_ns() > deadline {
-                    break Err(io::Error::other(format!(
-                        "the NF template did not start within {START_TIMEOUT_MS} ms"
-                    )));
-                }
-            },
-        };
-        if let Err(e) = ready {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(e);
-        }
-        Ok(Running { child, chan, pidfd })
     }
 
     /// The template's socket closed: it died (or broke the protocol).
@@ -237,7 +142,12 @@ impl ForkHost {
             "the NF template of worker {} died ({status})",
             self.cfg.worker
         );
-        match self.launch() {
+        match launch(
+            &self.cfg,
+            &self.hello,
+            &self.arena_fds,
+            self.outputs.is_some(),
+        ) {
             Ok(r) => {
                 self.tpl = Some(r);
                 self.restarts += 1;

@@ -17,6 +17,7 @@
 mod channel;
 mod child;
 mod fork;
+mod launch;
 mod output;
 pub mod proto;
 mod sandbox;
