@@ -111,16 +111,21 @@ fn metrics_have_per_chain_latency_and_logs_show_nf_starts() {
     } else {
         eprintln!("curl is not installed: skipping the metrics check");
     }
-    let (ok, _, err) = d.cli(&["logs", "acl"]);
-    assert!(ok, "{err}");
-    let logs = sluice()
+    let text = logs(&d, "acl");
+    assert!(text.contains("[platform] running (pid"), "{text}");
+}
+
+/// `sluice logs NF`'s text (it must succeed).
+fn logs(d: &Daemon, nf: &str) -> String {
+    let out = sluice()
         .arg("--socket")
         .arg(&d.socket)
-        .args(["logs", "acl"])
+        .args(["logs", nf])
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&logs.stdout);
-    assert!(text.contains("[platform] running (pid"), "{text}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "sluice logs {nf}: {err}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// What a process NF writes reaches `sluice logs`, its last words before
@@ -145,18 +150,7 @@ settings:
     );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let text = loop {
-        let out = sluice()
-            .arg("--socket")
-            .arg(&d.socket)
-            .args(["logs", "bad"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let out = String::from_utf8_lossy(&out.stdout).into_owned();
+        let out = logs(&d, "bad");
         let exits = out.matches("[platform] NF bad (pid").count();
         if exits >= 2 || std::time::Instant::now() > deadline {
             break out;
