@@ -23,43 +23,16 @@
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::PathBuf;
 
 use sluice_sys::ExitStatus;
 
+use super::launch::{launch, HostConfig, Running};
 use super::output::Outputs;
 use super::proto::{ArenaLayout, FromTemplate, Hello, SpawnRequest, ToTemplate};
 use super::{HostError, HostEvent, NfHost};
 
 /// How long to wait for NFs of a dead template to be gone.
 const GONE_TIMEOUT_MS: u64 = 5_000;
-
-/// Where the template comes from.
-#[derive(Debug, Clone)]
-pub struct HostConfig {
-    /// Program to exec as the template; it must call
-    /// [`super::template_main_if_invoked`] at the start of `main`.
-    /// Default: the running executable.
-    pub program: PathBuf,
-    /// The worker this host serves.
-    pub worker: u32,
-    /// The CPU the template runs on (`Placement::template_cpu`); `None`:
-    /// wherever the starting thread may run.
-    pub cpu: Option<usize>,
-}
-
-impl HostConfig {
-    /// The running executable as the template, for worker `worker`.
-    pub fn current_exe(worker: u32) -> io::Result<HostConfig> {
-        Ok(HostConfig {
-            program: std::env::current_exe()?,
-            worker,
-            cpu: None,
-        })
-    }
-}
-
-use super::launch::{launch, Running};
 
 /// An instance this host started and has not yet reported gone.
 #[derive(Debug, Clone, Copy)]

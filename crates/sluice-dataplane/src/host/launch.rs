@@ -6,12 +6,37 @@
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use super::channel::Channel;
-use super::fork::HostConfig;
 use super::proto::{FromTemplate, Hello, ToTemplate};
 use super::TEMPLATE_ARG;
+
+/// Where the template comes from.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    /// Program to exec as the template; it must call
+    /// [`super::template_main_if_invoked`] at the start of `main`.
+    /// Default: the running executable.
+    pub program: PathBuf,
+    /// The worker this host serves.
+    pub worker: u32,
+    /// The CPU the template runs on (`Placement::template_cpu`); `None`:
+    /// wherever the starting thread may run.
+    pub cpu: Option<usize>,
+}
+
+impl HostConfig {
+    /// The running executable as the template, for worker `worker`.
+    pub fn current_exe(worker: u32) -> io::Result<HostConfig> {
+        Ok(HostConfig {
+            program: std::env::current_exe()?,
+            worker,
+            cpu: None,
+        })
+    }
+}
 
 /// How long a template may take to start and map the arena.
 const START_TIMEOUT_MS: u64 = 10_000;

@@ -25,7 +25,8 @@ mod shells;
 mod standby;
 mod template;
 
-pub use fork::{ForkHost, HostConfig};
+pub use fork::ForkHost;
+pub use launch::HostConfig;
 pub use proto::SpawnRequest;
 pub use sandbox::{SandboxPlan, SandboxReport};
 pub use template::{template_main_if_invoked, TEMPLATE_ARG};
