@@ -59,6 +59,15 @@ impl NfOutput {
         &self.fd
     }
 
+    /// Reads until the pipe is empty, then ends the last line: for an NF
+    /// that exited (its pipe ends), or whose pipe changes hands. Only the
+    /// last read ends a line without a newline (one cut by a read's
+    /// budget goes on in the next).
+    pub(super) fn drain(&mut self, lines: &mut Vec<String>) {
+        while self.read_lines(READ_BUDGET, false, lines) > 0 {}
+        self.read_lines(0, true, lines);
+    }
+
     /// The pipe, without what was read of it.
     pub(super) fn into_fd(self) -> OwnedFd {
         self.fd
@@ -182,7 +191,7 @@ impl Outputs {
                 break;
             }
             let pid = ev.data.u64() as i32;
-            budget = budget.saturating_sub(self.read(pid, budget.min(READ_BUDGET), false, events));
+            budget = budget.saturating_sub(self.read(pid, budget.min(READ_BUDGET), events));
         }
     }
 
@@ -190,9 +199,17 @@ impl Outputs {
     /// before its exit is reported) and stops watching it.
     pub(super) fn ended(&mut self, pid: i32, events: &mut Vec<HostEvent>) {
         // Its write ends are closed: the reads end at the pipe's end.
-        while self.read(pid, READ_BUDGET, true, events) > 0 {}
-        if let Some(w) = self.by_pid.remove(&pid) {
-            let _ = epoll::delete(&self.epoll, w.out.fd());
+        let Some(mut w) = self.by_pid.remove(&pid) else {
+            return;
+        };
+        let _ = epoll::delete(&self.epoll, w.out.fd());
+        w.out.drain(&mut self.lines);
+        for line in self.lines.drain(..) {
+            events.push(HostEvent::Log {
+                slot: w.slot,
+                generation: w.generation,
+                line,
+            });
         }
     }
 
@@ -205,11 +222,12 @@ impl Outputs {
         }
     }
 
-    fn read(&mut self, pid: i32, budget: usize, ended: bool, events: &mut Vec<HostEvent>) -> usize {
+    /// Reads up to `budget` bytes of `pid`'s pipe: their complete lines.
+    fn read(&mut self, pid: i32, budget: usize, events: &mut Vec<HostEvent>) -> usize {
         let Some(w) = self.by_pid.get_mut(&pid) else {
             return 0;
         };
-        let n = w.out.read_lines(budget, ended, &mut self.lines);
+        let n = w.out.read_lines(budget, false, &mut self.lines);
         for line in self.lines.drain(..) {
             events.push(HostEvent::Log {
                 slot: w.slot,
@@ -307,6 +325,34 @@ mod tests {
         assert_eq!(got[20_000].1, "last");
         assert_eq!(o.len(), 1);
         drop(w1);
+    }
+
+    #[test]
+    fn an_exit_with_more_than_a_read_waiting_keeps_every_line_whole() {
+        let mut o = Outputs::new().unwrap();
+        let (r, w) = pipe();
+        rustix::pipe::fcntl_setpipe_size(&w, 4 * READ_BUDGET).unwrap();
+        o.watch(9, 9, 0, r).unwrap();
+        // Lines of 7 bytes: a read of 64 KiB ends inside one.
+        let text: Vec<u8> = (0..30_000)
+            .flat_map(|i| format!("{:06}\n", i % 1_000_000).into_bytes())
+            .collect();
+        let mut at = 0;
+        while at < text.len() {
+            at += rustix::io::write(&w, &text[at..]).unwrap();
+        }
+        rustix::io::write(&w, b"tail").unwrap();
+        drop(w);
+        let mut ev = Vec::new();
+        o.ended(9, &mut ev);
+        let got = lines_of(&ev);
+        assert_eq!(got.len(), 30_001);
+        assert!(got
+            .iter()
+            .take(30_000)
+            .enumerate()
+            .all(|(i, (_, l))| *l == format!("{i:06}")));
+        assert_eq!(got[30_000].1, "tail");
     }
 
     #[test]

@@ -309,7 +309,11 @@ impl Template<'_> {
         };
         let Some(out) = &mut c.out else { return };
         let mut lines = Vec::new();
-        out.read_lines(READ_BUDGET, flush, &mut lines);
+        if flush {
+            out.drain(&mut lines);
+        } else {
+            out.read_lines(READ_BUDGET, false, &mut lines);
+        }
         let (slot, generation) = (c.slot, c.generation);
         for line in lines {
             self.send_log(slot, generation, line);
