@@ -56,6 +56,11 @@ pub struct Diff {
     /// how it steers).
     #[serde(skip)]
     pub sets_changed: bool,
+    /// Whether the running plan's chains keep their places in the chain
+    /// order (the new ones come after them): the scheduler's run order
+    /// follows it.
+    #[serde(skip)]
+    pub chain_order_kept: bool,
     /// Whether workers must drain before the swap: something packets may
     /// be inside goes away, or a route changes other than by gaining NFs.
     #[serde(skip)]
@@ -78,6 +83,7 @@ impl Diff {
             && adds(&self.chains)
             && self.reconfigure_nfs.is_empty()
             && !self.sets_changed
+            && self.chain_order_kept
             && !self.quiesce
     }
 
@@ -194,6 +200,7 @@ impl Diff {
             d.quiesce = true;
         }
         d.sets_changed = (0..sets as u16).any(|b| old.set(b).is_some() && old.set(b) != new.set(b));
+        d.chain_order_kept = new.chain_order.starts_with(&old.chain_order);
         d
     }
 }
@@ -261,6 +268,41 @@ mod tests {
         // The next apply may use the freed ids again.
         let again = crate::compile::compile(&a, registry, &target, Some(&new)).unwrap();
         assert_eq!(Diff::between(&new, &again).nfs.added, one("f"));
+    }
+
+    /// A spec that only gains objects is an addition for the workers, as
+    /// long as the running chains keep their places in the chain order
+    /// (the scheduler's run order follows it); a new chain listed before
+    /// them is not.
+    #[test]
+    fn only_adds_needs_the_running_chains_first() {
+        let registry = sluice_nfs::REGISTRY;
+        let types: Vec<&str> = registry.iter().map(|t| t.name).collect();
+        let spec = |nfs: &str, chains: &str| {
+            let text = format!(
+                "ports:\n  - {{ name: gen, kind: generator, count: 1 }}\n  - {{ name: out, kind: sink }}\n\
+                 nfs:\n{nfs}chains:\n{chains}"
+            );
+            sluice_spec::parse_str(&text, "t.yaml", &types).unwrap()
+        };
+        let (a, b) = (
+            "  - { name: a, type: forwarder }\n",
+            "  - { name: b, type: forwarder }\n",
+        );
+        let c = "  - { name: c, from: gen, match: { proto: udp }, nfs: [a], to: out }\n";
+        let d = "  - { name: d, from: gen, match: { proto: tcp }, nfs: [b], to: out }\n";
+        let both = spec(&format!("{a}{b}"), &format!("{c}{d}"));
+        let target = crate::compile::Target::of_spec(&both);
+        let compile = |s, prev| crate::compile::compile(&s, registry, &target, prev).unwrap();
+        let old = compile(spec(a, c), None);
+        let after = compile(both, Some(&old));
+        let diff = Diff::between(&old, &after);
+        assert!(diff.only_adds(), "{diff:?}");
+        assert_eq!(diff.new_chains.len(), 1);
+        let before = compile(spec(&format!("{a}{b}"), &format!("{d}{c}")), Some(&old));
+        let diff = Diff::between(&old, &before);
+        assert_eq!(diff.chains.added, ["d"]);
+        assert!(!diff.only_adds(), "the running chain moved down the order");
     }
 
     /// Scaling a replica set out adds only the new replica and scaling in
