@@ -208,12 +208,27 @@ fn a_restarted_daemon_replays_the_journaled_additions() {
         );
         let r = post(&d, json!({ "spec": add, "source": "add.yaml" }));
         assert_eq!(r.status, 200, "{r}");
+        if i == 1 {
+            // Valid, but it cannot start: its journal line, written
+            // before the apply, is taken back before the refusal.
+            let bad = "ports:\n  - { name: e9, kind: af_packet, interface: nonexist9 }\n\
+                       nfs:\n  - { name: f9, type: forwarder }\n\
+                       chains:\n  - { name: c9, from: e9, nfs: [f9], to: out }\n";
+            let r = post(&d, json!({ "spec": bad, "source": "bad.yaml" }));
+            assert_refused(&r, 422, "setup_failed", None);
+        }
     }
     let journal = std::fs::read_to_string(d.state_dir.join("desired.journal")).unwrap();
-    assert_eq!(journal.lines().count(), 3, "{journal}");
+    let lines: Vec<&str> = journal.lines().collect();
+    assert_eq!(lines.len(), 5, "{journal}");
+    assert!(lines[2].contains("nonexist9"), "{journal}");
+    assert_eq!(lines[3], r#"{"revoked":4}"#, "{journal}");
+    assert!(lines[4].contains(r#""resource_version":4"#), "{journal}");
     let before = d.get("/v1/spec");
     assert!(d.stop(10).is_some_and(|s| s.success()));
 
+    // The failed addition is not replayed (the restart would fail on its
+    // port and set the whole state aside).
     let d = Daemon::start_in(dir.path(), Default::default());
     assert_eq!(d.get("/v1/spec"), before);
     let deadline = Instant::now() + Duration::from_secs(20);

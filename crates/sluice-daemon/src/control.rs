@@ -45,6 +45,8 @@ pub struct State {
     pub incoming: Option<crate::migrate::moves::Incoming>,
     /// Additions journaled since the desired state was last written whole.
     pub journal_len: usize,
+    /// Syncs an addition's journal line while the addition applies.
+    pub(crate) syncer: crate::syncer::Syncer,
 }
 
 /// Deadlines of the rollouts in progress, by NF name (`rollout.rs`, which
@@ -97,6 +99,13 @@ impl Control {
                         return;
                     }
                 };
+                let syncer = match crate::syncer::Syncer::start() {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(format!("cannot start the sync thread: {e}")));
+                        return;
+                    }
+                };
                 let mut state = State {
                     rt,
                     desired: None,
@@ -109,6 +118,7 @@ impl Control {
                     outgoing: None,
                     incoming: None,
                     journal_len: 0,
+                    syncer,
                 };
                 state.restore();
                 let _ = ready_tx.send(Ok(()));

@@ -6,8 +6,74 @@ use sluice_spec::{IndexedSpec, Spec, SpecError, ValidSpec};
 use crate::candidate::Candidate;
 use crate::control::State;
 use crate::state::{Addition, JOURNAL_LIMIT};
+use crate::syncer::Pending;
+
+/// An addition's journal line, written before the addition is applied
+/// and syncing meanwhile ([`State::journal_ahead`]).
+pub(crate) struct Ahead {
+    version: u64,
+    sync: Pending,
+}
 
 impl State {
+    /// Writes the journal line of an addition about to be applied (it
+    /// would make the next version) and starts its sync; `None` when it
+    /// is not to be journaled (the journal is full: the whole spec is
+    /// written after the apply) or the line could not be written (it is
+    /// tried again after the apply).
+    pub(crate) fn journal_ahead(&mut self, (add, source): (&str, &str)) -> Option<Ahead> {
+        if self.journal_len >= JOURNAL_LIMIT {
+            return None;
+        }
+        let version = self.version + 1;
+        let a = Addition {
+            resource_version: version,
+            source: source.to_string(),
+            add: add.to_string(),
+        };
+        let file = self.dir.append_unsynced(&a).ok()?;
+        Some(Ahead {
+            version,
+            sync: self.syncer.sync(file),
+        })
+    }
+
+    /// The addition `ahead` was written for applied: it becomes the
+    /// desired state at its version once its line is durable (if the sync
+    /// failed, the whole spec is written instead).
+    pub(crate) fn made_desired_ahead(
+        &mut self,
+        spec: IndexedSpec,
+        ahead: Ahead,
+        applied: sluice_dataplane::Applied,
+    ) -> crate::change::Changed {
+        let version = ahead.version;
+        match ahead.sync.wait() {
+            Ok(()) => self.journal_len += 1,
+            Err(e) => {
+                tracing::warn!("cannot sync the journal ({e}): writing the desired state whole");
+                self.persist(version, &spec, None);
+            }
+        }
+        self.desired = Some(spec);
+        self.version = version;
+        crate::change::Changed { version, applied }
+    }
+
+    /// The addition `ahead` was written for failed: its line is taken
+    /// back before the failure is answered, so a restart does not apply
+    /// it.
+    pub(crate) fn revoke(&mut self, ahead: Ahead) {
+        // The line's own sync first: the revocation must land after it.
+        let _ = ahead.sync.wait();
+        if let Err(e) = self.dir.revoke(ahead.version) {
+            tracing::error!(
+                "cannot take back the journal line of a failed addition ({e}): a restart \
+                 would apply it"
+            );
+        }
+    }
+
     /// Persists version `version` of the desired state, `spec`: an
     /// addition (`added`: its text and source; callers pass it only for an
     /// addition to a desired state, which is persisted) is journaled;

@@ -28,6 +28,7 @@ mod pools;
 pub mod rollout;
 pub mod socket;
 pub mod state;
+mod syncer;
 pub mod tenancy;
 pub mod types;
 

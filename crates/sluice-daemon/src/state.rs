@@ -14,6 +14,15 @@
 //! top of it. Every whole save (any other change, or every
 //! [`JOURNAL_LIMIT`] additions) starts the journal afresh. A line cut
 //! short by a crash was never acknowledged: it is ignored.
+//!
+//! An addition's line is written, and its sync started, before the
+//! addition is applied, so the sync overlaps the apply (`syncer.rs`);
+//! the answer waits for both. An addition that then fails is revoked by a
+//! second line, `{"revoked": N}`, synced before the refusal is answered:
+//! the replay skips the addition it names. A crash before the revocation
+//! is durable leaves the addition in the journal, but its request was
+//! never answered, so its outcome was unknown to the client, as for any
+//! request a crash cuts short.
 //! `last-run.json` is the data plane's final report when the daemon last
 //! stopped (its totals, drops and leaked buffers), written the same way.
 
@@ -42,6 +51,14 @@ pub struct Addition {
     pub source: String,
     /// Its text, as received.
     pub add: String,
+}
+
+/// A journal line that takes back the addition above it (its apply
+/// failed after the line was written).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Revoked {
+    revoked: u64,
 }
 
 /// A daemon's state directory.
@@ -105,9 +122,17 @@ impl StateDir {
         };
         let mut out = Vec::new();
         for line in text.split_inclusive('\n') {
-            let entry = line
-                .strip_suffix('\n')
-                .and_then(|l| serde_json::from_str::<Addition>(l).ok());
+            let line = line.strip_suffix('\n');
+            if let Some(r) = line.and_then(|l| serde_json::from_str::<Revoked>(l).ok()) {
+                if out
+                    .last()
+                    .is_some_and(|a: &Addition| a.resource_version == r.revoked)
+                {
+                    out.pop();
+                }
+                continue;
+            }
+            let entry = line.and_then(|l| serde_json::from_str::<Addition>(l).ok());
             let Some(a) = entry else {
                 tracing::warn!(
                     "{}: a line cut short ends the journal",
@@ -124,8 +149,24 @@ impl StateDir {
 
     /// Appends an addition made at `version` to the journal, synced.
     pub fn append(&self, a: &Addition) -> std::io::Result<()> {
+        self.append_unsynced(a)?.sync_data()
+    }
+
+    /// Appends an addition to the journal, not yet synced: the caller
+    /// syncs the file it gets back before it acknowledges the addition.
+    pub fn append_unsynced(&self, a: &Addition) -> std::io::Result<std::fs::File> {
+        self.append_line(serde_json::to_vec(a)?)
+    }
+
+    /// Takes back the addition of `version` the journal ends with (its
+    /// apply failed), synced.
+    pub fn revoke(&self, version: u64) -> std::io::Result<()> {
+        let line = serde_json::to_vec(&Revoked { revoked: version })?;
+        self.append_line(line)?.sync_data()
+    }
+
+    fn append_line(&self, mut line: Vec<u8>) -> std::io::Result<std::fs::File> {
         use std::os::unix::fs::OpenOptionsExt;
-        let mut line = serde_json::to_vec(a)?;
         line.push(b'\n');
         let mut f = std::fs::OpenOptions::new()
             .append(true)
@@ -133,7 +174,7 @@ impl StateDir {
             .mode(0o600)
             .open(self.path.join(JOURNAL))?;
         f.write_all(&line)?;
-        f.sync_data()
+        Ok(f)
     }
 
     /// Moves the desired state aside (to `desired.rejected.json`, replacing
@@ -256,6 +297,25 @@ mod tests {
         assert!(s.load().unwrap().additions.is_empty());
         s.append(&addition(7)).unwrap();
         assert_eq!(s.load().unwrap().additions, [addition(7)]);
+    }
+
+    #[test]
+    fn a_revoked_addition_is_not_replayed_and_its_version_is_taken_again() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::open(d.path()).unwrap();
+        s.save(3, &json!({"ports": []})).unwrap();
+        s.append(&addition(4)).unwrap();
+        // 5 was written ahead of its apply, which failed.
+        drop(s.append_unsynced(&addition(5)).unwrap());
+        s.revoke(5).unwrap();
+        // The next addition makes version 5.
+        let mut again = addition(5);
+        again.add = "nfs:\n  - { name: other, type: forwarder }\n".into();
+        s.append(&again).unwrap();
+        assert_eq!(s.load().unwrap().additions, [addition(4), again.clone()]);
+        // A revocation names only the line just above it.
+        s.revoke(4).unwrap();
+        assert_eq!(s.load().unwrap().additions, [addition(4), again]);
     }
 
     #[test]
