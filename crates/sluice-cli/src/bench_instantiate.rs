@@ -78,6 +78,8 @@ struct InstantiateResult {
     /// How each request asked for its NFs (`add`: only them; `apply`:
     /// the whole desired state).
     via: Via,
+    /// µs between an answer and the next request (0: back to back).
+    gap_us: u64,
     /// NFs running at the end (the base chain's included).
     alive: usize,
     /// Request → every NF of its batch running, µs.
@@ -191,6 +193,9 @@ fn bench(a: &InstantiateArgs) -> Result<InstantiateResult, String> {
     let (mut create, mut first) = (Vec::new(), Vec::new());
     let mut phases: [Vec<f64>; 4] = Default::default();
     for k in 0..requests {
+        if a.gap_us > 0 && k > 0 {
+            std::thread::sleep(Duration::from_micros(a.gap_us));
+        }
         let this = batch.min(count - k * batch);
         let sampled = k % every == 0 && k / every < SAMPLES;
         let took = match a.via {
@@ -242,6 +247,7 @@ fn bench(a: &InstantiateArgs) -> Result<InstantiateResult, String> {
         sandbox,
         shells,
         via: a.via,
+        gap_us: a.gap_us,
         alive: running.len(),
         last_vs_first_decile: deciles[9] / deciles[0].max(1e-9),
         create_us: spread(create),

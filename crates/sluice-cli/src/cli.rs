@@ -267,6 +267,11 @@ pub struct InstantiateArgs {
     /// state with them (`PUT /v1/spec`).
     #[arg(long, value_enum, default_value_t = Via::Add)]
     pub via: Via,
+    /// Microseconds between one request's answer and the next request
+    /// (0: back to back). Creates that arrive spaced, as one tenant's at a
+    /// time do, find what the platform prepared in between (its spares).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub gap_us: u64,
     /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,

@@ -247,7 +247,7 @@ pub fn render(r: &RunReport, instances: &[Instance]) -> String {
     let nf_starts = counter_family(
         &mut reg,
         "nf_starts",
-        "Starts of a process NF by how its process came to be: fork (built in the new process), shell (forked from the NF built in its template) or standby (a prepared instance took over)",
+        "Starts of a process NF by how its process came to be: fork (built in the new process), shell (forked from the NF built in its template), standby (a prepared instance took over) or spare (a process its template forked ahead for the slot took it)",
         None,
     );
     let nf_contained = counter_family(
@@ -312,10 +312,12 @@ pub fn render(r: &RunReport, instances: &[Instance]) -> String {
         if nf.isolation == "process" {
             // A standby's start is also a shell start (it came from one).
             let shell = nf.shell_starts.saturating_sub(nf.standby_starts);
+            let forks = nf.starts.saturating_sub(nf.shell_starts + nf.spare_starts);
             for (from, n) in [
-                ("fork", nf.starts.saturating_sub(nf.shell_starts)),
+                ("fork", forks),
                 ("shell", shell),
                 ("standby", nf.standby_starts),
+                ("spare", nf.spare_starts),
             ] {
                 nf_starts
                     .get_or_create(&l(&[("nf", &nf.name), ("from", from)]))

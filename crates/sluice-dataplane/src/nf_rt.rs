@@ -155,6 +155,8 @@ pub struct NfRt<'a> {
     pub shell_starts: u32,
     /// Starts a standby took over (`settings.restart.standby`).
     pub standby_starts: u32,
+    /// Starts a spare took: a process forked ahead for its slot.
+    pub spare_starts: u32,
     /// Restarts that came back: from the exit seen to the new instance
     /// running. Kept as count, sum and maximum, not every sample: an NF
     /// that crashes forever must not grow the platform's memory.

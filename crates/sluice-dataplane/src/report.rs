@@ -80,6 +80,11 @@ pub struct NfReport {
     /// before the start (process NFs; `settings.restart.standby`).
     #[serde(default)]
     pub standby_starts: u32,
+    /// Starts a spare took: a process its template forked ahead, before
+    /// anyone knew which NF it would run, for the slot the NF took
+    /// (process NFs; `settings.shells`).
+    #[serde(default)]
+    pub spare_starts: u32,
     /// Its trust domain (`nfs[].domain`; `platform` unless named).
     #[serde(default)]
     pub domain: String,
@@ -437,6 +442,7 @@ pub(crate) fn nf_report(nf: &NfRt<'_>, counter_names: &[(usize, String)]) -> NfR
         shell_starts: nf.shell_starts,
         starts: nf.starts,
         standby_starts: nf.standby_starts,
+        spare_starts: nf.spare_starts,
         domain: String::new(),
         domain_copies: nf.domain_copies,
         restart_times: nf.restart_times,

@@ -76,6 +76,7 @@ fn add_nf(into: &mut NfReport, from: &NfReport) {
     into.shell_starts += from.shell_starts;
     into.starts += from.starts;
     into.standby_starts += from.standby_starts;
+    into.spare_starts += from.spare_starts;
     into.domain_copies += from.domain_copies;
     into.restart_times.merge(&from.restart_times);
     add_maps(&mut into.drops, &from.drops);

@@ -58,6 +58,9 @@ pub struct ForkHost {
     outputs: Option<Outputs>,
     /// A pipe could not be taken once: said once.
     output_warned: bool,
+    /// The slot the template was last asked to keep a spare for (a new
+    /// template has none).
+    spare_asked: Option<u32>,
 }
 
 impl ForkHost {
@@ -90,6 +93,7 @@ impl ForkHost {
                 })
                 .ok(),
             output_warned: false,
+            spare_asked: None,
         };
         host.tpl = Some(launch(
             &host.cfg,
@@ -123,6 +127,7 @@ impl ForkHost {
         ) {
             Ok(r) => {
                 self.tpl = Some(r);
+                self.spare_asked = None;
                 self.restarts += 1;
                 events.push(HostEvent::HostRestarted {
                     why: format!("{why}; started a new one"),
@@ -181,6 +186,7 @@ impl ForkHost {
                     pid,
                     shell,
                     standby,
+                    spare,
                     output,
                 } => {
                     if let Some(fd) = output {
@@ -213,6 +219,7 @@ impl ForkHost {
                         pid,
                         shell,
                         standby,
+                        spare,
                     });
                 }
                 FromTemplate::SpawnFailed {
@@ -320,6 +327,17 @@ impl NfHost for ForkHost {
         if let Some(t) = &mut self.tpl {
             // A template that is gone took its standbys with it.
             let _ = t.chan.send(&ToTemplate::Release { slot });
+        }
+    }
+
+    fn keep_spare(&mut self, slot: u32) {
+        if self.spare_asked == Some(slot) {
+            return;
+        }
+        if let Some(t) = &mut self.tpl {
+            if t.chan.send(&ToTemplate::Spare { slot }).is_ok() {
+                self.spare_asked = Some(slot);
+            }
         }
     }
 

@@ -22,6 +22,7 @@ mod output;
 pub mod proto;
 mod sandbox;
 mod shells;
+mod spare;
 mod standby;
 mod template;
 
@@ -50,6 +51,8 @@ pub enum HostEvent {
         /// A standby took over: forked, built and confined before the
         /// start (`settings.restart.standby`).
         standby: bool,
+        /// A spare took it: a process forked ahead for the slot.
+        spare: bool,
     },
     /// The instance is gone for good: it touches the arena no more.
     Exited {
@@ -110,6 +113,10 @@ pub trait NfHost: Send {
     /// The NF in `slot` will not be started again (it was removed, or
     /// its restart policy gave up): drop whatever is kept for it.
     fn release(&mut self, slot: u32);
+    /// The next NF started here will most likely take `slot`: keep
+    /// something ready for it, so that start does not wait for all of
+    /// its set-up (a host with nothing to keep ignores it).
+    fn keep_spare(&mut self, slot: u32);
     /// Appends what happened since the last call, without blocking.
     fn poll(&mut self, events: &mut Vec<HostEvent>);
     /// Sleeps until something may have happened or `timeout_ms` passed.

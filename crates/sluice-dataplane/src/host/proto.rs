@@ -6,13 +6,16 @@
 //!   Hello { arena layout, calibration, worker }     once, first
 //!   Spawn(SpawnRequest)                             start an NF in a slot (a standby's, or a fork)
 //!   Release { slot }                                the slot's NF is gone for good: drop its standby
+//!   Spare { slot }                                  keep a process forked ahead for the slot the
+//!                                                   worker's next NF will likely take (`super::spare`)
 //!   OutputTaken { pid }                             the platform holds pid's output pipe: close it
 //!   Quit                                            kill every NF, reap, exit
 //! template → platform
 //!   Ready { pid }                                   after Hello
-//!   Spawned { slot, generation, pid, shell, standby, output }
+//!   Spawned { slot, generation, pid, shell, standby, spare, output }
 //!                                                   shell: forked from a built NF;
 //!                                                   standby: a parked, confined instance took over;
+//!                                                   spare: the slot's spare took the start;
 //!                                                   output: the template's descriptor of the NF's
 //!                                                   output pipe, for the platform to take (Hello's
 //!                                                   output_to_platform)
@@ -185,6 +188,12 @@ pub enum ToTemplate {
         /// The slot.
         slot: u32,
     },
+    /// Keep a spare for this slot (the one the worker's next NF will
+    /// most likely take), replacing one kept for another.
+    Spare {
+        /// The slot.
+        slot: u32,
+    },
     /// The platform took the output pipe of process `pid` (or gave up on
     /// it): the template closes its descriptor.
     OutputTaken {
@@ -246,6 +255,8 @@ pub enum FromTemplate {
         shell: bool,
         /// A standby took over: forked, built and confined ahead.
         standby: bool,
+        /// The slot's spare took the start: forked ahead.
+        spare: bool,
         /// The template's descriptor of its output pipe's read end, for
         /// the platform to take; it stays open until `OutputTaken`.
         output: Option<i32>,

@@ -109,20 +109,14 @@ impl Shells {
     /// one more instance; `None` when the instance must build itself (no
     /// shell wanted, or its build failed or opened descriptors).
     pub fn acquire(&mut self, req: &SpawnRequest, registry: &[NfType]) -> Option<ShellId> {
+        if let Some(id) = self.find(req) {
+            return Some(id);
+        }
         if !req.shell || self.unshellable.contains(&req.recipe.type_name) {
             return None;
         }
         let recipe = postcard::to_allocvec(&req.recipe).ok()?;
         let restarted = req.restarts > 0;
-        self.clock += 1;
-        let found = [None, Some(restarted)]
-            .into_iter()
-            .find_map(|r| self.by_key.get(&(recipe.clone(), r)).copied());
-        if let Some(id) = found {
-            let s = self.shells.get_mut(&id).expect("index and shells agree");
-            s.last_used = self.clock;
-            return Some(id);
-        }
         let before = (self.descriptors)();
         // A build can take tens of milliseconds (a router's tables) on a
         // core where NFs carry traffic: at the NFs' priority, not the
@@ -174,6 +168,29 @@ impl Shells {
             self.collapsed_at = data;
         }
         Some(id)
+    }
+
+    /// The shell for `req` if there is one, counted as used by one more
+    /// instance; builds nothing.
+    pub fn find(&mut self, req: &SpawnRequest) -> Option<ShellId> {
+        if !req.shell {
+            return None;
+        }
+        let recipe = postcard::to_allocvec(&req.recipe).ok()?;
+        let restarted = req.restarts > 0;
+        self.clock += 1;
+        let id = [None, Some(restarted)]
+            .into_iter()
+            .find_map(|r| self.by_key.get(&(recipe.clone(), r)).copied())?;
+        let s = self.shells.get_mut(&id).expect("index and shells agree");
+        s.last_used = self.clock;
+        Some(id)
+    }
+
+    /// The id the next shell built will have: every shell held now has a
+    /// lower one.
+    pub fn next_id(&self) -> ShellId {
+        self.next_id
     }
 
     /// One instance of `id` is gone (exited, or its fork failed): the

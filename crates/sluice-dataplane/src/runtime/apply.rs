@@ -259,10 +259,20 @@ impl Runtime {
         for (w, ports) in ports.into_iter().enumerate() {
             let mut add = Vec::new();
             let mut slots = Vec::new();
+            // The first process NF takes the slot its spare waits for,
+            // whatever slots were given back since it was asked for.
+            let mut spare_slot = self.spares[w].filter(|_| shells);
             for &id in &diff.new_nfs {
                 let n = plan.nf(id).expect("diff names plan NFs");
                 let domain = usize::from(n.domain);
-                let Some(slot) = self.slots[w].get_mut(domain).and_then(Slots::take) else {
+                let want = match n.isolation {
+                    Isolation::Process => spare_slot.take(),
+                    Isolation::Inline => None,
+                };
+                let Some(slot) = self.slots[w]
+                    .get_mut(domain)
+                    .and_then(|s| s.take_preferring(want))
+                else {
                     for (w, t) in taken.iter().enumerate() {
                         for &s in t {
                             self.free_slot(w, s);
@@ -311,12 +321,23 @@ impl Runtime {
                     exec,
                 });
             }
+            let mut spare_domain = None;
             for nf in &mut add {
                 if let NewExec::Process(req) = &mut nf.exec {
                     let (cpu, cfg) = self.place(w as u32, nf.id, &process);
                     req.cpu = cpu as u32;
                     req.loop_cfg = cfg;
+                    spare_domain = Some(usize::from(req.domain));
                 }
+            }
+            // A change that started process NFs is most likely followed
+            // by another like it (a platform scaling out): the slot its
+            // next NF will take, in the last one's domain, gets a spare.
+            let spare = spare_domain
+                .filter(|_| shells)
+                .and_then(|d| self.slots[w].get(d)?.peek());
+            if spare.is_some() {
+                self.spares[w] = spare;
             }
             let mut reconfigure = Vec::new();
             for &id in &diff.reconfigure_nfs {
@@ -339,6 +360,7 @@ impl Runtime {
                     remove_ports: diff.gone_ports.clone(),
                     quiesce: diff.quiesce,
                     added_chains: diff.only_adds().then(|| diff.new_chains.clone()),
+                    spare,
                     restart: restart.clone(),
                     sched,
                     entry,

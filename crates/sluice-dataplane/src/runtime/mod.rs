@@ -118,6 +118,9 @@ pub struct Runtime {
     nf_slots: Vec<Option<Vec<u32>>>,
     /// Per worker, per trust domain: its free slots.
     slots: Vec<Vec<Slots>>,
+    /// Per worker: the slot its template was last asked to keep a spare
+    /// for (`host::spare`); the next process NF there takes it if free.
+    spares: Vec<Option<u32>>,
     placement: sluice_sys::Placement,
     source: String,
     logbook: Arc<LogBook>,
@@ -186,6 +189,7 @@ impl Runtime {
             workers: Vec::new(),
             plan: Arc::new(Plan::default()),
             nf_slots: Vec::new(),
+            spares: vec![None; workers as usize],
             placement,
             source: String::new(),
             logbook: Arc::new(LogBook::default()),

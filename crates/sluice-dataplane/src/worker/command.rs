@@ -298,6 +298,7 @@ impl<'a> Worker<'a> {
             starts: 0,
             shell_starts: 0,
             standby_starts: 0,
+            spare_starts: 0,
             restart_times: Default::default(),
             wakeups: 0,
             domain_copies: 0,
@@ -347,6 +348,9 @@ impl<'a> Worker<'a> {
         let reconfigure = std::mem::take(&mut change.reconfigure);
         self.cfg.restart = change.restart;
         self.cfg.entry = change.entry;
+        if let (Some(slot), Some(h)) = (change.spare, &mut self.host) {
+            h.keep_spare(slot);
+        }
         // A change that only adds, to this worker too (no instance or port
         // replaced under its id, the same scheduling policy): only what
         // the added objects mean is worked out.

@@ -80,6 +80,10 @@ pub struct Change {
     /// chains it adds. The worker then works out only what the added
     /// objects mean (`worker/derive.rs`).
     pub added_chains: Option<Vec<u16>>,
+    /// The slot the worker's next NF will most likely take, when this
+    /// change started process NFs from shells: its host keeps a spare
+    /// for it from the commit on (`NfHost::keep_spare`).
+    pub spare: Option<u32>,
     /// Restart policy from now on.
     pub restart: RestartPolicy,
     /// The scheduling policy from now on.

@@ -121,6 +121,7 @@ impl<'a> Worker<'a> {
                 pid,
                 shell,
                 standby,
+                spare,
             } => {
                 let nf = match self.live_by_slot(slot) {
                     Some(i) => self.nfs[i as usize].as_mut(),
@@ -133,8 +134,12 @@ impl<'a> Worker<'a> {
                 p.pid = pid;
                 self.sched.spawned(slot, pid);
                 nf.starts += 1;
-                nf.shell_starts += u32::from(shell);
+                // A spare's start is counted apart, whether its NF came
+                // from a shell or was built there: the starts partition
+                // into forks, forks of a shell, standbys' and spares'.
+                nf.shell_starts += u32::from(shell && !spare);
                 nf.standby_starts += u32::from(standby);
+                nf.spare_starts += u32::from(spare);
             }
             HostEvent::Exited {
                 slot,

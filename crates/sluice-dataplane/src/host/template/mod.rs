@@ -79,8 +79,10 @@ struct Child {
     /// The key of its limit groups, if it has limits (removed when it
     /// is reaped).
     limits: Option<u32>,
-    /// A standby not yet handed a start (`super::standby`).
+    /// A standby or spare not yet handed a start (`super::standby`).
     standby: bool,
+    /// The spare (`super::spare`), not yet handed a start.
+    spare: bool,
     /// Its output, while the template reads it (not offered to the
     /// platform).
     out: Option<NfOutput>,
@@ -110,6 +112,8 @@ struct Template<'a> {
     shells: Shells,
     /// Instances made ahead, one per slot that asks.
     standbys: Standbys,
+    /// A process forked ahead for the worker's next NF.
+    spare: Option<super::spare::Spare>,
     /// Limit-group keys of live children.
     limit_keys: HashSet<u32>,
     /// Output pipes offered to the platform, by pid, until it says it
@@ -199,6 +203,7 @@ fn template_main(registry: &'static [NfType]) -> i32 {
         run_filter: None,
         shells: Shells::raised(),
         standbys: Standbys::default(),
+        spare: None,
         limit_keys: HashSet::new(),
         offered: HashMap::new(),
     };
@@ -265,6 +270,7 @@ impl Template<'_> {
                         ToTemplate::Release { slot } => {
                             self.standbys.release(slot);
                         }
+                        ToTemplate::Spare { slot } => self.keep_spare(slot),
                         ToTemplate::OutputTaken { pid } => {
                             self.offered.remove(&pid);
                         }
@@ -380,10 +386,13 @@ impl Template<'_> {
                     _ => status,
                 };
                 if c.standby {
-                    // It never served: the platform does not know it.
+                    // It never served: the platform does not know it. A
+                    // spare that was replaced was killed on purpose.
                     self.standbys.lost(c.slot, raw);
-                    if !self.quitting {
-                        let line = format!("a standby for slot {} ended ({status})", c.slot);
+                    let kept = self.spare.take_if(|s| s.pid == raw).is_some();
+                    if !self.quitting && (kept || !c.spare) {
+                        let what = if c.spare { "the spare" } else { "a standby" };
+                        let line = format!("{what} for slot {} ended ({status})", c.slot);
                         self.send_log(TEMPLATE_SLOT, 0, line);
                     }
                     continue;
