@@ -29,7 +29,7 @@ use sluice_sys::sandbox::RunFilter;
 use sluice_sys::{ChildExits, LimitGroups, Pid};
 
 use super::channel::Channel;
-use super::output::{NfOutput, READ_BUDGET};
+use super::output::NfOutput;
 use super::proto::{FromTemplate, Hello, ToTemplate, WireStatus};
 use super::shells::{ShellId, Shells};
 use super::standby::Standbys;
@@ -68,6 +68,8 @@ pub fn template_main_if_invoked(registry: &'static [NfType]) -> Option<ExitCode>
     Some(ExitCode::from(template_main(registry) as u8))
 }
 
+mod relay;
+mod spare;
 mod start;
 
 type Chan = Channel<FromTemplate, ToTemplate>;
@@ -305,66 +307,6 @@ impl Template<'_> {
                 return 0;
             }
         }
-    }
-
-    /// Relays the complete lines an NF wrote, if the template reads its
-    /// output; with `flush` (it exited), also a last partial one.
-    fn read_output(&mut self, pid: i32, flush: bool) {
-        let Some(c) = self.children.get_mut(&pid) else {
-            return;
-        };
-        let Some(out) = &mut c.out else { return };
-        let mut lines = Vec::new();
-        if flush {
-            out.drain(&mut lines);
-        } else {
-            out.read_lines(READ_BUDGET, false, &mut lines);
-        }
-        let (slot, generation) = (c.slot, c.generation);
-        for line in lines {
-            self.send_log(slot, generation, line);
-        }
-    }
-
-    /// Offers the output pipe of child `pid` to the platform, if the
-    /// platform takes them: the descriptor to name in `Spawned`. A
-    /// standby's pipe was the template's to read until now: what it
-    /// holds is relayed first.
-    pub(super) fn offer_output(&mut self, pid: i32, standby: bool) -> Option<i32> {
-        if !self.hello.output_to_platform {
-            return None;
-        }
-        if standby {
-            self.read_output(pid, true);
-        }
-        let out = self.children.get_mut(&pid)?.out.take()?;
-        if standby {
-            let _ = epoll::delete(&self.epoll, out.fd());
-        }
-        let fd = out.into_fd();
-        let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
-        self.offered.insert(pid, fd);
-        Some(raw)
-    }
-
-    fn send_log(&mut self, slot: u32, generation: u32, line: String) {
-        if self.chan.queued() > LOG_BACKLOG_MAX {
-            self.dropped_lines += 1;
-            return;
-        }
-        if self.dropped_lines > 0 {
-            let n = std::mem::take(&mut self.dropped_lines);
-            let _ = self.chan.send(&FromTemplate::Log {
-                slot: TEMPLATE_SLOT,
-                generation: 0,
-                line: format!("{n} NF output lines dropped (output flood)"),
-            });
-        }
-        let _ = self.chan.send(&FromTemplate::Log {
-            slot,
-            generation,
-            line,
-        });
     }
 
     fn reap(&mut self) {

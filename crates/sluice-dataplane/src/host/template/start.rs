@@ -1,6 +1,6 @@
 //! How the template starts an NF: by handing the start to the slot's
-//! standby (`super::super::standby`), or by forking an instance (or a
-//! standby) from the recipe's shell. Apart from the template's loop
+//! standby (`super::super::standby`) or to its spare (`spare.rs`), or by
+//! forking an instance (or a standby) from the recipe's shell. Apart from the template's loop
 //! (`mod.rs`) because this is the code that forks: what runs in the child
 //! and what the template keeps of it.
 
@@ -12,7 +12,6 @@ use super::super::child::{nf_main, standby_main, Fork};
 use super::super::output::NfOutput;
 use super::super::proto::{FromTemplate, SpawnRequest};
 use super::super::shells::ShellId;
-use super::super::spare::{self, Spare, SpareStart};
 use super::super::standby::Taken;
 use super::{Child, Template, TEMPLATE_SLOT};
 use crate::nf_loop::exit_code;
@@ -191,7 +190,7 @@ impl Template<'_> {
 /// First thing in a child of the template: what it inherited is made its
 /// own (the template's signal mask, its parent-death signal, its standard
 /// streams: `out` for output, `input` or `/dev/null` for input).
-fn enter_child(
+pub(super) fn enter_child(
     template: sluice_sys::Pid,
     out: std::os::fd::OwnedFd,
     input: Option<std::os::fd::OwnedFd>,
@@ -206,7 +205,7 @@ fn enter_child(
 impl Template<'_> {
     /// The limit groups of an instance of `req` (made now), and the
     /// `cgroup.procs` files it joins: none when it has no limits.
-    fn limits_for(
+    pub(super) fn limits_for(
         &mut self,
         req: &SpawnRequest,
     ) -> Result<(Option<u32>, Vec<std::path::PathBuf>), String> {
@@ -229,7 +228,7 @@ impl Template<'_> {
 
     /// In a child forked for `req`: joins its limit groups, runs it (as a
     /// standby when `standby`) and exits with its code.
-    fn run_child(
+    pub(super) fn run_child(
         &mut self,
         me: sluice_sys::Pid,
         req: &SpawnRequest,
@@ -268,150 +267,5 @@ impl Template<'_> {
         }))
         .unwrap_or(exit_code::PANICKED);
         std::process::exit(code);
-    }
-
-    /// Keeps a spare for `slot` (`super::super::spare`): the one kept for
-    /// another slot goes.
-    pub(super) fn keep_spare(&mut self, slot: u32) {
-        if self.spare.as_ref().is_some_and(|s| s.slot == slot) {
-            return;
-        }
-        if let Some(old) = self.spare.take() {
-            if let Some(p) = sluice_sys::Pid::from_raw(old.pid) {
-                let _ = sluice_sys::kill(p);
-            }
-        }
-        if self.arena.slot_domain(slot).is_none() {
-            return;
-        }
-        match self.fork_spare(slot) {
-            Ok(s) => self.spare = Some(s),
-            Err(e) => {
-                let line = format!("cannot make a spare for slot {slot}: {e}");
-                self.send_log(TEMPLATE_SLOT, 0, line);
-            }
-        }
-    }
-
-    /// Forks a bare process that waits for a start of `slot`.
-    fn fork_spare(&mut self, slot: u32) -> Result<Spare, String> {
-        let (r, w) =
-            sluice_sys::output_pipe().map_err(|e| format!("cannot create its output pipe: {e}"))?;
-        let (input, handover) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-            .map_err(|e| format!("cannot create its hand-over pipe: {e}"))?;
-        let capacity = rustix::pipe::fcntl_getpipe_size(&handover).unwrap_or(0);
-        // Most NFs run under the allow-list: compiled before the fork, so
-        // the spare's copy has it (an NF that needs it from a spare
-        // without it is forked instead).
-        if self.run_filter.is_none() {
-            self.run_filter = RunFilter::compile().ok();
-        }
-        let me = sluice_sys::getpid();
-        // Nothing waits for a spare: it is forked at the NFs' priority,
-        // not ahead of the answer to the change that asked for it (the
-        // template's raised one put about 100 µs of its fork before each
-        // create's answer in `bench instantiate`). The spare itself takes
-        // the raised one back: its start is waited for.
-        let raised = sluice_sys::own_nice();
-        let _ = sluice_sys::set_own_nice(0);
-        let forked = sluice_sys::fork_single_threaded();
-        if let (Some(n), Ok(Forked::Parent(_)) | Err(_)) = (raised, &forked) {
-            let _ = sluice_sys::set_own_nice(n);
-        }
-        match forked {
-            Ok(Forked::Child) => {
-                drop((r, handover));
-                enter_child(me, w, Some(input));
-                if let Some(n) = raised {
-                    let _ = sluice_sys::set_own_nice(n);
-                }
-                sluice_sys::set_thread_name("sluice-spare");
-                let Some(start) = spare::wait_for_start(rustix::stdio::stdin()) else {
-                    std::process::exit(exit_code::STOPPED);
-                };
-                self.run_child(me, &start.req, start.shell, &start.join, false)
-            }
-            Ok(Forked::Parent(pid)) => {
-                drop((w, input));
-                let raw = pid.as_raw_nonzero().get();
-                // Its output is the template's to read until its start.
-                let _ = epoll::add(
-                    &self.epoll,
-                    &r,
-                    epoll::EventData::new_u64(raw as u64),
-                    epoll::EventFlags::IN,
-                );
-                self.children.insert(
-                    raw,
-                    Child {
-                        slot,
-                        generation: u32::MAX,
-                        limits: None,
-                        standby: true,
-                        spare: true,
-                        out: Some(NfOutput::new(r)),
-                        shell: None,
-                    },
-                );
-                Ok(Spare {
-                    slot,
-                    pid: raw,
-                    handover,
-                    shells_before: self.shells.next_id(),
-                    has_filter: self.run_filter.is_some(),
-                    capacity,
-                })
-            }
-            Err(e) => Err(format!("fork failed: {e}")),
-        }
-    }
-
-    /// Hands `req` to the spare if it fits: its pid and the shell its NF
-    /// comes from. `None`: there is none for this start, or the hand-over
-    /// failed (the spare is killed); the caller forks.
-    fn start_spare(&mut self, req: &SpawnRequest) -> Option<(i32, Option<ShellId>)> {
-        let spare = self.spare.take_if(|s| s.fits(req))?;
-        let kill = |pid: i32| {
-            if let Some(p) = sluice_sys::Pid::from_raw(pid) {
-                let _ = sluice_sys::kill(p);
-            }
-        };
-        let Ok((limits, join)) = self.limits_for(req) else {
-            // The fork will fail alike, and say why.
-            kill(spare.pid);
-            return None;
-        };
-        // Only a shell the spare's copy of the template holds; a shell is
-        // not built for it here (the spare would build the NF again).
-        let found = self.shells.find(req);
-        let shell = spare.shell(found);
-        if let (Some(id), None) = (found, shell) {
-            self.shells.release(id);
-        }
-        let start = SpareStart {
-            req: req.clone(),
-            shell,
-            join,
-        };
-        if !spare.hand_over(&start) {
-            if let (Some(key), Some(g)) = (limits, &self.limits) {
-                g.remove(key);
-            }
-            if let Some(id) = shell {
-                self.shells.release(id);
-            }
-            kill(spare.pid);
-            return None;
-        }
-        if let Some(key) = limits {
-            self.limit_keys.insert(key);
-        }
-        let c = self.children.get_mut(&spare.pid)?;
-        c.generation = req.generation;
-        c.standby = false;
-        c.spare = false;
-        c.limits = limits;
-        c.shell = shell;
-        Some((spare.pid, shell))
     }
 }
