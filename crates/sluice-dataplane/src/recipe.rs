@@ -16,6 +16,16 @@ use serde::{Deserialize, Serialize};
 use sluice_nf::{BuildContext, IngressPort, NetworkFunction, NfId, NfType, PortId, Resolver};
 use sluice_spec::{ConfigNode, SpecError};
 
+/// What an NF's build looked at besides its recipe's type, config and
+/// answers ([`NfRecipe::build_telling`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Looked {
+    /// How many instances ran before (`Resolver::restarts`).
+    pub restarts: bool,
+    /// Its name (`BuildContext::name`).
+    pub name: bool,
+}
+
 /// A name an NF looked up while it was built, and the answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Answer {
@@ -208,7 +218,7 @@ impl NfRecipe {
             log: RefCell::new(Vec::new()),
         };
         let nf = (nf_type.build)(&BuildContext {
-            name,
+            name: sluice_nf::NfName::new(name),
             config,
             resolver: &rec,
             flow_capacity,
@@ -260,44 +270,70 @@ impl NfRecipe {
         registry: &[NfType],
         restarts: u32,
     ) -> Result<Box<dyn NetworkFunction>, SpecError> {
-        self.build_telling_restarts(registry, restarts).0
+        self.build_telling(registry, restarts).0
     }
 
-    /// [`Self::build`], and whether the build asked how many instances ran
-    /// before: if not, the instance is the same for any `restarts` (what
-    /// lets one shell serve an NF's first start and its restarts).
-    pub fn build_telling_restarts(
+    /// [`Self::build`], and what the build looked at besides the recipe's
+    /// type, config and answers: an instance whose build did not is the
+    /// same for any restart count and any name (what lets one shell serve
+    /// an NF's first start and its restarts, and NFs that differ only by
+    /// name).
+    pub fn build_telling(
         &self,
         registry: &[NfType],
         restarts: u32,
-    ) -> (Result<Box<dyn NetworkFunction>, SpecError>, bool) {
+    ) -> (Result<Box<dyn NetworkFunction>, SpecError>, Looked) {
         let resolver = Recorded {
             answers: &self.answers,
             replicas: self.replicas,
             restarts,
             asked_restarts: Cell::new(false),
         };
-        let built = self.build_with(registry, &resolver);
-        (built, resolver.asked_restarts.get())
+        let nf_type = registry.iter().find(|t| t.name == self.type_name);
+        let Some(nf_type) = nf_type else {
+            let e = (self.config).error(format!("unknown NF type `{}`", self.type_name));
+            return (Err(e), Looked::default());
+        };
+        let ctx = BuildContext {
+            name: sluice_nf::NfName::new(&self.name),
+            config: &self.config,
+            resolver: &resolver,
+            flow_capacity: self.flow_capacity,
+        };
+        let built = (nf_type.build)(&ctx);
+        let looked = Looked {
+            restarts: resolver.asked_restarts.get(),
+            name: ctx.name.was_read(),
+        };
+        (built, looked)
     }
 
-    fn build_with(
-        &self,
-        registry: &[NfType],
-        resolver: &Recorded<'_>,
-    ) -> Result<Box<dyn NetworkFunction>, SpecError> {
-        let nf_type = registry
-            .iter()
-            .find(|t| t.name == self.type_name)
-            .ok_or_else(|| {
-                self.config
-                    .error(format!("unknown NF type `{}`", self.type_name))
-            })?;
-        (nf_type.build)(&BuildContext {
-            name: &self.name,
-            config: &self.config,
-            resolver,
+    /// The recipe as a key for what was built from it: its type, its
+    /// config's value and source (relative paths in it resolve there),
+    /// its answers, and its name unless `name_free` (the build did not
+    /// read it). Not where in the spec the config was written: that only
+    /// places error messages, and NFs added one by one through the API
+    /// sit at different places of different texts.
+    pub fn key(&self, name_free: bool) -> Vec<u8> {
+        #[derive(Serialize)]
+        struct Key<'a> {
+            name: &'a str,
+            type_name: &'a str,
+            config: Vec<u8>,
+            source: &'a str,
+            answers: &'a [Answer],
+            replicas: u32,
+            flow_capacity: u32,
+        }
+        let key = Key {
+            name: if name_free { "" } else { &self.name },
+            type_name: &self.type_name,
+            config: serde_json::to_vec(&self.config.to_json()).unwrap_or_default(),
+            source: self.config.source().as_str(),
+            answers: &self.answers,
+            replicas: self.replicas,
             flow_capacity: self.flow_capacity,
-        })
+        };
+        postcard::to_allocvec(&key).unwrap_or_default()
     }
 }

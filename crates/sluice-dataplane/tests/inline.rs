@@ -43,7 +43,7 @@ fn build_steer(ctx: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecE
             .resolver
             .port("side")
             .ok_or_else(|| ctx.config.error("no port `side`"))?,
-        me: ctx.resolver.nf(ctx.name).expect("own name resolves"),
+        me: ctx.resolver.nf(&ctx.name).expect("own name resolves"),
         loop_forever: ctx
             .config
             .get("loop")

@@ -13,6 +13,7 @@ pub mod context;
 pub mod drop_reason;
 pub mod graph;
 pub mod harness;
+pub mod name;
 pub mod nf;
 pub mod owned;
 pub mod packet;
@@ -24,6 +25,7 @@ pub mod verdict;
 pub use batch::{Batch, PacketsMut};
 pub use context::{Context, NO_CHAIN};
 pub use drop_reason::DropReason;
+pub use name::NfName;
 pub use nf::{
     downcast, BuildContext, BuildFn, FrameNeeds, IngressPort, NetworkFunction, NfType, Resolver,
 };

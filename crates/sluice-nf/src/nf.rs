@@ -4,6 +4,7 @@ use sluice_spec::{ConfigNode, SpecError};
 
 use crate::batch::Batch;
 use crate::context::Context;
+use crate::name::NfName;
 use crate::verdict::{NfId, PortId};
 
 /// A network function. The same code runs inline (in a platform worker
@@ -206,8 +207,10 @@ pub struct IngressPort {
 
 /// Everything an NF constructor gets.
 pub struct BuildContext<'a> {
-    /// The instance name from the spec.
-    pub name: &'a str,
+    /// The instance name from the spec. Reading it is recorded
+    /// ([`NfName`]): an NF whose build never reads it is built once for
+    /// every NF of the same type and config.
+    pub name: NfName<'a>,
     /// The `config` node from the spec (errors should point into it).
     pub config: &'a ConfigNode,
     /// Name resolution for verdicts that target NFs or ports.

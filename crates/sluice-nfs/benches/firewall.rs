@@ -256,7 +256,7 @@ fn firewall() -> Firewall {
     rules.push(json!({ "action": "accept", "proto": "tcp", "dst": "192.0.2.0/24" }));
     let config = ConfigNode::from_json(json!({ "capacity": CONNS + 1024, "rules": rules }));
     let ctx = BuildContext {
-        name: "fw",
+        name: "fw".into(),
         config: &config,
         resolver: &NoNames,
         flow_capacity: CONNS + 1024,

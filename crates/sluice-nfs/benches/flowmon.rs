@@ -143,7 +143,7 @@ impl Resolver for NoNames {
 fn build(ty: &str, cfg: serde_json::Value) -> Box<dyn NetworkFunction> {
     let node = ConfigNode::from_json(cfg);
     let ctx = BuildContext {
-        name: "bench",
+        name: "bench".into(),
         config: &node,
         resolver: &NoNames,
         flow_capacity: 1024,

@@ -88,7 +88,7 @@ fn nat() -> NatNf {
         "capacity": 131072,
     }));
     let ctx = BuildContext {
-        name: "nat",
+        name: "nat".into(),
         config: &config,
         resolver: &NoNames,
         flow_capacity: 262_144,

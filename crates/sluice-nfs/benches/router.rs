@@ -218,7 +218,7 @@ fn nf(c: &mut Criterion) {
         "icmp_errors": false,
     }));
     let ctx = BuildContext {
-        name: "r",
+        name: "r".into(),
         config: &node,
         resolver: &Ports,
         flow_capacity: 1024,

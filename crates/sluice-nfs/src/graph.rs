@@ -182,7 +182,7 @@ fn build(ctx: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> 
         let config = node.get("config").unwrap_or(&null);
         let name = format!("{}.{}", ctx.name, names[i]);
         let nf = (nf_type.build)(&BuildContext {
-            name: &name,
+            name: sluice_nf::NfName::new(&name),
             config,
             resolver: &resolver,
             flow_capacity: ctx.flow_capacity,

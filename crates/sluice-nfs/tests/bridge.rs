@@ -307,7 +307,7 @@ impl sluice_nf::Resolver for FarPorts {
 fn the_nf_drops_frames_from_ports_outside_the_bridge() {
     let node = sluice_spec::ConfigNode::from_json(json!({ "ports": ["x", "y"] }));
     let ctx = sluice_nf::BuildContext {
-        name: "br",
+        name: "br".into(),
         config: &node,
         resolver: &FarPorts,
         flow_capacity: 16,
@@ -321,7 +321,7 @@ fn the_nf_drops_frames_from_ports_outside_the_bridge() {
     let node =
         sluice_spec::ConfigNode::from_json(json!({ "ports": ["x", "y"], "default_ingress": "x" }));
     let ctx = sluice_nf::BuildContext {
-        name: "br",
+        name: "br".into(),
         config: &node,
         resolver: &FarPorts,
         flow_capacity: 16,
@@ -421,7 +421,7 @@ fn floods_copy_the_frame_to_every_other_port_with_its_tagging() {
         "ports": [{ "name": "x", "vlan": 10 }, { "name": "y", "vlan": 10 }, { "name": "z", "trunk": [10, 20] }, { "name": "w", "vlan": 20 }],
     }));
     let ctx = sluice_nf::BuildContext {
-        name: "br",
+        name: "br".into(),
         config: &node,
         resolver: &FourPorts,
         flow_capacity: 16,

@@ -168,7 +168,7 @@ impl Resolver for NoNames {
 fn build_nf(config: serde_json::Value) -> Result<Box<dyn NetworkFunction>, SpecError> {
     let config = ConfigNode::from_json(config);
     let ctx = BuildContext {
-        name: "mark",
+        name: "mark".into(),
         config: &config,
         resolver: &NoNames,
         flow_capacity: 1024,

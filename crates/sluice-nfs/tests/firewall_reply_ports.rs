@@ -46,7 +46,7 @@ impl Resolver for FedByGen {
 fn build(config: Value) -> Result<Firewall, SpecError> {
     let node = ConfigNode::from_json(config);
     Firewall::from_build_context(&BuildContext {
-        name: "fw",
+        name: "fw".into(),
         config: &node,
         resolver: &FedByGen,
         flow_capacity: FLOW_CAPACITY,
@@ -112,7 +112,7 @@ fn without_chain_information_nothing_is_checked() {
     // The test resolver cannot tell which ports feed the NF.
     let node = ConfigNode::from_json(json!({ "default": "reject" }));
     let ctx = BuildContext {
-        name: "fw",
+        name: "fw".into(),
         config: &node,
         resolver: &TestResolver,
         flow_capacity: FLOW_CAPACITY,

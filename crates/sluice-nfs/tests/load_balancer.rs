@@ -174,7 +174,7 @@ fn backends_json(n: usize) -> Value {
 fn balancer(cfg: Value) -> Balancer {
     let node = ConfigNode::from_json(cfg);
     let ctx = BuildContext {
-        name: "lb",
+        name: "lb".into(),
         config: &node,
         resolver: &TestResolver,
         flow_capacity: FLOW_CAPACITY,

@@ -35,7 +35,7 @@ impl Resolver for Restarted {
 /// Builds a mirror from `config` as the `restarts + 1`-th instance.
 fn build_mirror(config: &ConfigNode, restarts: u32) -> Result<Box<dyn NetworkFunction>, SpecError> {
     (nf_type("mirror").build)(&BuildContext {
-        name: "tap",
+        name: "tap".into(),
         config,
         resolver: &Restarted(restarts),
         flow_capacity: FLOW_CAPACITY,

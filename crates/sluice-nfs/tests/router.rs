@@ -46,7 +46,7 @@ fn with(mut base: Value, key: &str, v: Value) -> Value {
 fn router(cfg: Value) -> Router {
     let node = ConfigNode::from_json(cfg);
     let ctx = BuildContext {
-        name: "r",
+        name: "r".into(),
         config: &node,
         resolver: &TestResolver,
         flow_capacity: FLOW_CAPACITY,
@@ -839,7 +839,7 @@ fn a_relative_routes_file_resolves_against_the_spec_s_directory() {
     let build = |file: &str| {
         let parsed = sluice_spec::parse_str(&spec(file), source.to_str().unwrap(), &names).unwrap();
         let ctx = BuildContext {
-            name: "r",
+            name: "r".into(),
             config: &parsed.nfs[0].config,
             resolver: &TestResolver,
             flow_capacity: FLOW_CAPACITY,

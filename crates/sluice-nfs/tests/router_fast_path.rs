@@ -50,7 +50,7 @@ fn config() -> Value {
 fn router() -> Router {
     let node = ConfigNode::from_json(config());
     let ctx = BuildContext {
-        name: "r",
+        name: "r".into(),
         config: &node,
         resolver: &TestResolver,
         flow_capacity: FLOW_CAPACITY,

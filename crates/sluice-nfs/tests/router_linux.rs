@@ -245,7 +245,7 @@ fn lookups_match_linux_ip_route_get() {
 
     let node = ConfigNode::from_json(json!({ "interfaces": interfaces, "routes": routes }));
     let ctx = BuildContext {
-        name: "r",
+        name: "r".into(),
         config: &node,
         resolver: &DumResolver,
         flow_capacity: 16,

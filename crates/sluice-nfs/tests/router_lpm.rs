@@ -146,7 +146,7 @@ fn a_million_routes_per_family_load_from_a_file() {
         "routes_file": path.to_str().unwrap(),
     }));
     let ctx = BuildContext {
-        name: "r",
+        name: "r".into(),
         config: &node,
         resolver: &TestResolver,
         flow_capacity: FLOW_CAPACITY,

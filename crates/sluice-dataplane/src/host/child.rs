@@ -33,6 +33,9 @@ pub(super) struct Fork<'a> {
     pub template: Pid,
     /// The template's compiled allow-list.
     pub filter: Option<&'a RunFilter>,
+    /// A standby made as the worker's spare: for any NF of the request's
+    /// recipe, so named `sluice-spare` until it knows which.
+    pub spare: bool,
 }
 
 /// Runs the NF of `f.req` as this process (a fresh fork of the template).
@@ -48,7 +51,7 @@ pub(super) fn nf_main(mut f: Fork<'_>) -> i32 {
     // The platform learns the pid here before the template's word arrives.
     record_pid(f.arena, f.req.slot);
     match prepare(&mut f, "nf") {
-        Ok(nf) => run(&f, f.req.restarts, nf),
+        Ok(nf) => run(&f, f.req.restarts, f.req.loop_cfg, nf),
         Err(code) => {
             // Said on stderr already; the platform reads the state.
             let ctl = f.arena.nf_control(f.req.slot);
@@ -75,7 +78,9 @@ pub(super) fn standby_main(mut f: Fork<'_>) -> i32 {
     let Some(start) = super::standby::wait_for_start() else {
         return exit_code::STOPPED;
     };
-    let name = &f.req.name;
+    // A spare serves an NF of another name than the request it was made
+    // from: the start names it.
+    let name = &start.name;
     if let Err(e) = start.check(f.req) {
         eprintln!("sluice: standby of NF {name}: {e}");
         return exit_code::SPAWN_FAILED;
@@ -84,7 +89,7 @@ pub(super) fn standby_main(mut f: Fork<'_>) -> i32 {
     // all the hand-over needs; the sandbox closed before it waited.
     sluice_sys::set_thread_name(&format!("nf:{name}"));
     record_pid(f.arena, f.req.slot);
-    run(&f, start.restarts, nf)
+    run(&f, start.restarts, start.loop_cfg, nf)
 }
 
 /// Writes this process's pid into `slot`'s control block.
@@ -114,7 +119,11 @@ fn prepare(f: &mut Fork<'_>, prefix: &str) -> Result<Box<dyn sluice_nf::NetworkF
     if let Err(e) = kept {
         return Err(sandbox_failed("enter", e));
     }
-    sluice_sys::set_thread_name(&format!("{prefix}:{name}"));
+    if f.spare {
+        sluice_sys::set_thread_name("sluice-spare");
+    } else {
+        sluice_sys::set_thread_name(&format!("{prefix}:{name}"));
+    }
     if let Err(e) = sluice_sys::pin_to_cpu(req.cpu as usize) {
         eprintln!("sluice: NF {name} cannot be pinned to CPU {}: {e}", req.cpu);
     }
@@ -146,7 +155,12 @@ fn prepare(f: &mut Fork<'_>, prefix: &str) -> Result<Box<dyn sluice_nf::NetworkF
 }
 
 /// The NF loop, from the first packet on.
-fn run(f: &Fork<'_>, restarts: u32, mut nf: Box<dyn sluice_nf::NetworkFunction>) -> i32 {
+fn run(
+    f: &Fork<'_>,
+    restarts: u32,
+    loop_cfg: crate::polling::LoopConfig,
+    mut nf: Box<dyn sluice_nf::NetworkFunction>,
+) -> i32 {
     let (req, registry) = (f.req, f.registry);
     let rebuild = |bytes: &[u8]| -> Result<Box<dyn sluice_nf::NetworkFunction>, String> {
         let recipe: crate::recipe::NfRecipe =
@@ -158,7 +172,7 @@ fn run(f: &Fork<'_>, restarts: u32, mut nf: Box<dyn sluice_nf::NetworkFunction>)
         req.slot,
         f.worker,
         usize::from(req.domain),
-        req.loop_cfg,
+        loop_cfg,
         nf.as_mut(),
         &rebuild,
     )

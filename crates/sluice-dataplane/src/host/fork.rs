@@ -58,9 +58,9 @@ pub struct ForkHost {
     outputs: Option<Outputs>,
     /// A pipe could not be taken once: said once.
     output_warned: bool,
-    /// The slot the template was last asked to keep a spare for (a new
-    /// template has none).
-    spare_asked: Option<u32>,
+    /// What the template was last asked to keep a spare like (slot and
+    /// [`SpawnRequest::spare_key`]; a new template has none).
+    spare_asked: Option<(u32, Vec<u8>)>,
 }
 
 impl ForkHost {
@@ -330,13 +330,14 @@ impl NfHost for ForkHost {
         }
     }
 
-    fn keep_spare(&mut self, slot: u32) {
-        if self.spare_asked == Some(slot) {
+    fn keep_spare(&mut self, like: SpawnRequest) {
+        let asked = Some((like.slot, like.spare_key()));
+        if self.spare_asked == asked {
             return;
         }
         if let Some(t) = &mut self.tpl {
-            if t.chan.send(&ToTemplate::Spare { slot }).is_ok() {
-                self.spare_asked = Some(slot);
+            if t.chan.send(&ToTemplate::Spare(like)).is_ok() {
+                self.spare_asked = asked;
             }
         }
     }

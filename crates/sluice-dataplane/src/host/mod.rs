@@ -113,10 +113,11 @@ pub trait NfHost: Send {
     /// The NF in `slot` will not be started again (it was removed, or
     /// its restart policy gave up): drop whatever is kept for it.
     fn release(&mut self, slot: u32);
-    /// The next NF started here will most likely take `slot`: keep
-    /// something ready for it, so that start does not wait for all of
-    /// its set-up (a host with nothing to keep ignores it).
-    fn keep_spare(&mut self, slot: u32);
+    /// The next NF started here will most likely be like `like` (its
+    /// slot, recipe and sandbox, with another name): keep something ready
+    /// for it, so that start does not wait for all of its set-up (a host
+    /// with nothing to keep ignores it).
+    fn keep_spare(&mut self, like: SpawnRequest);
     /// Appends what happened since the last call, without blocking.
     fn poll(&mut self, events: &mut Vec<HostEvent>);
     /// Sleeps until something may have happened or `timeout_ms` passed.

@@ -6,8 +6,8 @@
 //!   Hello { arena layout, calibration, worker }     once, first
 //!   Spawn(SpawnRequest)                             start an NF in a slot (a standby's, or a fork)
 //!   Release { slot }                                the slot's NF is gone for good: drop its standby
-//!   Spare { slot }                                  keep a process forked ahead for the slot the
-//!                                                   worker's next NF will likely take (`super::spare`)
+//!   Spare(SpawnRequest)                             keep a process ready ahead for the worker's next
+//!                                                   NF, likely like this request (`super::spare`)
 //!   OutputTaken { pid }                             the platform holds pid's output pipe: close it
 //!   Quit                                            kill every NF, reap, exit
 //! template → platform
@@ -149,6 +149,34 @@ impl SpawnRequest {
         postcard::to_allocvec(&generic).unwrap_or_default()
     }
 
+    /// What a spare made from this request serves: [`Self::standby_key`]
+    /// without the NF's name (its build did not read it), the standby
+    /// policy (it shapes restarts, not the instance) and the loop's
+    /// settings (the start hands those over).
+    pub fn spare_key(&self) -> Vec<u8> {
+        let generic = SpawnRequest {
+            generation: 0,
+            restarts: 0,
+            cpu: 0,
+            name: String::new(),
+            standby: false,
+            loop_cfg: LoopConfig::for_sharing(1, 1, None),
+            // The recipe as shells key it (`NfRecipe::key`), below.
+            recipe: NfRecipe {
+                name: String::new(),
+                type_name: String::new(),
+                config: sluice_spec::ConfigNode::null(),
+                answers: Vec::new(),
+                replicas: 0,
+                flow_capacity: 0,
+            },
+            ..self.clone()
+        };
+        let mut key = postcard::to_allocvec(&generic).unwrap_or_default();
+        key.extend_from_slice(&self.recipe.key(true));
+        key
+    }
+
     /// A forwarder-like request for slot `slot`, for tests.
     #[cfg(test)]
     pub(crate) fn test_request(slot: u32) -> SpawnRequest {
@@ -188,12 +216,10 @@ pub enum ToTemplate {
         /// The slot.
         slot: u32,
     },
-    /// Keep a spare for this slot (the one the worker's next NF will
-    /// most likely take), replacing one kept for another.
-    Spare {
-        /// The slot.
-        slot: u32,
-    },
+    /// Keep a spare for the worker's next NF, most likely like this
+    /// request (its slot, recipe and sandbox; any name), replacing one
+    /// kept for another.
+    Spare(SpawnRequest),
     /// The platform took the output pipe of process `pid` (or gave up on
     /// it): the template closes its descriptor.
     OutputTaken {

@@ -23,11 +23,12 @@
 //! - **A build that fails or panics is not cached**: the child builds
 //!   itself and reports the error in its own log, exactly as without
 //!   shells.
-//! - The key is the recipe (type, config, name, recorded answers), and
-//!   whether the instance is a restart when its build asked that
-//!   (`Resolver::restarts`: a restarted pcap mirror appends to its file),
-//!   the one thing besides the recipe a build may read. Most builds do not
-//!   ask, so one shell serves an NF's first start and all its restarts.
+//! - The key is the recipe (type, config, recorded answers, and the name
+//!   if the build read it: `sluice_nf::NfName`), and whether the instance
+//!   is a restart when its build asked that (`Resolver::restarts`: a
+//!   restarted pcap mirror appends to its file), the one thing besides the
+//!   recipe a build may read. Most builds ask neither, so one shell serves
+//!   every NF of a type and config, first starts and restarts alike.
 //!
 //! The template is the only user and runs one thread, so this is plain
 //! owned state. At most `SHELLS_MAX` shells stay, least recently used
@@ -58,6 +59,8 @@ type Key = (Vec<u8>, Option<bool>);
 struct Shell {
     nf: Box<dyn NetworkFunction>,
     key: Key,
+    /// Its build did not read the NF's name: `key` has none.
+    name_free: bool,
     /// `Shells::clock` when it was last used (for eviction).
     last_used: u64,
 }
@@ -115,7 +118,6 @@ impl Shells {
         if !req.shell || self.unshellable.contains(&req.recipe.type_name) {
             return None;
         }
-        let recipe = postcard::to_allocvec(&req.recipe).ok()?;
         let restarted = req.restarts > 0;
         let before = (self.descriptors)();
         // A build can take tens of milliseconds (a router's tables) on a
@@ -126,17 +128,20 @@ impl Shells {
             let _ = sluice_sys::set_own_nice(0);
         }
         let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            req.recipe.build_telling_restarts(registry, req.restarts)
+            req.recipe.build_telling(registry, req.restarts)
         }));
         if let Some(n) = raised {
             let _ = sluice_sys::set_own_nice(n);
         }
-        let (nf, asked) = match built {
-            Ok((Ok(nf), asked)) => (nf, asked),
+        let (nf, looked) = match built {
+            Ok((Ok(nf), looked)) => (nf, looked),
             // The child builds again and reports it in its own log.
             Ok((Err(_), _)) | Err(_) => return None,
         };
-        let key = (recipe, asked.then_some(restarted));
+        let key = (
+            req.recipe.key(!looked.name),
+            looked.restarts.then_some(restarted),
+        );
         if before.is_none() || (self.descriptors)() != before {
             // Dropped here, in the template, where its descriptors are
             // valid, so they are closed properly.
@@ -152,6 +157,7 @@ impl Shells {
             Shell {
                 nf,
                 key,
+                name_free: !looked.name,
                 last_used: self.clock,
             },
         );
@@ -176,12 +182,16 @@ impl Shells {
         if !req.shell {
             return None;
         }
-        let recipe = postcard::to_allocvec(&req.recipe).ok()?;
         let restarted = req.restarts > 0;
         self.clock += 1;
-        let id = [None, Some(restarted)]
-            .into_iter()
-            .find_map(|r| self.by_key.get(&(recipe.clone(), r)).copied())?;
+        // Built without reading its name (one shell for every NF of the
+        // recipe's type and config), or for this name.
+        let id = [true, false].into_iter().find_map(|name_free| {
+            let recipe = req.recipe.key(name_free);
+            [None, Some(restarted)]
+                .into_iter()
+                .find_map(|r| self.by_key.get(&(recipe.clone(), r)).copied())
+        })?;
         let s = self.shells.get_mut(&id).expect("index and shells agree");
         s.last_used = self.clock;
         Some(id)
@@ -207,6 +217,12 @@ impl Shells {
     /// its start is what that start would have built.
     pub fn serves_every_start(&self, id: ShellId) -> bool {
         self.shells.get(&id).is_some_and(|s| s.key.1.is_none())
+    }
+
+    /// Whether shell `id` serves NFs of any name (its build did not read
+    /// its name).
+    pub fn name_free(&self, id: ShellId) -> bool {
+        self.shells.get(&id).is_some_and(|s| s.name_free)
     }
 
     /// In a freshly forked child: its own copy of shell `id`'s NF. The
@@ -310,6 +326,11 @@ mod tests {
         let _appends = c.resolver.restarts() > 0;
         Ok(Box::new(Quiet))
     }
+    /// Reads its name (as an NF that logs it or names a file after it).
+    fn naming(c: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> {
+        let _label = format!("nf {}", c.name);
+        Ok(Box::new(Quiet))
+    }
     fn failing(c: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> {
         Err(c.config.error("refused"))
     }
@@ -328,8 +349,9 @@ mod tests {
         }
     }
 
-    static REGISTRY: [NfType; 5] = [
+    static REGISTRY: [NfType; 6] = [
         ty("quiet", quiet),
+        ty("naming", naming),
         ty("asking", asking),
         ty("holder", holder),
         ty("failing", failing),
@@ -354,10 +376,24 @@ mod tests {
         assert_eq!(a, a2);
         // Its restarts too: its build never asked about restarts.
         assert_eq!(s.acquire(&req("quiet", "a", 3, true), &REGISTRY), Some(a));
-        // Another name is another recipe.
-        let b = s.acquire(&req("quiet", "b", 0, true), &REGISTRY).unwrap();
+        // And NFs of other names: its build never read its name.
+        assert_eq!(s.acquire(&req("quiet", "b", 0, true), &REGISTRY), Some(a));
+        assert!(s.name_free(a));
+        assert_eq!(s.len(), 1);
+    }
+
+    #[test]
+    fn a_build_that_reads_its_name_gets_a_shell_per_name() {
+        let mut s = shells();
+        let a = s.acquire(&req("naming", "a", 0, true), &REGISTRY).unwrap();
+        let b = s.acquire(&req("naming", "b", 0, true), &REGISTRY).unwrap();
         assert_ne!(a, b);
-        assert_eq!(s.len(), 2);
+        assert!(!s.name_free(a));
+        assert_eq!(s.acquire(&req("naming", "a", 2, true), &REGISTRY), Some(a));
+        // A name-free shell of another type is not one of them.
+        let q = s.acquire(&req("quiet", "a", 0, true), &REGISTRY).unwrap();
+        assert!(![a, b].contains(&q));
+        assert_eq!(s.len(), 3);
     }
 
     #[test]
@@ -392,7 +428,7 @@ mod tests {
         let ids: Vec<ShellId> = (0..SHELLS_MAX + 10)
             .map(|i| {
                 let id = s
-                    .acquire(&req("quiet", &format!("n{i}"), 0, true), &REGISTRY)
+                    .acquire(&req("naming", &format!("n{i}"), 0, true), &REGISTRY)
                     .unwrap();
                 s.release(id);
                 id
@@ -407,14 +443,14 @@ mod tests {
     #[test]
     fn shells_in_use_count_toward_the_bound_and_a_used_one_stays() {
         let mut s = shells();
-        let first = s.acquire(&req("quiet", "n0", 0, true), &REGISTRY).unwrap();
+        let first = s.acquire(&req("naming", "n0", 0, true), &REGISTRY).unwrap();
         for i in 1..SHELLS_MAX + 5 {
-            s.acquire(&req("quiet", &format!("n{i}"), 0, true), &REGISTRY)
+            s.acquire(&req("naming", &format!("n{i}"), 0, true), &REGISTRY)
                 .unwrap();
             // n0 restarts now and then: it stays among the recent.
             if i % 8 == 0 {
                 assert_eq!(
-                    s.acquire(&req("quiet", "n0", 1, true), &REGISTRY),
+                    s.acquire(&req("naming", "n0", 1, true), &REGISTRY),
                     Some(first)
                 );
             }

@@ -94,7 +94,8 @@ pub fn wait_for_start(input: impl std::os::fd::AsFd) -> Option<SpareStart> {
     postcard::from_bytes(&body).ok()
 }
 
-fn read_exact(input: &impl std::os::fd::AsFd, buf: &mut [u8]) -> Option<()> {
+/// Reads exactly `buf.len()` bytes; `None` at the end of `input` first.
+pub(super) fn read_exact(input: &impl std::os::fd::AsFd, buf: &mut [u8]) -> Option<()> {
     let mut got = 0;
     while got < buf.len() {
         match rustix::io::read(input, &mut buf[got..]) {

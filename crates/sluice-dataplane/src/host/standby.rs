@@ -42,6 +42,7 @@ use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 
 use super::proto::SpawnRequest;
+use crate::polling::LoopConfig;
 
 /// How long after the last start the template makes standbys (ns): a
 /// fork at once would take the CPU from the instance just started, and a
@@ -49,7 +50,7 @@ use super::proto::SpawnRequest;
 pub const REFILL_DELAY_NS: u64 = 2_000_000;
 
 /// What the template hands a standby: the start it serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Start {
     /// The slot (checked: a standby serves only its own).
     pub slot: u32,
@@ -59,34 +60,75 @@ pub struct Start {
     pub restarts: u32,
     /// The CPU it runs on (the template has pinned it there).
     pub cpu: u32,
+    /// How its loop shares its core until the scheduler publishes its
+    /// budget (a spare was made before the NFs on its core were counted).
+    pub loop_cfg: LoopConfig,
+    /// The instance's name: a spare made for another NF's recipe, whose
+    /// build did not read the name, runs as the NF that takes it.
+    pub name: String,
 }
 
 impl Start {
-    /// Its length on the pipe: one write, well under `PIPE_BUF`, so the
-    /// standby reads it whole.
-    pub const LEN: usize = 16;
+    /// The words before the name: slot, generation, restarts, CPU, the
+    /// loop's batch, yield rule, busy-poll window (two words) and yield
+    /// while polling, and the name's length.
+    const HEADER: usize = 40;
+    /// The longest name handed over: the whole start stays one write
+    /// under `PIPE_BUF`, so the standby reads it whole.
+    pub const NAME_MAX: usize = 2048;
 
-    /// Its bytes (little-endian words).
-    pub fn encode(&self) -> [u8; Self::LEN] {
-        let mut b = [0u8; Self::LEN];
-        for (i, w) in [self.slot, self.generation, self.restarts, self.cpu]
-            .iter()
-            .enumerate()
-        {
-            b[i * 4..i * 4 + 4].copy_from_slice(&w.to_le_bytes());
+    /// Its bytes (little-endian words, then the name); `None` when the
+    /// name is longer than [`Self::NAME_MAX`].
+    pub fn encode(&self) -> Option<Vec<u8>> {
+        if self.name.len() > Self::NAME_MAX {
+            return None;
         }
-        b
+        let mut b = Vec::with_capacity(Self::HEADER + self.name.len());
+        let c = &self.loop_cfg;
+        let words = [
+            self.slot,
+            self.generation,
+            self.restarts,
+            self.cpu,
+            c.batch as u32,
+            c.yield_every,
+            c.busy_poll_ns as u32,
+            (c.busy_poll_ns >> 32) as u32,
+            u32::from(c.yield_while_polling),
+            self.name.len() as u32,
+        ];
+        for w in words {
+            b.extend_from_slice(&w.to_le_bytes());
+        }
+        b.extend_from_slice(self.name.as_bytes());
+        Some(b)
     }
 
-    /// Reads one back.
-    pub fn decode(b: &[u8; Self::LEN]) -> Start {
-        let w = |i: usize| u32::from_le_bytes([b[i * 4], b[i * 4 + 1], b[i * 4 + 2], b[i * 4 + 3]]);
-        Start {
+    /// Reads one from `input` (the standby's stdin); `None` at its end,
+    /// or when what comes is not a start.
+    pub fn read(input: impl std::os::fd::AsFd) -> Option<Start> {
+        let mut h = [0u8; Self::HEADER];
+        super::spare::read_exact(&input, &mut h)?;
+        let w = |i: usize| u32::from_le_bytes([h[i * 4], h[i * 4 + 1], h[i * 4 + 2], h[i * 4 + 3]]);
+        let len = w(9) as usize;
+        if len > Self::NAME_MAX {
+            return None;
+        }
+        let mut name = vec![0u8; len];
+        super::spare::read_exact(&input, &mut name)?;
+        Some(Start {
             slot: w(0),
             generation: w(1),
             restarts: w(2),
             cpu: w(3),
-        }
+            loop_cfg: LoopConfig {
+                batch: w(4) as usize,
+                yield_every: w(5),
+                busy_poll_ns: u64::from(w(6)) | (u64::from(w(7)) << 32),
+                yield_while_polling: w(8) != 0,
+            },
+            name: String::from_utf8(name).ok()?,
+        })
     }
 
     /// Whether it is a start of `req`'s slot.
@@ -104,17 +146,7 @@ impl Start {
 /// In a standby: blocks until the template hands over a start; `None`
 /// when the template let it go (end of file) or the pipe broke.
 pub fn wait_for_start() -> Option<Start> {
-    let mut b = [0u8; Start::LEN];
-    let mut got = 0;
-    while got < Start::LEN {
-        match rustix::io::read(rustix::stdio::stdin(), &mut b[got..]) {
-            Ok(0) => return None,
-            Ok(n) => got += n,
-            Err(rustix::io::Errno::INTR) => {}
-            Err(_) => return None,
-        }
-    }
-    Some(Start::decode(&b))
+    Start::read(rustix::stdio::stdin())
 }
 
 /// A parked standby, as its template knows it.
@@ -128,6 +160,9 @@ pub struct Standby {
     cpu: u32,
     /// The write end of its standard input.
     handover: OwnedFd,
+    /// Made as its worker's spare, for the next NF of its recipe whatever
+    /// its name (`key` is [`SpawnRequest::spare_key`]).
+    spare: bool,
 }
 
 /// A template's standbys, one per slot at most, and the slots due one.
@@ -147,6 +182,8 @@ pub enum Taken {
     Handed {
         /// The standby's pid.
         pid: i32,
+        /// It was the worker's spare.
+        spare: bool,
     },
     /// No standby (or an unusable one, killed): fork.
     Fork,
@@ -165,16 +202,26 @@ impl Standbys {
             generation: req.generation,
             restarts: req.restarts,
             cpu: req.cpu,
+            loop_cfg: req.loop_cfg,
+            name: req.name.clone(),
         };
         let pid = sluice_sys::Pid::from_raw(s.pid);
-        if s.key == req.standby_key() {
+        let key = if s.spare {
+            req.spare_key()
+        } else {
+            req.standby_key()
+        };
+        if let (true, Some(bytes)) = (s.key == key, start.encode()) {
             if let (Some(p), true) = (pid, s.cpu != req.cpu) {
                 // Its CPU changed since it was made; it can no longer set
                 // it itself (its allow-list).
                 let _ = sluice_sys::pin_process_to_cpu(p, req.cpu as usize);
             }
-            if rustix::io::write(&s.handover, &start.encode()) == Ok(Start::LEN) {
-                return Taken::Handed { pid: s.pid };
+            if rustix::io::write(&s.handover, &bytes) == Ok(bytes.len()) {
+                return Taken::Handed {
+                    pid: s.pid,
+                    spare: s.spare,
+                };
             }
         }
         if let Some(p) = pid {
@@ -205,15 +252,22 @@ impl Standbys {
         due
     }
 
-    /// Records a standby made for `req`.
-    pub fn parked(&mut self, req: &SpawnRequest, pid: i32, handover: OwnedFd) {
+    /// Records a standby made for `req` (as the worker's spare: for the
+    /// next NF like it, whatever its name).
+    pub fn parked(&mut self, req: &SpawnRequest, pid: i32, handover: OwnedFd, spare: bool) {
+        let key = if spare {
+            req.spare_key()
+        } else {
+            req.standby_key()
+        };
         let old = self.parked.insert(
             req.slot,
             Standby {
                 pid,
-                key: req.standby_key(),
+                key,
                 cpu: req.cpu,
                 handover,
+                spare,
             },
         );
         if let Some(p) = old.and_then(|o| sluice_sys::Pid::from_raw(o.pid)) {
@@ -230,6 +284,23 @@ impl Standbys {
             let _ = sluice_sys::kill(p);
         }
         Some(s.pid)
+    }
+
+    /// Whether a standby waits in `slot`.
+    pub fn has(&self, slot: u32) -> bool {
+        self.parked.contains_key(&slot)
+    }
+
+    /// Whether a spare made like `like` waits in its slot.
+    pub fn spare_for(&self, like: &SpawnRequest) -> bool {
+        self.parked
+            .get(&like.slot)
+            .is_some_and(|s| s.spare && s.key == like.spare_key())
+    }
+
+    /// Whether the one in `slot` is the worker's spare.
+    pub fn is_spare(&self, slot: u32) -> bool {
+        self.parked.get(&slot).is_some_and(|s| s.spare)
     }
 
     /// A parked standby exited (it never served): forget it.
@@ -251,14 +322,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_start_survives_the_pipe() {
+    fn a_start_survives_the_pipe_and_a_torn_or_garbled_one_is_none() {
         let s = Start {
             slot: 70,
             generation: u32::MAX,
             restarts: 3,
             cpu: 1,
+            loop_cfg: LoopConfig::for_sharing(32, 3, Some(123_456_789_000)),
+            name: "n58".into(),
         };
-        assert_eq!(Start::decode(&s.encode()), s);
+        let bytes = s.encode().expect("fits");
+        let (r, w) = rustix::pipe::pipe().expect("pipe");
+        rustix::io::write(&w, &bytes).expect("write");
+        assert_eq!(Start::read(&r), Some(s.clone()));
+        // Cut short, then the template let it go.
+        rustix::io::write(&w, &bytes[..bytes.len() - 1]).expect("write");
+        drop(w);
+        assert_eq!(Start::read(&r), None);
+        // A name that is not UTF-8, or longer than a start may carry.
+        let (r, w) = rustix::pipe::pipe().expect("pipe");
+        let mut bad = bytes[..36].to_vec();
+        bad.extend_from_slice(&2u32.to_le_bytes());
+        bad.extend_from_slice(&[0xff, 0xfe]);
+        bad.extend_from_slice(&bytes[..36]);
+        bad.extend_from_slice(&u32::MAX.to_le_bytes());
+        rustix::io::write(&w, &bad).expect("write");
+        assert_eq!(Start::read(&r), None);
+        assert_eq!(Start::read(&r), None);
+        let long = Start {
+            name: "x".repeat(Start::NAME_MAX + 1),
+            ..s
+        };
+        assert!(long.encode().is_none());
     }
 
     #[test]
@@ -311,23 +406,52 @@ mod tests {
         // Above any pid the kernel hands out: nothing is signalled or
         // pinned by mistake. Same CPU: the start writes to the pipe only.
         let nobody = 0x3fff_fff0;
-        st.parked(&req, nobody, w);
+        st.parked(&req, nobody, w, false);
         assert_eq!(st.len(), 1);
         let mut start = req.clone();
         start.generation = 7;
         start.restarts = 2;
-        assert!(matches!(st.take(&start), Taken::Handed { pid } if pid == nobody));
-        let mut b = [0u8; Start::LEN];
-        assert_eq!(rustix::io::read(&r, &mut b), Ok(Start::LEN));
-        let got = Start::decode(&b);
+        assert!(matches!(st.take(&start), Taken::Handed { pid, spare: false } if pid == nobody));
+        let got = Start::read(&r).expect("a start");
         assert_eq!((got.slot, got.generation, got.restarts), (5, 7, 2));
+        assert_eq!(got.name, "a");
         assert_eq!(st.len(), 0);
         // One made for another request is not handed the start.
         let (_r, w) = rustix::pipe::pipe().expect("pipe");
-        st.parked(&req, nobody, w);
+        st.parked(&req, nobody, w, false);
         let mut other = req.clone();
         other.recipe.name = "other".into();
         assert!(matches!(st.take(&other), Taken::Fork));
         assert_eq!(st.len(), 0);
+    }
+
+    #[test]
+    fn a_spare_serves_the_next_nf_of_its_recipe_whatever_its_name() {
+        let mut st = Standbys::default();
+        let like = SpawnRequest::test_request(9);
+        let (r, w) = rustix::pipe::pipe().expect("pipe");
+        let nobody = 0x3fff_fff0;
+        st.parked(&like, nobody, w, true);
+        assert!(st.has(9) && st.is_spare(9) && st.spare_for(&like));
+        let mut next = like.clone();
+        next.name = "n58".into();
+        next.recipe.name = "n58".into();
+        next.standby = true;
+        next.generation = 3;
+        // Its loop is handed over with the start.
+        next.loop_cfg = LoopConfig::for_sharing(8, 5, None);
+        assert!(st.spare_for(&next));
+        assert!(matches!(st.take(&next), Taken::Handed { spare: true, .. }));
+        let got = Start::read(&r).expect("a start");
+        assert_eq!((got.slot, got.generation, got.name.as_str()), (9, 3, "n58"));
+        assert_eq!(got.loop_cfg, next.loop_cfg);
+        // Not an NF of another sandbox or trust domain.
+        let (_r, w) = rustix::pipe::pipe().expect("pipe");
+        st.parked(&like, nobody, w, true);
+        let mut other = next.clone();
+        other.sandbox.seccomp = !other.sandbox.seccomp;
+        assert!(!st.spare_for(&other));
+        assert!(matches!(st.take(&other), Taken::Fork));
+        assert!(!st.has(9));
     }
 }

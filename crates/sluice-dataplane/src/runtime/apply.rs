@@ -321,23 +321,27 @@ impl Runtime {
                     exec,
                 });
             }
-            let mut spare_domain = None;
+            let mut last = None;
             for nf in &mut add {
                 if let NewExec::Process(req) = &mut nf.exec {
                     let (cpu, cfg) = self.place(w as u32, nf.id, &process);
                     req.cpu = cpu as u32;
                     req.loop_cfg = cfg;
-                    spare_domain = Some(usize::from(req.domain));
+                    last = Some(&**req);
                 }
             }
             // A change that started process NFs is most likely followed
-            // by another like it (a platform scaling out): the slot its
-            // next NF will take, in the last one's domain, gets a spare.
-            let spare = spare_domain
-                .filter(|_| shells)
-                .and_then(|d| self.slots[w].get(d)?.peek());
-            if spare.is_some() {
-                self.spares[w] = spare;
+            // by another like it (a platform scaling out): a spare like
+            // its last one waits in the slot the next will take.
+            let spare = last.filter(|_| shells).and_then(|req| {
+                let slot = self.slots[w].get(usize::from(req.domain))?.peek()?;
+                Some(SpawnRequest {
+                    slot,
+                    ..req.clone()
+                })
+            });
+            if let Some(s) = &spare {
+                self.spares[w] = Some(s.slot);
             }
             let mut reconfigure = Vec::new();
             for &id in &diff.reconfigure_nfs {

@@ -348,8 +348,8 @@ impl<'a> Worker<'a> {
         let reconfigure = std::mem::take(&mut change.reconfigure);
         self.cfg.restart = change.restart;
         self.cfg.entry = change.entry;
-        if let (Some(slot), Some(h)) = (change.spare, &mut self.host) {
-            h.keep_spare(slot);
+        if let (Some(like), Some(h)) = (change.spare.take(), &mut self.host) {
+            h.keep_spare(like);
         }
         // A change that only adds, to this worker too (no instance or port
         // replaced under its id, the same scheduling policy): only what

@@ -80,10 +80,11 @@ pub struct Change {
     /// chains it adds. The worker then works out only what the added
     /// objects mean (`worker/derive.rs`).
     pub added_chains: Option<Vec<u16>>,
-    /// The slot the worker's next NF will most likely take, when this
-    /// change started process NFs from shells: its host keeps a spare
-    /// for it from the commit on (`NfHost::keep_spare`).
-    pub spare: Option<u32>,
+    /// What the worker's next NF will most likely be, when this change
+    /// started process NFs from shells (the last one's request, in the
+    /// slot the next will take): its host keeps a spare for it from the
+    /// commit on (`NfHost::keep_spare`).
+    pub spare: Option<SpawnRequest>,
     /// Restart policy from now on.
     pub restart: RestartPolicy,
     /// The scheduling policy from now on.

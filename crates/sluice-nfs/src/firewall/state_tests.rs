@@ -42,7 +42,7 @@ fn firewall(capacity: u32) -> Firewall {
         ],
     }));
     let ctx = BuildContext {
-        name: "fw",
+        name: "fw".into(),
         config: &config,
         resolver: &NoNames,
         flow_capacity: 64,

@@ -28,7 +28,7 @@ fn lb(max_connections: u32, mode: &str) -> LoadBalancer {
         "max_connections": max_connections,
     }));
     let ctx = BuildContext {
-        name: "lb",
+        name: "lb".into(),
         config: &config,
         resolver: &NoNames,
         flow_capacity: 64,

@@ -33,7 +33,7 @@ mod tests {
             "capacity": 150,
         }));
         let ctx = BuildContext {
-            name: "nat",
+            name: "nat".into(),
             config: &config,
             resolver: &NoNames,
             flow_capacity: 16,

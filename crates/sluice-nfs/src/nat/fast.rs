@@ -271,7 +271,7 @@ mod tests {
         }
         let config = ConfigNode::from_json(cfg);
         let ctx = BuildContext {
-            name: "nat",
+            name: "nat".into(),
             config: &config,
             resolver: &Names,
             flow_capacity: 16,

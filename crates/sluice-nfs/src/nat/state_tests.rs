@@ -36,7 +36,7 @@ fn nat(capacity: u32, adf: bool) -> NatNf {
     }
     let config = ConfigNode::from_json(cfg);
     let ctx = BuildContext {
-        name: "nat",
+        name: "nat".into(),
         config: &config,
         resolver: &NoNames,
         flow_capacity: 64,

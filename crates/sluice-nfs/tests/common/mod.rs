@@ -65,7 +65,7 @@ pub fn try_build_replicated(
 ) -> Result<Box<dyn NetworkFunction>, SpecError> {
     let config = ConfigNode::from_json(config);
     let ctx = BuildContext {
-        name: "under_test",
+        name: "under_test".into(),
         config: &config,
         resolver: &Replicated(replicas),
         flow_capacity: FLOW_CAPACITY,
@@ -84,7 +84,7 @@ pub fn nf_type(name: &str) -> &'static NfType {
 /// Builds NF type `ty` from a config node, as the platform does.
 pub fn build_node(ty: &str, config: &ConfigNode) -> Result<Box<dyn NetworkFunction>, SpecError> {
     let ctx = BuildContext {
-        name: "under_test",
+        name: "under_test".into(),
         config,
         resolver: &TestResolver,
         flow_capacity: FLOW_CAPACITY,

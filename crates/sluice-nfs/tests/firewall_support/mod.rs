@@ -21,7 +21,7 @@ pub const PSH: u8 = 0x08;
 pub fn firewall(config: Value) -> Firewall {
     let node = ConfigNode::from_json(config);
     let ctx = BuildContext {
-        name: "fw",
+        name: "fw".into(),
         config: &node,
         resolver: &TestResolver,
         flow_capacity: FLOW_CAPACITY,

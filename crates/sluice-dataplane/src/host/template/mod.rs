@@ -116,6 +116,8 @@ struct Template<'a> {
     standbys: Standbys,
     /// A process forked ahead for the worker's next NF.
     spare: Option<super::spare::Spare>,
+    /// The slot of the spare made confined, parked among the standbys.
+    confined_spare: Option<u32>,
     /// Limit-group keys of live children.
     limit_keys: HashSet<u32>,
     /// Output pipes offered to the platform, by pid, until it says it
@@ -206,6 +208,7 @@ fn template_main(registry: &'static [NfType]) -> i32 {
         shells: Shells::raised(),
         standbys: Standbys::default(),
         spare: None,
+        confined_spare: None,
         limit_keys: HashSet::new(),
         offered: HashMap::new(),
     };
@@ -272,7 +275,7 @@ impl Template<'_> {
                         ToTemplate::Release { slot } => {
                             self.standbys.release(slot);
                         }
-                        ToTemplate::Spare { slot } => self.keep_spare(slot),
+                        ToTemplate::Spare(like) => self.keep_spare(like),
                         ToTemplate::OutputTaken { pid } => {
                             self.offered.remove(&pid);
                         }
@@ -331,7 +334,8 @@ impl Template<'_> {
                     // It never served: the platform does not know it. A
                     // spare that was replaced was killed on purpose.
                     self.standbys.lost(c.slot, raw);
-                    let kept = self.spare.take_if(|s| s.pid == raw).is_some();
+                    let kept = self.spare.take_if(|s| s.pid == raw).is_some()
+                        || (c.spare && self.confined_spare.take_if(|s| *s == c.slot).is_some());
                     if !self.quitting && (kept || !c.spare) {
                         let what = if c.spare { "the spare" } else { "a standby" };
                         let line = format!("{what} for slot {} ended ({status})", c.slot);

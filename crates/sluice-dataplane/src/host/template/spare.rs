@@ -1,5 +1,12 @@
-//! The template's side of its spare (`super::super::spare`): forking one
-//! for the slot the platform names, handing it a start, replacing it.
+//! The template's side of its spare (`super::super::spare`): making one
+//! like the request the platform names, handing it a start, replacing it.
+//!
+//! A spare is made **confined** when it can be: a standby of the named
+//! request (`super::super::standby`), built from the recipe's shell and
+//! with its sandbox closed, which any NF of the same recipe, whatever its
+//! name, takes over as a restart takes over a standby. That needs a shell
+//! whose build read neither the NF's name nor its restart count. Else it
+//! is **bare**: forked, and handed the whole request at its start.
 
 use rustix::event::epoll;
 use sluice_sys::sandbox::RunFilter;
@@ -9,15 +16,26 @@ use super::super::output::NfOutput;
 use super::super::proto::SpawnRequest;
 use super::super::shells::ShellId;
 use super::super::spare::{self, Spare, SpareStart};
-use super::start::enter_child;
+use super::start::{enter_child, Made};
 use super::{Child, Template, TEMPLATE_SLOT};
 use crate::nf_loop::exit_code;
 
 impl Template<'_> {
-    /// Keeps a spare for `slot` (`super::super::spare`): the one kept for
-    /// another slot goes.
-    pub(super) fn keep_spare(&mut self, slot: u32) {
-        if self.spare.as_ref().is_some_and(|s| s.slot == slot) {
+    /// Keeps a spare for the next NF, most likely like `like` and in its
+    /// slot: the one kept for another goes.
+    pub(super) fn keep_spare(&mut self, like: SpawnRequest) {
+        let slot = like.slot;
+        if self.arena.slot_domain(slot) != Some(usize::from(like.domain)) {
+            return;
+        }
+        let confine = like.shell
+            && self
+                .shells
+                .find(&like)
+                .is_some_and(|id| self.shells.name_free(id) && self.shells.serves_every_start(id));
+        let kept_confined = self.standbys.spare_for(&like);
+        let kept_bare = self.spare.as_ref().is_some_and(|s| s.slot == slot);
+        if (confine && kept_confined) || (!confine && kept_bare) {
             return;
         }
         if let Some(old) = self.spare.take() {
@@ -25,7 +43,25 @@ impl Template<'_> {
                 let _ = sluice_sys::kill(p);
             }
         }
-        if self.arena.slot_domain(slot).is_none() {
+        if let Some(old) = self.confined_spare.take() {
+            self.standbys.release(old);
+        }
+        if confine {
+            // Nothing waits for it: made at the NFs' priority, not ahead
+            // of the answer to the change that asked for it.
+            let raised = sluice_sys::own_nice();
+            let _ = sluice_sys::set_own_nice(0);
+            let made = self.fork_nf(&like, Made::Spare);
+            if let Some(n) = raised {
+                let _ = sluice_sys::set_own_nice(n);
+            }
+            match made {
+                Ok(_) => self.confined_spare = Some(slot),
+                Err(e) => {
+                    let line = format!("cannot make a spare for slot {slot}: {e}");
+                    self.send_log(TEMPLATE_SLOT, 0, line);
+                }
+            }
             return;
         }
         match self.fork_spare(slot) {
@@ -73,7 +109,7 @@ impl Template<'_> {
                 let Some(start) = spare::wait_for_start(rustix::stdio::stdin()) else {
                     std::process::exit(exit_code::STOPPED);
                 };
-                self.run_child(me, &start.req, start.shell, &start.join, false)
+                self.run_child(me, &start.req, start.shell, &start.join, Made::Instance)
             }
             Ok(Forked::Parent(pid)) => {
                 drop((w, input));

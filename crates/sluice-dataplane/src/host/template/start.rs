@@ -16,6 +16,18 @@ use super::super::standby::Taken;
 use super::{Child, Template, TEMPLATE_SLOT};
 use crate::nf_loop::exit_code;
 
+/// What [`Template::fork_nf`] makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Made {
+    /// An instance that runs at once.
+    Instance,
+    /// A standby for the slot's next start (`super::super::standby`).
+    Standby,
+    /// A standby made as the worker's spare: for the next NF of the
+    /// request's recipe, whatever its name (`super::super::spare`).
+    Spare,
+}
+
 impl Template<'_> {
     /// Starts an NF: hands the start to the slot's standby, or forks.
     pub(super) fn spawn(&mut self, req: SpawnRequest) {
@@ -31,15 +43,19 @@ impl Template<'_> {
             return;
         }
         let now = sluice_sys::monotonic_ns();
-        if !req.standby {
+        if !req.standby && !self.standbys.is_spare(slot) {
             // Standbys were turned off since this slot's was made.
             self.standbys.release(slot);
         }
-        if req.standby {
-            if let Taken::Handed { pid } = self.standbys.take(&req) {
+        if self.standbys.has(slot) {
+            if let Taken::Handed { pid, spare } = self.standbys.take(&req) {
                 if let Some(c) = self.children.get_mut(&pid) {
                     c.generation = generation;
                     c.standby = false;
+                    c.spare = false;
+                }
+                if spare {
+                    self.confined_spare = None;
                 }
                 let output = self.offer_output(pid, true);
                 let _ = self.chan.send(&FromTemplate::Spawned {
@@ -47,18 +63,20 @@ impl Template<'_> {
                     generation,
                     pid,
                     shell: true,
-                    standby: true,
-                    spare: false,
+                    standby: !spare,
+                    spare,
                     output,
                 });
-                self.standbys.want(&req, now);
+                if req.standby {
+                    self.standbys.want(&req, now);
+                }
                 return;
             }
         }
         let started = match self.start_spare(&req) {
             Some((pid, shell)) => Ok((pid, shell, true)),
             None => self
-                .fork_nf(&req, false)
+                .fork_nf(&req, Made::Instance)
                 .map(|(pid, shell)| (pid, shell, false)),
         };
         match started {
@@ -92,21 +110,22 @@ impl Template<'_> {
     /// Makes the standbys that are due (`super::standby`).
     pub(super) fn make_standbys(&mut self) {
         for req in self.standbys.due(sluice_sys::monotonic_ns()) {
-            if let Err(e) = self.fork_nf(&req, true) {
+            if let Err(e) = self.fork_nf(&req, Made::Standby) {
                 let line = format!("cannot make a standby for slot {}: {e}", req.slot);
                 self.send_log(TEMPLATE_SLOT, 0, line);
             }
         }
     }
 
-    /// Forks an instance of `req` (a standby when `standby`): its pid and
-    /// the shell it was forked from. The child never returns.
-    fn fork_nf(
+    /// Forks an instance of `req`, or a standby of it: its pid and the
+    /// shell it was forked from. The child never returns.
+    pub(super) fn fork_nf(
         &mut self,
         req: &SpawnRequest,
-        standby: bool,
+        made: Made,
     ) -> Result<(i32, Option<ShellId>), String> {
         let slot = req.slot;
+        let standby = made != Made::Instance;
         let (r, w) =
             sluice_sys::output_pipe().map_err(|e| format!("cannot create its output pipe: {e}"))?;
         // A standby's stdin: where its start comes from.
@@ -140,7 +159,7 @@ impl Template<'_> {
             Ok(Forked::Child) => {
                 drop((r, handover));
                 enter_child(me, w, input);
-                self.run_child(me, req, shell, &join, standby)
+                self.run_child(me, req, shell, &join, made)
             }
             Ok(Forked::Parent(pid)) => {
                 drop(w);
@@ -166,13 +185,13 @@ impl Template<'_> {
                         generation: if standby { u32::MAX } else { req.generation },
                         limits,
                         standby,
-                        spare: false,
+                        spare: made == Made::Spare,
                         out: Some(NfOutput::new(r)),
                         shell,
                     },
                 );
                 if let Some(h) = handover {
-                    self.standbys.parked(req, raw, h);
+                    self.standbys.parked(req, raw, h, made == Made::Spare);
                 }
                 Ok((raw, shell))
             }
@@ -234,7 +253,7 @@ impl Template<'_> {
         req: &SpawnRequest,
         shell: Option<ShellId>,
         join: &[std::path::PathBuf],
-        standby: bool,
+        made: Made,
     ) -> ! {
         // Into its limit groups before any of its own code runs.
         if let Err(e) = LimitGroups::join(join) {
@@ -258,8 +277,9 @@ impl Template<'_> {
                 registry: self.registry,
                 template: me,
                 filter: self.run_filter.as_ref(),
+                spare: made == Made::Spare,
             };
-            if standby {
+            if made != Made::Instance {
                 standby_main(f)
             } else {
                 nf_main(f)
