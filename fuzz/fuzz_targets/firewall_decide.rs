@@ -23,7 +23,7 @@ fn firewall() -> Firewall {
         ]
     }));
     let ctx = BuildContext {
-        name: "fw",
+        name: "fw".into(),
         config: &config,
         resolver: &NoNames,
         flow_capacity: 64,

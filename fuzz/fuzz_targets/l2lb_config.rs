@@ -43,7 +43,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let node = ConfigNode::from_json(value);
     let ctx = BuildContext {
-        name: "fuzz",
+        name: "fuzz".into(),
         config: &node,
         resolver: &Ports,
         flow_capacity: 64,

@@ -29,7 +29,7 @@ fuzz_target!(|data: &[u8]| {
     // Keep the pool small enough that building stays quick.
     let config = ConfigNode::from_json(value).with_path("config");
     let ctx = BuildContext {
-        name: "nat",
+        name: "nat".into(),
         config: &config,
         resolver: &Ports,
         flow_capacity: 64,

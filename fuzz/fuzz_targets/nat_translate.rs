@@ -34,7 +34,7 @@ fuzz_target!(|data: &[u8]| {
         "forward": [{ "external": "192.0.2.1:80", "internal": "10.0.0.80:8080" }],
     }));
     let ctx = BuildContext {
-        name: "nat",
+        name: "nat".into(),
         config: &config,
         resolver: &NoNames,
         flow_capacity: 16,

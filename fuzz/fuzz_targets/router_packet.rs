@@ -48,7 +48,7 @@ fn router() -> Router {
         "icmp_rate_pps": 0,
     }));
     let ctx = BuildContext {
-        name: "fuzz",
+        name: "fuzz".into(),
         config: &node,
         resolver: &Ports,
         flow_capacity: 16,
