@@ -172,6 +172,10 @@ fn the_next_nf_runs_in_the_spare_its_template_made_ahead() {
     add(&d, &addition("f", 12, false));
     assert_eq!(pid_of(&d, "f"), kept);
     assert_eq!(nf(&d, "f")["spare_starts"], 1);
+    // Spares replaced or made like another NF were killed on purpose:
+    // nothing says a spare ended.
+    let log = d.log_text();
+    assert!(!log.contains("spare for slot"), "{log}");
     // Nothing is left holding a slot.
     let t = Instant::now();
     loop {

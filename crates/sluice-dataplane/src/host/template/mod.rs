@@ -116,8 +116,9 @@ struct Template<'a> {
     standbys: Standbys,
     /// A process forked ahead for the worker's next NF.
     spare: Option<super::spare::Spare>,
-    /// The slot of the spare made confined, parked among the standbys.
-    confined_spare: Option<u32>,
+    /// The slot and pid of the spare made confined, parked among the
+    /// standbys.
+    confined_spare: Option<(u32, i32)>,
     /// Limit-group keys of live children.
     limit_keys: HashSet<u32>,
     /// Output pipes offered to the platform, by pid, until it says it
@@ -335,7 +336,9 @@ impl Template<'_> {
                     // spare that was replaced was killed on purpose.
                     self.standbys.lost(c.slot, raw);
                     let kept = self.spare.take_if(|s| s.pid == raw).is_some()
-                        || (c.spare && self.confined_spare.take_if(|s| *s == c.slot).is_some());
+                        || (self.confined_spare)
+                            .take_if(|(_, pid)| *pid == raw)
+                            .is_some();
                     if !self.quitting && (kept || !c.spare) {
                         let what = if c.spare { "the spare" } else { "a standby" };
                         let line = format!("{what} for slot {} ended ({status})", c.slot);

@@ -43,7 +43,7 @@ impl Template<'_> {
                 let _ = sluice_sys::kill(p);
             }
         }
-        if let Some(old) = self.confined_spare.take() {
+        if let Some((old, _)) = self.confined_spare.take() {
             self.standbys.release(old);
         }
         if confine {
@@ -56,7 +56,7 @@ impl Template<'_> {
                 let _ = sluice_sys::set_own_nice(n);
             }
             match made {
-                Ok(_) => self.confined_spare = Some(slot),
+                Ok((pid, _)) => self.confined_spare = Some((slot, pid)),
                 Err(e) => {
                     let line = format!("cannot make a spare for slot {slot}: {e}");
                     self.send_log(TEMPLATE_SLOT, 0, line);

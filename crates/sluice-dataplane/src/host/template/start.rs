@@ -48,14 +48,16 @@ impl Template<'_> {
             self.standbys.release(slot);
         }
         if self.standbys.has(slot) {
+            // Taken or killed (made like another NF), the spare is gone
+            // either way, and not by accident: its exit is not logged.
+            if self.standbys.is_spare(slot) {
+                self.confined_spare = None;
+            }
             if let Taken::Handed { pid, spare } = self.standbys.take(&req) {
                 if let Some(c) = self.children.get_mut(&pid) {
                     c.generation = generation;
                     c.standby = false;
                     c.spare = false;
-                }
-                if spare {
-                    self.confined_spare = None;
                 }
                 let output = self.offer_output(pid, true);
                 let _ = self.chan.send(&FromTemplate::Spawned {
