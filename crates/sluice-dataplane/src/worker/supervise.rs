@@ -64,23 +64,22 @@ pub(super) fn spawn<'a>(
     })
 }
 
-/// The pid of an instance that just reported itself running. The host's
-/// `Spawned` event may come after that report (a start from a shell takes
-/// less time than the message takes to arrive); the instance's own record
-/// in its control block, written before it ran any NF code, stands in.
-fn running_pid(nf: &NfRt<'_>) -> i32 {
-    match nf.process_ref().map_or(0, |p| p.pid) {
-        0 => nf.control.pid.load(Ordering::Relaxed) as i32,
-        pid => pid,
-    }
-}
-
 /// Notices that a starting instance runs; returns its start-up time, µs,
 /// and records the restart's time when it replaces one that died.
+///
+/// Running also needs the host's word on its pid: the instance may report
+/// itself running before the host's `Spawned` event arrives (a start from
+/// a shell or a spare takes less time than the message), and what it
+/// writes in its own control block is not to be trusted. Until the event
+/// comes it stays starting, so a running instance always has its pid. The
+/// start-up time is the instance's own clock reading either way.
 fn advance(nf: &mut NfRt<'_>, now: u64) -> Option<f64> {
     let control = nf.control;
     let p = nf.process()?;
-    if p.phase != Phase::Starting || control.state.load(Ordering::Acquire) != state::RUNNING {
+    if p.phase != Phase::Starting
+        || p.pid == 0
+        || control.state.load(Ordering::Acquire) != state::RUNNING
+    {
         return None;
     }
     p.phase = Phase::Running;
@@ -419,7 +418,7 @@ impl<'a> Worker<'a> {
             for nf in staged {
                 if let Some(us) = advance(nf, now) {
                     nf.record_startup(us);
-                    let pid = running_pid(nf);
+                    let pid = nf.process_ref().map_or(0, |p| p.pid);
                     started.push((nf.name.clone(), pid, us));
                 }
             }
@@ -446,7 +445,7 @@ impl<'a> Worker<'a> {
             };
             if let Some(us) = advance(nf, now) {
                 nf.record_startup(us);
-                let pid = running_pid(nf);
+                let pid = nf.process_ref().map_or(0, |p| p.pid);
                 let line = format!("running (pid {pid}, started in {us:.0} µs)");
                 self.logbook
                     .push(&nf.name, self.cfg.index, "platform", line);
