@@ -3,6 +3,13 @@
 //! Allocated once at construction; lookups hash the key with one multiply,
 //! compare four keys in one set (two cache lines), and on a miss take an
 //! empty way or evict the least recently used one.  Never allocates.
+//!
+//! An empty table is all zero bytes, so it is allocated zeroed: the kernel
+//! maps its pages when a flow first lands in them, and a sink added to a
+//! running platform does not fault in and clear its two 64 Ki-entry tables
+//! (a few MiB) before it answers.
+
+use zerocopy::FromZeros;
 
 /// Ways per set.
 const WAYS: usize = 4;
@@ -17,8 +24,9 @@ pub(crate) enum Slot {
     New { idx: usize, evicted: bool },
 }
 
-/// A table entry: key (0 = empty) plus per-flow state `S`.
-#[derive(Debug, Clone, Copy, Default)]
+/// A table entry: key (0 = empty) plus per-flow state `S`; all zeros is
+/// the empty entry (`Default`, as [`Table::new`] allocates it).
+#[derive(Debug, Clone, Copy, Default, FromZeros)]
 pub(crate) struct Entry<S> {
     key: u64,
     tick: u32,
@@ -33,13 +41,20 @@ pub(crate) struct Table<S> {
     tick: u32,
 }
 
-impl<S: Copy + Default> Table<S> {
+impl<S: Copy + Default + FromZeros> Table<S> {
     /// A table with at least `capacity` entries (rounded up to a power of
     /// two, at least one set).
+    ///
+    /// # Panics
+    ///
+    /// When the allocation fails, as `vec!` would.
     pub(crate) fn new(capacity: usize) -> Self {
         let sets = capacity.div_ceil(WAYS).max(1).next_power_of_two();
+        let entries = Entry::new_vec_zeroed(sets * WAYS).unwrap_or_else(|_| {
+            std::alloc::handle_alloc_error(std::alloc::Layout::new::<Entry<S>>())
+        });
         Table {
-            entries: vec![Entry::default(); sets * WAYS],
+            entries,
             set_mask: sets - 1,
             tick: 0,
         }
@@ -129,7 +144,7 @@ pub(crate) enum Order {
 /// Ordering state of a stamped flow: the highest sequence seen plus a
 /// 64-packet window of which lower sequences arrived (as in IPsec
 /// anti-replay).  A late packet older than the window counts as reordered.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, FromZeros)]
 pub(crate) struct SeqWindow {
     /// Highest sequence seen.
     top: u64,
@@ -172,7 +187,7 @@ impl SeqWindow {
 /// Ordering state of a stampless TCP connection: the next expected
 /// sequence number (highest segment end seen) and the start sequences of
 /// the last four segments, which tell a duplicate from a late segment.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, FromZeros)]
 pub(crate) struct TcpOrder {
     next: u32,
     recent: [u32; 4],
@@ -206,6 +221,21 @@ impl TcpOrder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The zeroed allocation is the table `Default` entries would make:
+    /// empty keys and fresh per-flow state.
+    #[test]
+    fn a_zeroed_table_is_a_default_one() {
+        fn check<S: Copy + Default + FromZeros + std::fmt::Debug>() {
+            let t: Table<S> = Table::new(64);
+            let fresh = format!("{:?}", Entry::<S>::default());
+            assert!(t.entries.iter().all(|e| format!("{e:?}") == fresh));
+            assert_eq!(t.entries.len(), 64);
+        }
+        check::<SeqWindow>();
+        check::<TcpOrder>();
+        check::<u32>();
+    }
 
     #[test]
     fn seq_window_verdicts() {
