@@ -286,6 +286,26 @@ fn merge_adds_counters_and_histograms() {
 }
 
 #[test]
+fn a_copy_without_flows_reports_and_merges_as_the_sink() {
+    let frames = gen_frames(mixed_cfg(SizeSpec::Fixed(100)), 1000, 0);
+    let (mut a, mut b) = (
+        Sink::new(SinkConfig::default()),
+        Sink::new(SinkConfig::default()),
+    );
+    for (i, (f, ts)) in frames.iter().enumerate() {
+        let s = if i % 3 == 0 { &mut a } else { &mut b };
+        s.observe(f, 0, ts + 100 + i as u64);
+    }
+    let lean = a.without_flows();
+    assert_eq!(lean.report(), a.report());
+    let (mut whole, mut from_lean) = (a.clone(), lean);
+    whole.merge(&b);
+    from_lean.merge(&b);
+    assert_eq!(from_lean.report(), whole.report());
+    assert_eq!(from_lean.histogram(), whole.histogram());
+}
+
+#[test]
 fn small_tables_evict_without_false_reorders() {
     let mut cfg = mixed_cfg(SizeSpec::Fixed(100));
     cfg.flows = 500;

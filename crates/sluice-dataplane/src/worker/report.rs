@@ -39,13 +39,15 @@ fn chain_reports(w: &Worker<'_>) -> Vec<ChainReport> {
         .collect()
 }
 
-/// All of a worker's sinks merged into one (None without sinks).
+/// All of a worker's sinks merged into one (None without sinks): their
+/// counters and latency samples, not their flow tables (a live report is
+/// made on the worker's thread, between its packets).
 pub(crate) fn merged_sink(w: &Worker<'_>) -> Option<Sink> {
     let mut merged: Option<Sink> = None;
     for s in w.ports.iter().flatten().filter_map(|p| p.sink()) {
         match &mut merged {
             Some(m) => m.merge(s),
-            None => merged = Some(s.clone()),
+            None => merged = Some(s.without_flows()),
         }
     }
     merged

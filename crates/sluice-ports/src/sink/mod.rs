@@ -227,6 +227,19 @@ impl Sink {
         self.lat.to_histogram()
     }
 
+    /// A sink with this one's counters and latency samples but empty
+    /// ordering tables: what merging and reporting read. A report taken
+    /// while packets flow copies this, not the flow tables (a few MiB
+    /// that the copy would fault in and fill on the data plane's thread).
+    pub fn without_flows(&self) -> Sink {
+        Sink {
+            lat: self.lat.clone(),
+            flows: Table::new(0),
+            tcp: Table::new(0),
+            r: self.r,
+        }
+    }
+
     /// Adds `other`'s counters and latency samples to this sink (for
     /// multi-worker runs).  Ordering state is per sink and is not merged.
     pub fn merge(&mut self, other: &Sink) {
