@@ -127,15 +127,9 @@ async fn put_spec(
         .map(Json)
 }
 
-fn named(entries: Vec<Value>, name: &str, what: &str) -> Result<Value, ApiError> {
-    entries
-        .into_iter()
-        .find(|e| e["name"] == name)
-        .ok_or_else(|| ApiError::not_found(format!("no {what} named {name}")))
-}
-
-fn port_views(s: &Ctl, report: &RunReport) -> Vec<PortView> {
-    s.desired_entries("ports")
+/// The views of every port, or only of the one named `only`.
+fn port_views(s: &Ctl, report: &RunReport, only: Option<&str>) -> Vec<PortView> {
+    s.desired_entries_of("ports", only)
         .into_iter()
         .map(|d| {
             let name = d["name"].as_str().unwrap_or_default().to_string();
@@ -157,7 +151,7 @@ fn port_views(s: &Ctl, report: &RunReport) -> Vec<PortView> {
     responses((status = 200, description = "Ports", body = [PortView])))]
 async fn list_ports(State(app): State<AppState>) -> Result<Json<Vec<PortView>>, ApiError> {
     app.control
-        .call(|s| port_views(s, &s.rt.report()))
+        .call(|s| port_views(s, &s.rt.report(), None))
         .await
         .map(Json)
 }
@@ -172,9 +166,8 @@ async fn get_port(
 ) -> Result<Json<PortView>, ApiError> {
     app.control
         .call(move |s| {
-            port_views(s, &s.rt.report())
-                .into_iter()
-                .find(|p| p.name == name)
+            port_views(s, &s.rt.report(), Some(&name))
+                .pop()
                 .ok_or_else(|| ApiError::not_found(format!("no port named {name}")))
         })
         .await?
@@ -185,7 +178,7 @@ async fn get_port(
     responses((status = 200, description = "NFs", body = [NfView])))]
 async fn list_nfs(State(app): State<AppState>) -> Result<Json<Vec<NfView>>, ApiError> {
     app.control
-        .call(|s| nf_views(s, &s.rt.report(), &s.rt.instances()))
+        .call(|s| nf_views(s, &s.rt.report(), &s.rt.instances(), None))
         .await
         .map(Json)
 }
@@ -197,9 +190,8 @@ async fn list_nfs(State(app): State<AppState>) -> Result<Json<Vec<NfView>>, ApiE
 async fn get_nf(State(app): State<AppState>, Name(name): Name) -> Result<Json<NfView>, ApiError> {
     app.control
         .call(move |s| {
-            nf_views(s, &s.rt.report(), &s.rt.instances())
-                .into_iter()
-                .find(|n| n.name == name)
+            nf_views(s, &s.rt.report(), &s.rt.instances(), Some(&name))
+                .pop()
                 .ok_or_else(|| ApiError::not_found(format!("no NF named {name}")))
         })
         .await?
@@ -221,7 +213,8 @@ async fn nf_logs(
     let q: LogsQuery = parse_query(q)?;
     app.control
         .call(move |s| {
-            named(s.desired_entries("nfs"), &name, "NF")?;
+            s.desired_entry("nfs", &name)
+                .ok_or_else(|| ApiError::not_found(format!("no NF named {name}")))?;
             caller.may_look_into(s.desired.as_deref(), &name)?;
             let after = q.after.unwrap_or(0);
             let lines = s.rt.logs(&name, after);
@@ -232,11 +225,12 @@ async fn nf_logs(
         .map(Json)
 }
 
-fn chain_views(s: &Ctl) -> Vec<ChainView> {
+/// The views of every chain, or only of the one named `only`.
+fn chain_views(s: &Ctl, only: Option<&str>) -> Vec<ChainView> {
     let Some(spec) = &s.desired else {
         return Vec::new();
     };
-    s.desired_entries("chains")
+    s.desired_entries_of("chains", only)
         .into_iter()
         .map(|d| {
             let name = d["name"].as_str().unwrap_or_default().to_string();
@@ -257,7 +251,7 @@ fn chain_views(s: &Ctl) -> Vec<ChainView> {
 #[utoipa::path(get, path = "/v1/chains", tag = "chains",
     responses((status = 200, description = "Chains", body = [ChainView])))]
 async fn list_chains(State(app): State<AppState>) -> Result<Json<Vec<ChainView>>, ApiError> {
-    app.control.call(|s| chain_views(s)).await.map(Json)
+    app.control.call(|s| chain_views(s, None)).await.map(Json)
 }
 
 #[utoipa::path(get, path = "/v1/chains/{name}", tag = "chains",
@@ -270,9 +264,8 @@ async fn get_chain(
 ) -> Result<Json<ChainView>, ApiError> {
     app.control
         .call(move |s| {
-            chain_views(s)
-                .into_iter()
-                .find(|c| c.name == name)
+            chain_views(s, Some(&name))
+                .pop()
                 .ok_or_else(|| ApiError::not_found(format!("no chain named {name}")))
         })
         .await?

@@ -188,6 +188,21 @@ impl Control {
 }
 
 impl State {
+    /// The entry named `name` of `key` (`ports`, `nfs`, `chains`) in the
+    /// desired spec, as its JSON document has it (the rest unwritten).
+    pub fn desired_entry(&self, key: &str, name: &str) -> Option<serde_json::Value> {
+        self.desired.as_ref()?.entry_json(key, name)
+    }
+
+    /// The entries of `key` (`ports`, `nfs`, `chains`) in the desired
+    /// spec, as its JSON document has them, or only the one named `only`.
+    pub fn desired_entries_of(&self, key: &str, only: Option<&str>) -> Vec<serde_json::Value> {
+        match only {
+            Some(name) => self.desired_entry(key, name).into_iter().collect(),
+            None => self.desired_entries(key),
+        }
+    }
+
     /// The entries of `key` (`ports`, `nfs`, `chains`) in the desired
     /// spec, as its JSON document has them.
     pub fn desired_entries(&self, key: &str) -> Vec<serde_json::Value> {

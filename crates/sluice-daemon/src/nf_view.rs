@@ -3,26 +3,41 @@
 //! instances.
 
 use sluice_dataplane::naming::instance_of;
-use sluice_dataplane::report::RunReport;
+use std::collections::HashMap;
+
+use sluice_dataplane::report::{NfReport, RunReport};
 use sluice_dataplane::worker::Instance;
 
 use crate::control::State as Ctl;
 use crate::types::{NfView, PoolView, ReplicaView};
 
-/// Every NF of the desired state as the API shows it.
-pub(crate) fn nf_views(s: &Ctl, report: &RunReport, instances: &[Instance]) -> Vec<NfView> {
-    s.desired_entries("nfs")
+/// Every NF of the desired state as the API shows it, or only the one
+/// named `only`.
+pub(crate) fn nf_views(
+    s: &Ctl,
+    report: &RunReport,
+    instances: &[Instance],
+    only: Option<&str>,
+) -> Vec<NfView> {
+    // Each NF's report rows (its own, then its replicas', `NAME.k`, and
+    // other generations', `NAME@g`) and instances, found in one pass
+    // over each: looking them up per NF made listing N NFs cost N².
+    let mut rows_of: HashMap<&str, Vec<&NfReport>> = HashMap::new();
+    for r in &report.nfs {
+        rows_of.entry(instance_of(&r.name).nf).or_default().push(r);
+    }
+    let mut instances_of: HashMap<&str, Vec<Instance>> = HashMap::new();
+    for i in instances {
+        let nf = instance_of(&i.nf).nf;
+        instances_of.entry(nf).or_default().push(i.clone());
+    }
+    s.desired_entries_of("nfs", only)
         .into_iter()
         .map(|d| {
             let name = d["name"].as_str().unwrap_or_default().to_string();
-            // Its report rows: its own, then its replicas' (`NAME.k`) and
-            // other generations' (`NAME@g`).
-            let of_it = |n: &str| instance_of(n).nf == name;
-            let rows: Vec<_> = report.nfs.iter().filter(|n| of_it(&n.name)).collect();
+            let rows = rows_of.remove(name.as_str()).unwrap_or_default();
             let r = rows.first().copied();
-            let sum = |f: fn(&sluice_dataplane::report::NfReport) -> u64| -> u64 {
-                rows.iter().map(|r| f(r)).sum()
-            };
+            let sum = |f: fn(&NfReport) -> u64| -> u64 { rows.iter().map(|r| f(r)).sum() };
             let mut drops = std::collections::BTreeMap::new();
             for (k, v) in rows.iter().flat_map(|r| &r.drops) {
                 *drops.entry(k.clone()).or_insert(0) += v;
@@ -44,7 +59,7 @@ pub(crate) fn nf_views(s: &Ctl, report: &RunReport, instances: &[Instance]) -> V
                 ),
                 domain_copies: sum(|r| r.domain_copies),
                 drops,
-                instances: instances.iter().filter(|i| of_it(&i.nf)).cloned().collect(),
+                instances: instances_of.remove(name.as_str()).unwrap_or_default(),
                 replicas: if rows.len() > 1 {
                     rows.iter()
                         .map(|r| ReplicaView {
@@ -66,7 +81,7 @@ pub(crate) fn nf_views(s: &Ctl, report: &RunReport, instances: &[Instance]) -> V
 }
 
 /// The pool of a `per_flow` NF from its instances' rows (none for others).
-fn pool_view(rows: &[&sluice_dataplane::report::NfReport]) -> Option<PoolView> {
+fn pool_view(rows: &[&NfReport]) -> Option<PoolView> {
     let flows: Vec<u64> = rows.iter().filter_map(|r| r.pool_flows).collect();
     if flows.is_empty() {
         return None;

@@ -26,6 +26,19 @@ impl Spec {
             "chains": self.chains.iter().map(chain).collect::<Vec<_>>(),
         })
     }
+
+    /// The entry named `name` of the list `list` (`ports`, `nfs` or
+    /// `chains`) as [`Spec::to_json`] writes it there, without writing the
+    /// rest: a request about one object of a platform running thousands
+    /// costs what that object does. `None`: no such list or entry.
+    pub fn entry_json(&self, list: &str, name: &str) -> Option<Value> {
+        match list {
+            "ports" => self.ports.iter().find(|p| p.name == name).map(port),
+            "nfs" => self.nfs.iter().find(|n| n.name == name).map(nf),
+            "chains" => self.chains.iter().find(|c| c.name == name).map(chain),
+            _ => None,
+        }
+    }
 }
 
 fn settings(s: &Settings) -> Value {

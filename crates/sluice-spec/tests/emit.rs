@@ -75,6 +75,35 @@ fn every_example_survives_a_round_trip() {
     assert!(n >= 10, "{n} examples");
 }
 
+/// Each entry written alone is the one the whole document holds.
+#[test]
+fn an_entry_written_alone_is_as_in_the_whole_document() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.extension().is_none_or(|x| x != "yaml") {
+            continue;
+        }
+        let s = sluice_spec::load(&p, TYPES).unwrap_or_else(|e| panic!("{e}"));
+        let whole = s.to_json();
+        for list in ["ports", "nfs", "chains"] {
+            for entry in whole[list].as_array().unwrap() {
+                let name = entry["name"].as_str().unwrap();
+                assert_eq!(
+                    s.entry_json(list, name).as_ref(),
+                    Some(entry),
+                    "{list} {name}"
+                );
+                n += 1;
+            }
+            assert_eq!(s.entry_json(list, "no-such-name"), None);
+        }
+        assert_eq!(s.entry_json("settings", "x"), None);
+    }
+    assert!(n >= 30, "{n} entries");
+}
+
 #[test]
 fn every_port_kind_selector_and_setting_survives_a_round_trip() {
     let s = sluice_spec::load(
