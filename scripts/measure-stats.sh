@@ -28,29 +28,4 @@ for i in $(seq 50); do [ -S $D/s.sock ] && break; sleep 0.1; done
 } > $D/spec.yaml
 $B --socket $D/s.sock apply -f $D/spec.yaml > /dev/null
 sleep 1
-python3 - "$D/s.sock" "$REQUESTS" <<'PY'
-import json, socket, statistics, sys, time
-path, n = sys.argv[1], int(sys.argv[2])
-s = socket.socket(socket.AF_UNIX)
-s.connect(path)
-def get(url):
-    s.sendall(f"GET {url} HTTP/1.1\r\nhost: sluice\r\n\r\n".encode())
-    buf = b""
-    while b"\r\n\r\n" not in buf:
-        buf += s.recv(65536)
-    head, _, body = buf.partition(b"\r\n\r\n")
-    length = next(int(l.split(b":")[1]) for l in head.split(b"\r\n")
-                  if l.lower().startswith(b"content-length"))
-    while len(body) < length:
-        body += s.recv(65536)
-    return body
-took = []
-for _ in range(n):
-    t = time.perf_counter()
-    get("/v1/stats")
-    took.append((time.perf_counter() - t) * 1e6)
-    time.sleep(0.005)
-took.sort()
-assert json.loads(get("/v1/stats"))["packets_out"] > 0, "no traffic"
-print(f"stats_p50_us={statistics.median(took):.0f} stats_p99_us={took[int(n * 0.99)]:.0f}")
-PY
+python3 "$(dirname "$0")/api_timing.py" "$D/s.sock" stats "$REQUESTS"
