@@ -29,10 +29,10 @@ pub struct SchedTimes {
 /// Looks at `pid` (a process's main thread, or any thread by its id). Needs `CONFIG_SCHED_INFO` (every distribution kernel
 /// has it); an error otherwise, or when the process is gone.
 pub fn sched_times(pid: Pid) -> io::Result<SchedTimes> {
-    let pid = pid.as_raw_nonzero();
-    let times = std::fs::read_to_string(format!("/proc/{pid}/schedstat"))?;
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    parse(&times, &stat).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad /proc line"))
+    let (mut times, mut stat) = ([0u8; 128], [0u8; 1024]);
+    let times = read_proc(pid, "schedstat", &mut times)?;
+    let stat = read_proc(pid, "stat", &mut stat)?;
+    parse(times, stat).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad /proc line"))
 }
 
 /// How long `pid` has run on a CPU, ns, and how many times it was put on
@@ -42,11 +42,45 @@ pub fn sched_times(pid: Pid) -> io::Result<SchedTimes> {
 /// process's address space): most of a look's cost, read a few times a
 /// millisecond by a worker for its NFs' accounting.
 pub fn cpu_times(pid: Pid) -> io::Result<(u64, u64)> {
-    let pid = pid.as_raw_nonzero();
-    let times = std::fs::read_to_string(format!("/proc/{pid}/schedstat"))?;
-    let (on_cpu_ns, _, timeslices) = parse_times(&times)
+    let mut buf = [0u8; 128];
+    let (on_cpu_ns, _, timeslices) = parse_times(read_proc(pid, "schedstat", &mut buf)?)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad /proc line"))?;
     Ok((on_cpu_ns, timeslices))
+}
+
+/// `/proc/PID/NAME`, read whole into `buf`, without allocating: a worker
+/// reads its NFs' times between packets. A file that fills `buf` is
+/// refused rather than cut (the files read here are a line of numbers).
+fn read_proc<'b>(pid: Pid, name: &str, buf: &'b mut [u8]) -> io::Result<&'b str> {
+    use std::io::Write;
+    let mut path = [0u8; 48];
+    let len = {
+        let mut w = &mut path[..];
+        write!(w, "/proc/{}/{name}\0", pid.as_raw_nonzero())
+            .map_err(|_| io::ErrorKind::InvalidInput)?;
+        48 - w.len()
+    };
+    let path = std::ffi::CStr::from_bytes_with_nul(&path[..len])
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let fd = rustix::fs::open(
+        path,
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?;
+    let mut n = 0;
+    loop {
+        match rustix::io::read(&fd, &mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+        if n == buf.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "/proc line too long",
+            ));
+        }
+    }
+    std::str::from_utf8(&buf[..n]).map_err(|_| io::Error::from(io::ErrorKind::InvalidData))
 }
 
 /// Parses "on_cpu_ns runnable_ns timeslices".
@@ -86,6 +120,21 @@ mod tests {
         let (b, _) = cpu_times(me).unwrap();
         assert!(b > a, "{a} then {b}");
         assert!(cpu_times(Pid::from_raw(i32::MAX - 1).unwrap()).is_err());
+    }
+
+    #[test]
+    fn a_proc_file_is_read_whole_or_refused() {
+        let me = rustix::thread::gettid();
+        let mut big = [0u8; 1024];
+        let stat = read_proc(me, "stat", &mut big).unwrap();
+        assert!(
+            stat.starts_with(&format!("{} (", me.as_raw_nonzero())),
+            "{stat}"
+        );
+        assert!(stat.ends_with('\n'), "whole: {stat}");
+        let e = read_proc(me, "stat", &mut [0u8; 8]).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "cut, not refused");
+        assert!(read_proc(me, "no-such-file", &mut big).is_err());
     }
 
     #[test]
