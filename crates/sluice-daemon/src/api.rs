@@ -129,7 +129,7 @@ async fn put_spec(
 
 /// The views of every port, or only of the one named `only`.
 fn port_views(s: &Ctl, report: &RunReport, only: Option<&str>) -> Vec<PortView> {
-    s.desired_entries_of("ports", only)
+    s.desired_entries("ports", only)
         .into_iter()
         .map(|d| {
             let name = d["name"].as_str().unwrap_or_default().to_string();
@@ -230,7 +230,7 @@ fn chain_views(s: &Ctl, only: Option<&str>) -> Vec<ChainView> {
     let Some(spec) = &s.desired else {
         return Vec::new();
     };
-    s.desired_entries_of("chains", only)
+    s.desired_entries("chains", only)
         .into_iter()
         .map(|d| {
             let name = d["name"].as_str().unwrap_or_default().to_string();

@@ -195,26 +195,19 @@ impl State {
     }
 
     /// The entries of `key` (`ports`, `nfs`, `chains`) in the desired
-    /// spec, as its JSON document has them, or only the one named `only`.
-    pub fn desired_entries_of(&self, key: &str, only: Option<&str>) -> Vec<serde_json::Value> {
-        match only {
-            Some(name) => self.desired_entry(key, name).into_iter().collect(),
-            None => self.desired_entries(key),
+    /// spec, as its JSON document has them, or only the one named `only`
+    /// (written alone).
+    pub fn desired_entries(&self, key: &str, only: Option<&str>) -> Vec<serde_json::Value> {
+        if let Some(name) = only {
+            return self.desired_entry(key, name).into_iter().collect();
         }
-    }
-
-    /// The entries of `key` (`ports`, `nfs`, `chains`) in the desired
-    /// spec, as its JSON document has them.
-    pub fn desired_entries(&self, key: &str) -> Vec<serde_json::Value> {
-        self.desired
-            .as_ref()
-            .and_then(|d| {
-                d.to_json()
-                    .get(key)
-                    .and_then(serde_json::Value::as_array)
-                    .cloned()
-            })
-            .unwrap_or_default()
+        let Some(d) = &self.desired else {
+            return Vec::new();
+        };
+        match d.to_json().get_mut(key).map(serde_json::Value::take) {
+            Some(serde_json::Value::Array(entries)) => entries,
+            _ => Vec::new(),
+        }
     }
 
     /// The spec with one object removed (`kind` is `port`, `nf` or

@@ -2,9 +2,9 @@
 //! figures of its report rows (its own and its replicas', summed) and its
 //! instances.
 
-use sluice_dataplane::naming::instance_of;
 use std::collections::HashMap;
 
+use sluice_dataplane::naming::instance_of;
 use sluice_dataplane::report::{NfReport, RunReport};
 use sluice_dataplane::worker::Instance;
 
@@ -26,12 +26,14 @@ pub(crate) fn nf_views(
     for r in &report.nfs {
         rows_of.entry(instance_of(&r.name).nf).or_default().push(r);
     }
-    let mut instances_of: HashMap<&str, Vec<Instance>> = HashMap::new();
+    let mut instances_of: HashMap<&str, Vec<&Instance>> = HashMap::new();
     for i in instances {
-        let nf = instance_of(&i.nf).nf;
-        instances_of.entry(nf).or_default().push(i.clone());
+        instances_of
+            .entry(instance_of(&i.nf).nf)
+            .or_default()
+            .push(i);
     }
-    s.desired_entries_of("nfs", only)
+    s.desired_entries("nfs", only)
         .into_iter()
         .map(|d| {
             let name = d["name"].as_str().unwrap_or_default().to_string();
@@ -59,7 +61,10 @@ pub(crate) fn nf_views(
                 ),
                 domain_copies: sum(|r| r.domain_copies),
                 drops,
-                instances: instances_of.remove(name.as_str()).unwrap_or_default(),
+                instances: (instances_of.remove(name.as_str()).unwrap_or_default())
+                    .into_iter()
+                    .cloned()
+                    .collect(),
                 replicas: if rows.len() > 1 {
                     rows.iter()
                         .map(|r| ReplicaView {

@@ -58,7 +58,8 @@ fn read_proc<'b>(pid: Pid, name: &str, buf: &'b mut [u8]) -> io::Result<&'b str>
         let mut w = &mut path[..];
         write!(w, "/proc/{}/{name}\0", pid.as_raw_nonzero())
             .map_err(|_| io::ErrorKind::InvalidInput)?;
-        48 - w.len()
+        let left = w.len();
+        path.len() - left
     };
     let path = std::ffi::CStr::from_bytes_with_nul(&path[..len])
         .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
