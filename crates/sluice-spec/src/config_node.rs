@@ -40,7 +40,8 @@ pub enum ConfigValue {
     Null,
     /// `true` / `false`.
     Bool(bool),
-    /// An integer (decimal, `0x` hex or `0o` octal in YAML).
+    /// An integer (decimal, `0x` hex or `0o` octal in YAML), from
+    /// `i64::MIN` to `u64::MAX`: what JSON carries exactly.
     Int(i128),
     /// A floating-point number, including `.inf` and `.nan`.
     Float(f64),
@@ -154,8 +155,9 @@ impl ConfigNode {
         crate::yaml::parse(text, &SourceName::generated())
     }
 
-    /// Converts back to a JSON value. Locations are dropped; integers beyond
-    /// the 64-bit range and non-finite floats become JSON floats or `null`.
+    /// Converts back to a JSON value. Locations are dropped. The loader
+    /// keeps integers within 64 bits and floats finite; a node built by
+    /// hand beyond them becomes a JSON float or `null`.
     pub fn to_json(&self) -> serde_json::Value {
         use serde_json::Value;
         match &self.value {

@@ -251,7 +251,7 @@ fn scalars_follow_the_yaml_core_schema() {
       i: !!str 12
       j: !!float 3
       k: 1.5.0
-      l: 123456789012345678901234
+      l: 18446744073709551615
 ",
     );
     let cfg = &spec.nfs[1].config;
@@ -267,8 +267,8 @@ fn scalars_follow_the_yaml_core_schema() {
     assert_eq!(v("i"), ConfigValue::String("12".into()));
     assert_eq!(v("j"), ConfigValue::Float(3.0));
     assert_eq!(v("k"), ConfigValue::String("1.5.0".into()));
-    assert_eq!(v("l"), ConfigValue::Int(123_456_789_012_345_678_901_234));
-    assert_eq!(cfg.get("l").unwrap().as_u64(), None);
+    assert_eq!(v("l"), ConfigValue::Int(u64::MAX.into()));
+    assert_eq!(cfg.get("l").unwrap().as_u64(), Some(u64::MAX));
 }
 
 /// NaN and the infinities are refused where they stand: the spec travels
@@ -288,6 +288,26 @@ fn non_finite_numbers_are_refused_with_their_place() {
         assert_eq!((e.line, e.column), (8, col), "{text}: {e}");
         assert_eq!(e.field, "nfs[0].config.x", "{text}: {e}");
         assert!(e.message.contains("not a finite number"), "{text}: {e}");
+    }
+}
+
+/// So are integers JSON cannot carry exactly (beyond 64 bits): they would
+/// be written as floats and load back as other numbers.
+#[test]
+fn integers_beyond_64_bits_are_refused_with_their_place() {
+    for text in [
+        "x: 18446744073709551616",
+        "x: -9223372036854775809",
+        "x: 0x10000000000000000",
+        "x: !!int 123456789012345678901234",
+    ] {
+        let yaml = format!(
+            "ports:\n  - {{ name: gen, kind: generator }}\n  - {{ name: out, kind: sink }}\nnfs:\n  - name: acl\n    type: acl\n    config:\n      {text}\nchains:\n  - {{ name: main, from: gen, nfs: [acl], to: out }}\n"
+        );
+        let e = parse_str(&yaml, "cfg.yaml", &["acl"]).unwrap_err();
+        assert_eq!((e.line, e.column), (8, 10), "{text}: {e}");
+        assert_eq!(e.field, "nfs[0].config.x", "{text}: {e}");
+        assert!(e.message.contains("too large"), "{text}: {e}");
     }
 }
 

@@ -244,3 +244,32 @@ chains:
     assert!(v["nfs"][2].get("generation").is_none());
     round_trip(&s);
 }
+
+/// NF config numbers at the edges of what JSON carries exactly come back
+/// as the same numbers of the same kind (an integer is not a float).
+#[test]
+fn config_numbers_at_the_edges_survive_a_round_trip() {
+    let s = sluice_spec::parse_str(
+        "ports:
+  - { name: gen, kind: generator }
+  - { name: out, kind: sink }
+nfs:
+  - name: acl
+    type: acl
+    config:
+      top: 18446744073709551615
+      bottom: -9223372036854775808
+      hex: 0xffffffffffffffff
+      tiny: 5e-324
+      huge: 1.7976931348623157e308
+      whole: 1.0
+      tagged: !!float 7
+chains:
+  - { name: main, from: gen, nfs: [acl], to: out }
+",
+        "edges.yaml",
+        TYPES,
+    )
+    .unwrap();
+    round_trip(&s);
+}
