@@ -10,6 +10,7 @@ use axum::{Json, Router};
 use serde_json::Value;
 use sluice_dataplane::report::RunReport;
 use sluice_dataplane::worker::Instance;
+use sluice_dataplane::CpuRead;
 use utoipa::OpenApi;
 
 use crate::control::State as Ctl;
@@ -151,7 +152,7 @@ fn port_views(s: &Ctl, report: &RunReport, only: Option<&str>) -> Vec<PortView> 
     responses((status = 200, description = "Ports", body = [PortView])))]
 async fn list_ports(State(app): State<AppState>) -> Result<Json<Vec<PortView>>, ApiError> {
     app.control
-        .call(|s| port_views(s, &s.rt.report(), None))
+        .call(|s| port_views(s, &s.rt.report_reading(CpuRead::None), None))
         .await
         .map(Json)
 }
@@ -166,7 +167,7 @@ async fn get_port(
 ) -> Result<Json<PortView>, ApiError> {
     app.control
         .call(move |s| {
-            port_views(s, &s.rt.report(), Some(&name))
+            port_views(s, &s.rt.report_reading(CpuRead::None), Some(&name))
                 .pop()
                 .ok_or_else(|| ApiError::not_found(format!("no port named {name}")))
         })
@@ -190,7 +191,8 @@ async fn list_nfs(State(app): State<AppState>) -> Result<Json<Vec<NfView>>, ApiE
 async fn get_nf(State(app): State<AppState>, Name(name): Name) -> Result<Json<NfView>, ApiError> {
     app.control
         .call(move |s| {
-            nf_views(s, &s.rt.report(), &s.rt.instances(), Some(&name))
+            let report = s.rt.report_reading(CpuRead::Nf(&name));
+            nf_views(s, &report, &s.rt.instances(), Some(&name))
                 .pop()
                 .ok_or_else(|| ApiError::not_found(format!("no NF named {name}")))
         })

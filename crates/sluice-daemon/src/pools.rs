@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use sluice_dataplane::naming::instance_of;
 use sluice_dataplane::report::RunReport;
+use sluice_dataplane::CpuRead;
 
 use crate::control::State as Ctl;
 
@@ -69,7 +70,8 @@ impl Ctl {
             return;
         }
         self.sizer.last = Some(now);
-        let report = self.rt.report();
+        // Pool sizing reads flows and drops, not the NFs' CPU time.
+        let report = self.rt.report_reading(CpuRead::None);
         let refused_now = report.drops.get("nf_pool_exhausted").copied().unwrap_or(0);
         let refused = refused_now > self.sizer.refused;
         self.sizer.refused = refused_now;

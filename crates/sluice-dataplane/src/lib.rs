@@ -45,6 +45,7 @@ pub mod wakeup;
 pub mod worker;
 
 pub use report::RunReport;
+pub use report_merge::CpuRead;
 pub use run::{run, RunOptions};
 pub use runtime::{
     offer_port, port_can_move, withdraw_port, Applied, Capture, PlatformSettings, PortsPaused,

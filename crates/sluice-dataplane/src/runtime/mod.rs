@@ -43,7 +43,7 @@ use crate::plan::Plan;
 use crate::polling::LoopConfig;
 use crate::ports::PortRt;
 use crate::report::{RunReport, SlotReport};
-use crate::report_merge::ShardResult;
+use crate::report_merge::{CpuRead, ShardResult};
 use crate::sched::SchedPolicy;
 use crate::worker::mailbox::{Committed, Reply};
 use crate::worker::tap::{Captured, TapFilter, TapPoint, TapSpec};
@@ -300,7 +300,7 @@ impl Runtime {
         self.arena.worker_wake(w as u32).wake();
     }
 
-    fn collect(&self, stop: bool) -> Vec<ShardResult> {
+    fn collect(&self, stop: bool, cpu: CpuRead<'_>) -> Vec<ShardResult> {
         let mut rxs = Vec::new();
         for w in 0..self.workers.len() {
             let (tx, rx) = sync_channel(1);
@@ -322,7 +322,7 @@ impl Runtime {
         rxs.into_iter()
             .filter_map(|rx| rx.recv_timeout(wait).ok())
             .map(|mut part: ShardResult| {
-                part.read_cpu();
+                part.read_cpu(cpu);
                 part
             })
             .collect()
@@ -333,7 +333,13 @@ impl Runtime {
     /// that moment and `leaked_buffers` is 0 (only a stopped platform can
     /// have leaked).
     pub fn report(&self) -> RunReport {
-        let parts = self.collect(false);
+        self.report_reading(CpuRead::All)
+    }
+
+    /// [`Runtime::report`], reading from the kernel the CPU time of only
+    /// the NFs `cpu` names (the others' as the worker last read it).
+    pub fn report_reading(&self, cpu: CpuRead<'_>) -> RunReport {
+        let parts = self.collect(false, cpu);
         let mut r = self.merge(parts);
         r.leaked_buffers = 0;
         r.nf_slots = self.slot_report();
@@ -474,7 +480,7 @@ impl Runtime {
     /// Drains, stops every NF and worker, audits the buffers and returns
     /// the final report.
     pub fn stop(mut self) -> RunReport {
-        let parts = self.collect(true);
+        let parts = self.collect(true, CpuRead::All);
         self.stop_workers();
         self.merge(parts)
     }
