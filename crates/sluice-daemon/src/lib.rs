@@ -70,6 +70,10 @@ pub fn run(cfg: DaemonConfig, registry: &'static [NfType]) -> Result<(), String>
         cfg.token.as_deref(),
         &cfg.tenant_tokens,
     )?;
+    // A daemon of many process NFs keeps a descriptor per NF (its CPU
+    // time's /proc file, `sluice_sys::CpuTimesFile`) beside its sockets:
+    // the soft limit (often 1,024) would be reached long before the hard.
+    sluice_sys::raise_nofile_limit();
     let dir = state::StateDir::open(&cfg.state_dir).map_err(|e| {
         format!(
             "cannot use the state directory {}: {e}",

@@ -5,12 +5,19 @@
 //! of its process's time on a CPU (`/proc/PID/schedstat`) includes its
 //! ring I/O; the platform reads it, so an NF cannot misreport it. The
 //! count ends with the process, so the worker reads it periodically and
-//! keeps what earlier instances of the NF used.
+//! keeps what earlier instances of the NF used. It keeps the current
+//! instance's file open ([`sluice_sys::CpuTimesFile`]): a read is then a
+//! `pread`, not a path walk and an open.
+
+use std::sync::Arc;
+
+use sluice_sys::CpuTimesFile;
 
 /// The CPU time of one NF's instances, and how often the kernel put them
 /// on a CPU (their context switches: what sleeping, waking and yielding
-/// cost, seed 001 §4.3).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// cost, seed 001 §4.3). A clone shares the open file (the worker hands
+/// one to whoever asks for a report, who reads it on its own thread).
+#[derive(Debug, Clone, Default)]
 pub struct CpuClock {
     /// CPU time and switches of instances before the current one.
     done_ns: u64,
@@ -19,6 +26,10 @@ pub struct CpuClock {
     pid: i32,
     last_ns: u64,
     last_switches: u64,
+    /// The process whose file `file` is (tried once per process: `None`
+    /// when it could not be kept, and then it is read by path).
+    file_pid: i32,
+    file: Option<Arc<CpuTimesFile>>,
 }
 
 impl CpuClock {
@@ -43,7 +54,15 @@ impl CpuClock {
         let Some(p) = sluice_sys::Pid::from_raw(pid) else {
             return;
         };
-        if let Ok((on_cpu_ns, switches)) = sluice_sys::cpu_times(p) {
+        if pid != self.file_pid {
+            self.file_pid = pid;
+            self.file = CpuTimesFile::open(p).ok().flatten().map(Arc::new);
+        }
+        let read = match &self.file {
+            Some(f) => f.read(),
+            None => sluice_sys::cpu_times(p),
+        };
+        if let Ok((on_cpu_ns, switches)) = read {
             self.observe(pid, on_cpu_ns, switches);
         }
     }
@@ -94,5 +113,26 @@ mod tests {
         c.sample(tid);
         assert!(c.total_ns() >= 5_000_000, "{}", c.total_ns());
         assert!(c.switches() >= 1, "it was put on a CPU to run");
+    }
+
+    #[test]
+    fn keeps_one_file_per_process_and_a_clone_reads_it_too() {
+        let tid = sluice_sys::gettid().as_raw_nonzero().get();
+        let mut c = CpuClock::default();
+        c.sample(tid);
+        let file = c.file.clone().expect("kept");
+        c.sample(tid);
+        assert!(Arc::ptr_eq(&file, c.file.as_ref().unwrap()), "opened once");
+        let mut asker = c.clone();
+        let before = asker.total_ns();
+        let t0 = sluice_sys::thread_cpu_ns();
+        while sluice_sys::thread_cpu_ns() - t0 < 5_000_000 {
+            std::hint::black_box(0);
+        }
+        asker.sample(tid);
+        assert!(Arc::ptr_eq(&file, asker.file.as_ref().unwrap()), "shared");
+        assert!(asker.total_ns() >= before + 5_000_000);
+        c.sample(0);
+        assert!(c.file.is_some(), "no pid: nothing changes");
     }
 }

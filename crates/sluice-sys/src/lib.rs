@@ -285,7 +285,7 @@ pub fn set_own_nice(nice: i32) -> io::Result<()> {
 }
 
 pub use sched_class::{rr_timeslice_ms, sched_class, set_sched_class, SchedClass};
-pub use schedstat::{cpu_times, sched_times, SchedTimes};
+pub use schedstat::{cpu_times, sched_times, CpuTimesFile, SchedTimes};
 
 /// CPUs this process may run on, ascending.
 pub fn allowed_cpus() -> Vec<usize> {

@@ -121,7 +121,7 @@ impl<'a> Worker<'a> {
         let listed = self.plan.nf_order.iter();
         let cpu = (listed.filter_map(|&i| self.nfs.get(i as usize)?.as_ref()))
             .enumerate()
-            .filter_map(|(k, nf)| Some((k, nf.cpu, nf.process_ref()?.pid)))
+            .filter_map(|(k, nf)| Some((k, nf.cpu.clone(), nf.process_ref()?.pid)))
             .collect();
         ShardResult {
             report: super::report::run_report(self),
