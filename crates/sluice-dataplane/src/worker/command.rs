@@ -18,22 +18,15 @@
 //!    retired route finish on it: routes stay in the plan after their
 //!    chain moves on.
 //!
-//! Removed inline NFs are stopped at once (their `stop` hook emits what
-//! they hold, steered on their old routes); removed process NFs are asked
-//! to stop and their slots are freed when they have exited.
+//! How what a change removes is taken out of service is in `retire.rs`.
 
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
-use sluice_mem::control::state;
-use sluice_nf::runtime::run_stop;
-use sluice_nf::DropReason;
-
 use super::mailbox::{
-    Change, Command, Committed, Instance, NewExec, NewNf, Reconfigure, Reply, QUIESCE_TIMEOUT_NS,
+    Change, Command, Committed, NewExec, NewNf, Reconfigure, Reply, QUIESCE_TIMEOUT_NS,
 };
 use super::Worker;
-use crate::nf_loop::STOP_CALLS_MAX;
 use crate::nf_rt::{Exec, NfRt, Phase, ProcessNf};
 use crate::ports::PortRt;
 use crate::report_merge::ShardResult;
@@ -436,158 +429,5 @@ impl<'a> Worker<'a> {
         self.drop_waiting(None);
         self.mail.inputs_done.store(false, Ordering::Relaxed);
         reconfigure
-    }
-
-    /// Takes an NF out of service: inline NFs release what they hold now
-    /// (steered on their old routes); process NFs are asked to stop.
-    fn remove_nf(&mut self, mut nf: NfRt<'a>, now: u64) {
-        if let Exec::Inline(_) = nf.exec {
-            // Put it back briefly so its emitted packets are steered as
-            // its own (routing reads the NF's id from its table slot).
-            let id = nf.id as usize;
-            let displaced = self.nfs[id].replace(nf);
-            for _ in 0..STOP_CALLS_MAX {
-                let emitted = self.with_inline_io(id as u16, now, run_stop);
-                self.dispatch(now);
-                if emitted < sluice_mem::MAX_BATCH {
-                    break;
-                }
-            }
-            let nf = std::mem::replace(&mut self.nfs[id], displaced).expect("put back above");
-            self.fold_away(&nf);
-            self.logbook.forget(&nf.name);
-            self.mail.free_slot(nf.slot);
-            return;
-        }
-        self.retire(&mut nf);
-        self.cmd.retiring.push(nf);
-    }
-
-    /// Asks a process NF to stop (it exits, then `reap_retiring` frees it).
-    fn retire(&mut self, nf: &mut NfRt<'a>) {
-        let control = nf.control;
-        if let Some(p) = nf.process() {
-            match p.phase {
-                Phase::Starting | Phase::Running => {
-                    control.stop.store(1, Ordering::Release);
-                    p.phase = Phase::Stopping;
-                    p.link.wake();
-                }
-                Phase::Stopping => {}
-                _ => p.phase = Phase::Stopped,
-            }
-        }
-    }
-
-    /// Takes back what a retiring NF hands back after its drain timed out:
-    /// its packets are counted as `nf_removed` (their routes may be gone).
-    fn salvage_retiring(&mut self, k: usize) {
-        let pool = self.pool;
-        let mut b = self.take_batch();
-        let arena = self.arena;
-        if let Some(p) = self.cmd.retiring[k].process() {
-            let _ = p.link.recv(pool, &mut b, sluice_mem::MAX_BATCH);
-            let mut events = Vec::new();
-            p.link.take_events(&mut events);
-            let _ = p.link.take_blob_answers(arena, &mut self.cache);
-        }
-        self.drops.add(DropReason::NF_REMOVED, b.len() as u64);
-        b.drain(|h| self.cache.free(h));
-        self.put_batch(b);
-    }
-
-    /// Frees retiring NFs that have exited (or that never started).
-    pub(super) fn reap_retiring(&mut self) {
-        let mut k = 0;
-        while k < self.cmd.retiring.len() {
-            let nf = &mut self.cmd.retiring[k];
-            let done = nf.process_ref().is_none_or(|p| {
-                matches!(p.phase, Phase::Stopped | Phase::Failed | Phase::Down { .. })
-            });
-            if !done {
-                // Keep draining what it hands back while it stops.
-                if nf.process_ref().is_some_and(|p| p.link.in_flight() > 0) {
-                    self.salvage_retiring(k);
-                }
-                k += 1;
-                continue;
-            }
-            let mut nf = self.cmd.retiring.swap_remove(k);
-            if let Some(p) = nf.process() {
-                let lost = p.link.reclaim(&mut self.cache).packets as u64;
-                self.drops.add(DropReason::NF_REMOVED, lost);
-            }
-            nf.retire_instance();
-            nf.control.state.store(state::EMPTY, Ordering::Relaxed);
-            self.fold_away(&nf);
-            if let (Some(h), true) = (&mut self.host, nf.process_ref().is_some()) {
-                h.release(nf.slot);
-            }
-            self.mail.free_slot(nf.slot);
-        }
-    }
-
-    /// The NF instances this worker runs, in spec order.
-    fn instances(&self) -> Vec<Instance> {
-        let plan = &self.plan;
-        plan.nf_order
-            .iter()
-            .filter_map(|&i| self.nfs.get(i as usize)?.as_ref())
-            .map(|nf| {
-                let (pid, cpu, state, queued) = match nf.process_ref() {
-                    Some(p) => (
-                        p.pid,
-                        Some(p.spawn.cpu),
-                        match p.phase {
-                            Phase::Starting => "starting",
-                            Phase::Running => "running",
-                            Phase::Down { .. } => "down",
-                            Phase::Stopping => "stopping",
-                            Phase::Stopped => "stopped",
-                            Phase::Failed => "failed",
-                        },
-                        p.link.queued(),
-                    ),
-                    None => (0, None, "running", 0),
-                };
-                Instance {
-                    nf: nf.name.clone(),
-                    nf_type: nf.type_name.to_string(),
-                    isolation: nf.isolation.name().to_string(),
-                    worker: self.cfg.index,
-                    slot: nf.slot,
-                    pid,
-                    cpu,
-                    state: state.to_string(),
-                    restarts: nf.restarts,
-                    packets: nf.packets(),
-                    cpu_ns: nf.busy_ns(),
-                    queued,
-                }
-            })
-            .collect()
-    }
-
-    /// Adds a removed NF's counters to the totals of things gone.
-    fn fold_away(&mut self, nf: &NfRt<'a>) {
-        for (name, &n) in nf.drop_names.iter().zip(&nf.local_drops) {
-            if n > 0 {
-                *self
-                    .gone
-                    .nf_drops
-                    .entry(format!("{}:{name}", nf.name))
-                    .or_default() += n;
-            }
-        }
-        self.gone.originated += nf.originated;
-        self.gone.invalid_handles += nf.invalid_handles;
-    }
-
-    fn remove_port(&mut self, mut p: PortRt) {
-        p.release_held(&mut self.cache);
-        if let Err(e) = p.flush() {
-            tracing::warn!("port {}: {e}", p.name);
-        }
-        self.gone.ports += &p.report_stats();
     }
 }

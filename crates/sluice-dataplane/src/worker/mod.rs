@@ -71,6 +71,7 @@ mod police;
 mod reconfig;
 mod replica;
 mod report;
+mod retire;
 mod state_io;
 mod steering;
 mod supervise;

@@ -13,7 +13,9 @@ use crate::report::{
     PortReport, RunReport,
 };
 
+use super::mailbox::Instance;
 use super::Worker;
+use crate::nf_rt::Phase;
 
 /// Latency per chain: the histograms of its routes (current and retired)
 /// added up.
@@ -178,5 +180,48 @@ pub(crate) fn run_report(w: &Worker<'_>) -> RunReport {
             Backing::NormalPages => "normal pages".to_string(),
             Backing::NormalPagesFallback(_) => "normal pages (huge pages unavailable)".to_string(),
         },
+    }
+}
+
+impl Worker<'_> {
+    /// The NF instances this worker runs, in spec order.
+    pub(super) fn instances(&self) -> Vec<Instance> {
+        let plan = &self.plan;
+        plan.nf_order
+            .iter()
+            .filter_map(|&i| self.nfs.get(i as usize)?.as_ref())
+            .map(|nf| {
+                let (pid, cpu, state, queued) = match nf.process_ref() {
+                    Some(p) => (
+                        p.pid,
+                        Some(p.spawn.cpu),
+                        match p.phase {
+                            Phase::Starting => "starting",
+                            Phase::Running => "running",
+                            Phase::Down { .. } => "down",
+                            Phase::Stopping => "stopping",
+                            Phase::Stopped => "stopped",
+                            Phase::Failed => "failed",
+                        },
+                        p.link.queued(),
+                    ),
+                    None => (0, None, "running", 0),
+                };
+                Instance {
+                    nf: nf.name.clone(),
+                    nf_type: nf.type_name.to_string(),
+                    isolation: nf.isolation.name().to_string(),
+                    worker: self.cfg.index,
+                    slot: nf.slot,
+                    pid,
+                    cpu,
+                    state: state.to_string(),
+                    restarts: nf.restarts,
+                    packets: nf.packets(),
+                    cpu_ns: nf.busy_ns(),
+                    queued,
+                }
+            })
+            .collect()
     }
 }
