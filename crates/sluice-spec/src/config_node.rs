@@ -149,12 +149,6 @@ impl ConfigNode {
         from_json_at(value, String::new(), &SourceName::generated())
     }
 
-    /// Reads a YAML document (the spec's own YAML reader: YAML 1.2 core
-    /// schema, located errors), e.g. a config kept in its own file.
-    pub fn from_yaml_str(text: &str) -> Result<ConfigNode, SpecError> {
-        crate::yaml::parse(text, &SourceName::generated())
-    }
-
     /// Converts back to a JSON value. Locations are dropped. The loader
     /// keeps integers within 64 bits and floats finite; a node built by
     /// hand beyond them becomes a JSON float or `null`.

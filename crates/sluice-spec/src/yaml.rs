@@ -25,6 +25,16 @@ pub(crate) const MAX_NODES: usize = 1_000_000;
 
 const COMPLEX_KEY: &str = "mapping keys must be plain scalars (strings), not sequences or mappings";
 
+impl ConfigNode {
+    /// Reads a YAML document (the spec's own YAML reader: YAML 1.2 core
+    /// schema, located errors), e.g. a config kept in its own file. Here,
+    /// not with the node's other methods, so that the node does not
+    /// depend on its reader (which builds nodes).
+    pub fn from_yaml_str(text: &str) -> Result<ConfigNode, SpecError> {
+        parse(text, &SourceName::generated())
+    }
+}
+
 /// Parses `text` (one YAML document) into a located tree whose root has the
 /// empty path. An empty document gives a null root.
 pub(crate) fn parse(text: &str, source: &SourceName) -> Result<ConfigNode, SpecError> {

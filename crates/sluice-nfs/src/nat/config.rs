@@ -6,8 +6,9 @@ use serde::Deserialize;
 use sluice_nf::BuildContext;
 use sluice_spec::{IpNet, PortRange, SpecError};
 
+use super::endpoint::Endpoint;
 use super::pool::{Pool, MAX_ADDRS};
-use super::table::{Behaviour, Endpoint, Tables, Timeouts};
+use super::table::{Behaviour, Tables, Timeouts};
 use super::translate::{Inside, Nat};
 
 /// Largest session capacity accepted (≈ 200 MiB of tables).

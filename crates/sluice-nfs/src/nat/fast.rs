@@ -17,15 +17,8 @@
 //! session again when it had to look it up).
 
 use super::rewrite::apply;
-use super::table::Session;
+use super::table::{Session, FAST_IN, FAST_OUT};
 use super::translate::{Action, Nat};
-
-/// Session flag: its outbound tuple (internal → remote) is plain outbound
-/// traffic.
-pub(crate) const FAST_OUT: u8 = 1;
-/// Session flag: its inbound tuple (remote → external) is plain inbound
-/// traffic.
-pub(crate) const FAST_IN: u8 = 2;
 
 /// Untagged Ethernet, IPv4 without options, and the UDP header (or the
 /// first 8 bytes of TCP).

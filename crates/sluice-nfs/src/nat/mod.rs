@@ -40,6 +40,7 @@
 //! Reference: `docs/nfs/nat.md`.
 
 mod config;
+mod endpoint;
 mod expiry;
 mod fast;
 mod index;
@@ -51,7 +52,8 @@ mod state_tests;
 mod table;
 mod translate;
 
-pub use table::{Behaviour, Endpoint, TableStats, Timeouts};
+pub use endpoint::Endpoint;
+pub use table::{Behaviour, TableStats, Timeouts};
 pub use translate::{Action, Nat, NatDrop, NatStats, SWEEP_PER_BATCH};
 
 use sluice_nf::{

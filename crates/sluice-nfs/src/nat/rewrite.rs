@@ -6,7 +6,7 @@
 
 use sluice_packet::checksum::{fold, update_bytes, update_u16, update_u32};
 
-use super::table::Endpoint;
+use super::endpoint::Endpoint;
 
 /// Big-endian u16 at `o` (0 when out of range).
 #[inline(always)]

@@ -15,6 +15,7 @@
 //! address-dependent filtering, a reference count per (mapping, remote
 //! address).
 
+use super::endpoint::Endpoint;
 use super::index::{hash, Index};
 use super::pool::{class_of, Pool};
 use super::rewrite::delta;
@@ -27,29 +28,12 @@ pub(super) use records::{MappingRec, SessionRec};
 
 /// No slot.
 pub(crate) const NONE: u32 = u32::MAX;
-
-/// An IPv4 transport endpoint (for ICMP queries, the port is the query id
-/// on the inside/external side and 0 on the remote side).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
-pub struct Endpoint {
-    /// IPv4 address (host order).
-    pub addr: u32,
-    /// Port or ICMP query id.
-    pub port: u16,
-}
-
-impl Endpoint {
-    /// `addr:port`.
-    pub const fn new(addr: u32, port: u16) -> Endpoint {
-        Endpoint { addr, port }
-    }
-}
-
-impl std::fmt::Display for Endpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}", std::net::Ipv4Addr::from(self.addr), self.port)
-    }
-}
+/// Session flag: its outbound tuple (internal → remote) is plain outbound
+/// traffic, which `fast.rs` may translate without the full path.
+pub(crate) const FAST_OUT: u8 = 1;
+/// Session flag: its inbound tuple (remote → external) is plain inbound
+/// traffic.
+pub(crate) const FAST_IN: u8 = 2;
 
 /// Mapping or filtering behaviour (RFC 4787 §4.1, §5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
@@ -169,7 +153,7 @@ pub(crate) struct Session {
     pub proto: u8,
     pub tcp: u8,
     pub live: bool,
-    /// `fast::FAST_OUT` / `FAST_IN`: the full path translated this
+    /// [`FAST_OUT`] / [`FAST_IN`]: the full path translated this
     /// session's outbound (inbound) tuple as plain outbound (inbound)
     /// traffic, so the fast path may too. Cleared when the slot is reused.
     pub fast: u8,

@@ -3,10 +3,10 @@
 
 use sluice_packet::{parse, ParseError};
 
-use super::fast::{FAST_IN, FAST_OUT};
+use super::endpoint::Endpoint;
 use super::pool::Pool;
 use super::rewrite::{rd16, rd32, rewrite, rewrite_addr, rewrite_quoted, Quoted, Side};
-use super::table::{Endpoint, Refused, TableStats, Tables, NONE};
+use super::table::{Refused, TableStats, Tables, FAST_IN, FAST_OUT, NONE};
 
 /// NF-local drop reasons, by index into the type's `drop_reasons`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use super::icmp_error::{self, TokenBucket};
 use super::iface::{is_link_local, Iface};
 use super::neighbour::{v4_key, Neighbours};
 use super::table::RouteTable;
-use super::{arp_nd, drop_reason as dr};
+use super::{drop_reason as dr, nd_wire};
 
 /// Most neighbour requests queued by one call (one per unresolved
 /// neighbour; the NF reserves this many buffers).
@@ -659,9 +659,9 @@ impl Router {
         let out = self.ifaces.get(iface as usize)?;
         let v4 = key >> 32 == 0xffff;
         let n = if v4 {
-            arp_nd::write_arp_request(buf, out.mac, out.v4_addr()?, key as u32)?
+            nd_wire::write_arp_request(buf, out.mac, out.v4_addr()?, key as u32)?
         } else {
-            arp_nd::write_ns(buf, out.mac, out.v6_source_for(key)?, key)?
+            nd_wire::write_ns(buf, out.mac, out.v6_source_for(key)?, key)?
         };
         Some((out.port, n, v4))
     }

@@ -47,6 +47,7 @@ pub mod icmp_error;
 pub mod iface;
 pub mod lpm_v4;
 pub mod lpm_v6;
+pub mod nd_wire;
 pub mod neighbour;
 pub mod routes_file;
 pub mod table;
