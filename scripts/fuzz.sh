@@ -13,7 +13,9 @@
 # with RUSTC_BOOTSTRAP=1 (cargo-fuzz passes nightly-only flags such as
 # -Zsanitizer=address). Without cargo-fuzz it says so and skips. The
 # corpus grows in fuzz/corpus/<target> (not committed); a failing input
-# goes to fuzz/artifacts/<target>/ and the script exits non-zero.
+# goes to fuzz/artifacts/<target>/ and the script exits non-zero. Once
+# fixed, copy it into fuzz/regressions/<target>/ (committed; replayed on
+# every run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -64,6 +66,9 @@ for t in "${targets[@]}"; do
   log=$(mktemp "${TMPDIR:-/tmp}/sluice-fuzz-$t.XXXXXX")
   dirs=("$corpus")
   [ -d "$seeds/$t" ] && dirs+=("$seeds/$t")
+  # Inputs that once failed (committed): replayed first on every run, so a
+  # bug fixed stays fixed whatever the random search explores this time.
+  [ -d "fuzz/regressions/$t" ] && dirs+=("fuzz/regressions/$t")
   set +e
   # -timeout: an input that takes 10 s is a hang; -rss_limit_mb: libFuzzer's
   # default 2 GiB, stated.
