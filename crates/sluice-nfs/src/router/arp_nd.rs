@@ -9,7 +9,9 @@ use sluice_nf::{PortId, Verdict};
 
 use super::drop_reason as dr;
 use super::forward::{Outcome, Router, Stats};
-use super::nd_wire::{be16, nd_checksum, nd_lla, solicited_node, u128_at, ND_NA, ND_NS};
+use super::nd_wire::{
+    be16, nd_checksum, nd_lla, solicited_node, u128_at, NdMessage, ND_LEN, ND_NA, ND_NS,
+};
 use super::neighbour::{v4_key, Learned};
 
 impl Router {
@@ -143,7 +145,7 @@ impl Router {
         solicited: bool,
     ) -> Option<usize> {
         let mac = self.ifaces[iface].mac;
-        let end = l3 + 72;
+        let end = l3 + ND_LEN;
         if buf.len() < end {
             return None;
         }
@@ -154,25 +156,17 @@ impl Router {
         };
         buf[0..6].copy_from_slice(&eth_dst);
         buf[6..12].copy_from_slice(&mac);
-        let f = &mut buf[l3..end];
-        f[0..4].copy_from_slice(&[0x60, 0, 0, 0]);
-        f[4..6].copy_from_slice(&32u16.to_be_bytes());
-        f[6] = 58;
-        f[7] = 255;
-        f[8..24].copy_from_slice(&target.to_be_bytes());
-        f[24..40].copy_from_slice(&dst.to_be_bytes());
-        let icmp = &mut f[40..72];
-        icmp[0] = ND_NA;
-        icmp[1..4].copy_from_slice(&[0; 3]);
-        // Router, Solicited (when answering a unicast-sourced NS), Override.
-        icmp[4] = 0x80 | if solicited { 0x40 } else { 0 } | 0x20;
-        icmp[5..8].copy_from_slice(&[0; 3]);
-        icmp[8..24].copy_from_slice(&target.to_be_bytes());
-        icmp[24] = 2;
-        icmp[25] = 1;
-        icmp[26..32].copy_from_slice(&mac);
-        let c = nd_checksum(target, dst, icmp);
-        icmp[2..4].copy_from_slice(&c.to_be_bytes());
+        let na = NdMessage {
+            kind: ND_NA,
+            // Router, Solicited (when answering a unicast-sourced NS), Override.
+            flags: 0x80 | if solicited { 0x40 } else { 0 } | 0x20,
+            src: target,
+            dst,
+            target,
+            option: 2,
+            mac,
+        };
+        na.write(&mut buf[l3..end])?;
         Some(end)
     }
 }

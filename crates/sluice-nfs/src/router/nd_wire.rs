@@ -74,32 +74,70 @@ pub fn write_arp_request(buf: &mut [u8], mac: [u8; 6], sip: u32, tip: u32) -> Op
     Some(42)
 }
 
+/// An IPv6 Neighbor Solicitation or Advertisement with one link-layer
+/// address option: all the router writes (RFC 4861 §4.3, §4.4).
+pub(super) struct NdMessage {
+    /// [`ND_NS`] or [`ND_NA`].
+    pub kind: u8,
+    /// The NA's R, S and O bits (0 for an NS).
+    pub flags: u8,
+    pub src: u128,
+    pub dst: u128,
+    pub target: u128,
+    /// 1: source link-layer address, 2: target link-layer address.
+    pub option: u8,
+    pub mac: [u8; 6],
+}
+
+/// An ND message's length from its IPv6 header: 40 + 32 bytes.
+pub(super) const ND_LEN: usize = 72;
+
+impl NdMessage {
+    /// Writes the IPv6 header and the message, checksum included, into
+    /// `ip` (at least [`ND_LEN`] bytes).
+    pub(super) fn write(&self, ip: &mut [u8]) -> Option<()> {
+        let f = ip.get_mut(..ND_LEN)?;
+        f[0..4].copy_from_slice(&[0x60, 0, 0, 0]);
+        f[4..6].copy_from_slice(&32u16.to_be_bytes());
+        f[6] = 58;
+        f[7] = 255;
+        f[8..24].copy_from_slice(&self.src.to_be_bytes());
+        f[24..40].copy_from_slice(&self.dst.to_be_bytes());
+        let icmp = &mut f[40..ND_LEN];
+        icmp[0] = self.kind;
+        icmp[1..8].copy_from_slice(&[0; 7]);
+        icmp[4] = self.flags;
+        icmp[8..24].copy_from_slice(&self.target.to_be_bytes());
+        icmp[24] = self.option;
+        icmp[25] = 1;
+        icmp[26..32].copy_from_slice(&self.mac);
+        let c = nd_checksum(self.src, self.dst, icmp);
+        icmp[2..4].copy_from_slice(&c.to_be_bytes());
+        Some(())
+    }
+}
+
 /// Writes a Neighbor Solicitation from `mac`/`src` for `target` at the
 /// start of `buf` (to the solicited-node group, with a source link-layer
 /// address option, 86 bytes). Returns the length.
 pub fn write_ns(buf: &mut [u8], mac: [u8; 6], src: u128, target: u128) -> Option<usize> {
-    let f = buf.get_mut(..86)?;
+    let f = buf.get_mut(..14 + ND_LEN)?;
     let dst = solicited_node(target);
     let d = dst.to_be_bytes();
     f[0..6].copy_from_slice(&[0x33, 0x33, d[12], d[13], d[14], d[15]]);
     f[6..12].copy_from_slice(&mac);
     f[12..14].copy_from_slice(&[0x86, 0xdd]);
-    f[14..18].copy_from_slice(&[0x60, 0, 0, 0]);
-    f[18..20].copy_from_slice(&32u16.to_be_bytes());
-    f[20] = 58;
-    f[21] = 255;
-    f[22..38].copy_from_slice(&src.to_be_bytes());
-    f[38..54].copy_from_slice(&d);
-    let icmp = &mut f[54..86];
-    icmp[0] = ND_NS;
-    icmp[1..8].copy_from_slice(&[0; 7]);
-    icmp[8..24].copy_from_slice(&target.to_be_bytes());
-    icmp[24] = 1;
-    icmp[25] = 1;
-    icmp[26..32].copy_from_slice(&mac);
-    let c = nd_checksum(src, dst, icmp);
-    icmp[2..4].copy_from_slice(&c.to_be_bytes());
-    Some(86)
+    let ns = NdMessage {
+        kind: ND_NS,
+        flags: 0,
+        src,
+        dst,
+        target,
+        option: 1,
+        mac,
+    };
+    ns.write(&mut f[14..])?;
+    Some(14 + ND_LEN)
 }
 
 #[cfg(test)]
