@@ -169,7 +169,8 @@ pub(crate) fn run_spec(spec: &sluice_spec::Spec, duration: Seconds) -> Result<Ru
         eprintln!("sluice: {e}");
         match e {
             RunError::Spec(_) => ExitCode::from(2),
-            RunError::Setup(_) => ExitCode::from(1),
+            RunError::Setup(_) => ExitCode::from(crate::EXIT_SETUP),
+            RunError::Failed(_) => ExitCode::from(crate::EXIT_FAILED),
         }
     })
 }

@@ -66,7 +66,10 @@ pub fn run(conn: &ConnArgs, a: DaemonArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("sluice: {e}");
-            ExitCode::from(1)
+            ExitCode::from(match e {
+                sluice_daemon::DaemonError::Setup(_) => crate::EXIT_SETUP,
+                sluice_daemon::DaemonError::DataPlaneFailed(_) => crate::EXIT_FAILED,
+            })
         }
     }
 }

@@ -51,9 +51,12 @@ use cli::{BenchKind, Cli, Command};
 /// Exit code for an invalid spec or bad arguments.
 const EXIT_SPEC: u8 = 2;
 /// Exit code for a setup failure (memory, ports, NF start).
-const EXIT_SETUP: u8 = 1;
+pub(crate) const EXIT_SETUP: u8 = 1;
 /// Exit code when the run ended with leaked buffers or unaccounted packets.
 const EXIT_ACCOUNTING: u8 = 3;
+/// Exit code when the data plane failed while it ran (a worker's code
+/// panicked; `RunError::Failed`, `DaemonError::DataPlaneFailed`).
+pub(crate) const EXIT_FAILED: u8 = 4;
 
 fn main() -> ExitCode {
     // A process started as an NF template runs that and nothing else.
@@ -220,6 +223,10 @@ fn finish(result: Result<RunReport, RunError>, json: bool) -> ExitCode {
         Err(RunError::Spec(e)) => {
             eprintln!("sluice: {e}");
             ExitCode::from(EXIT_SPEC)
+        }
+        Err(e @ RunError::Failed(_)) => {
+            eprintln!("sluice: {e}");
+            ExitCode::from(EXIT_FAILED)
         }
         Err(e) => {
             eprintln!("sluice: {e}");

@@ -69,6 +69,9 @@ pub struct Sizer {
 
 type Job = Box<dyn FnOnce(&mut State) + Send>;
 
+/// Why the data plane failed, once it has (`None` until then).
+pub type Failed = tokio::sync::watch::Receiver<Option<String>>;
+
 /// How often the control thread looks whether a rollout's old version
 /// can retire when no request comes.
 const ROLLOUT_TICK: std::time::Duration = std::time::Duration::from_millis(100);
@@ -81,13 +84,16 @@ pub struct Control {
 
 impl Control {
     /// Starts the control thread with a fresh data plane, and re-applies
-    /// the persisted desired state if there is one.
+    /// the persisted desired state if there is one. The watch it returns
+    /// turns to the reason if the data plane fails (a worker's code
+    /// panicked: `Runtime::failure`), seen within a tick.
     pub fn start(
         platform: PlatformSettings,
         registry: &'static [NfType],
         dir: StateDir,
-    ) -> Result<(Control, std::thread::JoinHandle<()>), String> {
+    ) -> Result<(Control, std::thread::JoinHandle<()>, Failed), String> {
         let (tx, rx) = mpsc::channel::<Job>();
+        let (failed_tx, failed) = tokio::sync::watch::channel(None);
         let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), String>>(1);
         let thread = std::thread::Builder::new()
             .name("sluice-control".into())
@@ -131,6 +137,14 @@ impl Control {
                         Err(mpsc::RecvTimeoutError::Timeout) => {}
                         Err(mpsc::RecvTimeoutError::Disconnected) => break,
                     }
+                    // A failed data plane applies nothing more: the
+                    // daemon stops (and says why) rather than answer for
+                    // a platform whose packets no longer move.
+                    if failed_tx.borrow().is_none() {
+                        if let Some(why) = state.rt.failure() {
+                            let _ = failed_tx.send(Some(why));
+                        }
+                    }
                     state.tick_rollouts();
                     state.tick_pools();
                 }
@@ -158,7 +172,7 @@ impl Control {
             })
             .map_err(|e| format!("cannot start the control thread: {e}"))?;
         match ready_rx.recv() {
-            Ok(Ok(())) => Ok((Control { tx }, thread)),
+            Ok(Ok(())) => Ok((Control { tx }, thread, failed)),
             Ok(Err(e)) => Err(e),
             Err(_) => Err("the control thread stopped while starting".into()),
         }
@@ -283,6 +297,7 @@ impl From<RunError> for ApiError {
         match e {
             RunError::Spec(e) => ApiError::invalid_spec(&e),
             RunError::Setup(m) => ApiError::unprocessable("setup_failed", m),
+            e @ RunError::Failed(_) => ApiError::unavailable(e.to_string()),
         }
     }
 }

@@ -59,11 +59,45 @@ pub struct DaemonConfig {
     pub platform: PlatformSettings,
 }
 
-/// Runs a daemon until SIGINT or SIGTERM; then drains and stops the data
-/// plane. Errors are setup failures (socket, state directory, data plane).
-pub fn run(cfg: DaemonConfig, registry: &'static [NfType]) -> Result<(), String> {
+/// Why a daemon ended other than by SIGINT or SIGTERM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DaemonError {
+    /// It could not start (socket, state directory, data plane, tokens).
+    Setup(String),
+    /// Its data plane failed while it ran (a worker's code panicked; the
+    /// message says which and why). It stopped; its desired state is kept
+    /// and is applied again when it starts again.
+    DataPlaneFailed(String),
+}
+
+impl std::fmt::Display for DaemonError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DaemonError::Setup(m) => f.write_str(m),
+            DaemonError::DataPlaneFailed(why) => write!(
+                f,
+                "the data plane failed: {why}; the daemon stopped (its desired state is kept \
+                 and is applied again at its next start)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DaemonError {}
+
+impl From<String> for DaemonError {
+    fn from(m: String) -> Self {
+        DaemonError::Setup(m)
+    }
+}
+
+/// Runs a daemon until SIGINT or SIGTERM, or until its data plane fails;
+/// then drains and stops the data plane.
+pub fn run(cfg: DaemonConfig, registry: &'static [NfType]) -> Result<(), DaemonError> {
     if cfg.listen.is_some() && cfg.token.as_deref().is_none_or(str::is_empty) {
-        return Err("--listen needs --token-file: every TCP request must carry the token".into());
+        return Err(DaemonError::Setup(
+            "--listen needs --token-file: every TCP request must carry the token".into(),
+        ));
     }
     tenancy::check_tokens(
         cfg.listen.is_some(),
@@ -104,12 +138,12 @@ pub fn run(cfg: DaemonConfig, registry: &'static [NfType]) -> Result<(), String>
     // socket removes it (one refused because another daemon listens
     // there must not unlink that daemon's socket).
     let socket_file = socket::Bound(socket_path.clone());
-    let (control, thread) = control::Control::start(cfg.platform.clone(), registry, dir)?;
+    let (control, thread, failed) = control::Control::start(cfg.platform.clone(), registry, dir)?;
     let tokens = cfg.token.map(|operator| auth::Tokens {
         operator,
         tenants: cfg.tenant_tokens,
     });
-    let served = rt.block_on(serve(control, unix, cfg.listen, tokens));
+    let served = rt.block_on(serve(control, unix, cfg.listen, tokens, failed));
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
     drop(socket_file);
     // The last handle on the control thread is gone: it stops the data
@@ -123,7 +157,8 @@ async fn serve(
     unix: tokio::net::UnixListener,
     listen: Option<SocketAddr>,
     tokens: Option<auth::Tokens>,
-) -> Result<(), String> {
+    mut failed: control::Failed,
+) -> Result<(), DaemonError> {
     let state = extract::AppState { control };
     let app = |authed: Option<auth::Tokens>| {
         let router = api::routes(state.clone())
@@ -167,13 +202,23 @@ async fn serve(
                 .await
         }));
     }
-    shutdown.await;
+    let ended = tokio::select! {
+        _ = shutdown => Ok(()),
+        why = failed.wait_for(Option::is_some) => {
+            let why = match why {
+                Ok(why) => why.clone().unwrap_or_default(),
+                Err(_) => "the control thread stopped".to_string(),
+            };
+            tracing::error!("the data plane failed: {why}; stopping");
+            Err(DaemonError::DataPlaneFailed(why))
+        }
+    };
     tracing::info!("stopping: draining the data plane");
     let _ = stop_tx.send(true);
     for t in tasks {
         let _ = t.await;
     }
-    Ok(())
+    ended
 }
 
 async fn shutdown_signal() {

@@ -66,6 +66,7 @@ pub fn run(
         if opts.stop.load(Ordering::Relaxed)
             || opts.duration.is_some_and(|d| started.elapsed() >= d)
             || rt.inputs_done()
+            || rt.failure().is_some()
         {
             break;
         }
@@ -75,7 +76,14 @@ pub fn run(
         }
         std::thread::sleep(Duration::from_millis(1));
     }
-    Ok(rt.stop())
+    // A worker that failed stops the run: its part of the figures is
+    // gone, so the error is the result (with the panic's message).
+    let failure = rt.failure();
+    let report = rt.stop();
+    match failure {
+        Some(why) => Err(RunError::Failed(why)),
+        None => Ok(report),
+    }
 }
 
 /// Logs one line of live rates; returns the totals it was computed from.

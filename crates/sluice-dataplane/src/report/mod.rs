@@ -252,6 +252,11 @@ pub struct RunReport {
     /// Times an NF template process died and was started again (its NFs
     /// were restarted, and count in their `restarts`).
     pub template_restarts: u32,
+    /// Workers that stopped because their code panicked, each with the
+    /// panic's message; their packets, NFs and ports are missing from
+    /// every other figure here. Empty while the platform is whole.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub failed_workers: Vec<String>,
     /// Per-NF summaries.
     pub nfs: Vec<NfReport>,
     /// Per-port summaries.
@@ -325,6 +330,7 @@ impl RunReport {
             worker_stalls: 0,
             worker_stalled_us: 0,
             template_restarts: 0,
+            failed_workers: Vec::new(),
             nfs: Vec::new(),
             ports: Vec::new(),
             chains: Vec::new(),

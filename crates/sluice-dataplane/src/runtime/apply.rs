@@ -82,6 +82,9 @@ impl Runtime {
     }
 
     fn apply_plan(&mut self, spec: &Spec, plan: Plan, t0: u64) -> Result<Applied, RunError> {
+        if let Some(why) = self.failure() {
+            return Err(RunError::Failed(why));
+        }
         if crate::offload::large_buffers(&plan) > self.settings.large_buffers {
             return Err(RunError::Setup(
                 "a port with `offload: true` needs the platform's large buffers, and this one \
@@ -138,7 +141,15 @@ impl Runtime {
                 Ok(Err(e)) => {
                     failure.get_or_insert(e);
                 }
-                Err(_) => {
+                // The worker failed while it prepared (its mailbox
+                // dropped the command): say that, not a timeout.
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    let why = self
+                        .failure()
+                        .unwrap_or_else(|| format!("worker {w} stopped"));
+                    failure.get_or_insert(why);
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                     failure.get_or_insert(format!(
                         "worker {w}: new NFs did not start within {} ms",
                         timeout.as_millis()

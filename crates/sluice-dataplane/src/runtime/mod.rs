@@ -59,6 +59,10 @@ pub enum RunError {
     Spec(SpecError),
     /// A resource could not be set up: nothing changed.
     Setup(String),
+    /// The data plane has failed (a worker stopped: see
+    /// [`Runtime::failure`]): nothing changed, and nothing will until it
+    /// is started again.
+    Failed(String),
 }
 
 impl std::fmt::Display for RunError {
@@ -66,6 +70,7 @@ impl std::fmt::Display for RunError {
         match self {
             RunError::Spec(e) => write!(f, "{e}"),
             RunError::Setup(m) => f.write_str(m),
+            RunError::Failed(why) => write!(f, "the data plane has failed: {why}"),
         }
     }
 }
@@ -261,7 +266,7 @@ impl Runtime {
                 };
                 let mut worker = Worker::new(&arena, &pool, flows, host, thread_mail, logbook, cfg);
                 let _ = ready_tx.send(Ok(()));
-                worker.serve();
+                worker.serve_or_fail();
             })
             .map_err(|e| format!("cannot start worker {w}: {e}"))?;
         match ready_rx.recv() {
@@ -283,6 +288,25 @@ impl Runtime {
     /// The platform settings it runs with.
     pub fn settings(&self) -> &PlatformSettings {
         &self.settings
+    }
+
+    /// Why the data plane has failed, if it has: the first worker that
+    /// stopped without being asked to (its code panicked; see
+    /// `worker::failure`). A failed runtime applies nothing; whoever runs
+    /// it should stop it and say why.
+    pub fn failure(&self) -> Option<String> {
+        self.workers
+            .iter()
+            .find_map(|h| h.mail.failure())
+            .map(str::to_string)
+    }
+
+    /// Every failed worker's reason, in worker order.
+    fn failures(&self) -> Vec<String> {
+        (self.workers.iter())
+            .filter_map(|h| h.mail.failure())
+            .map(str::to_string)
+            .collect()
     }
 
     /// The running plan.
@@ -374,6 +398,9 @@ impl Runtime {
         let mut r = RunReport::merge_shards(parts, buffers, &self.arena)
             .unwrap_or_else(|| RunReport::empty(&self.arena));
         r.spec = self.source.clone();
+        // A failed worker answers nothing: its part is missing from the
+        // figures, and the report says so.
+        r.failed_workers = self.failures();
         r
     }
 

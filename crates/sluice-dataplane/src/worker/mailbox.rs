@@ -197,8 +197,17 @@ pub struct Instance {
 
 /// The control thread's way in: a queue, a flag the worker checks each
 /// pass (one relaxed load), and its wake word's worker index.
+///
+/// A worker that has failed ([`Mailbox::fail`]) reads no more mail: each
+/// command posted after it, or waiting when it failed, is dropped at once,
+/// which closes its reply channel, so whoever waits for the answer learns
+/// that none will come instead of waiting out its timeout.
 pub struct Mailbox {
     tx: Mutex<std::sync::mpsc::Sender<Command>>,
+    /// Why the worker stopped serving (set once, under `tx`'s lock, so a
+    /// post either lands before it, and is dropped by `fail`'s drain, or
+    /// sees it and is dropped by `post`).
+    failure: std::sync::OnceLock<String>,
     rx: Mutex<Receiver<Command>>,
     flag: AtomicBool,
     /// Slots of instances that have exited after removal, for the control
@@ -217,6 +226,7 @@ impl Default for Mailbox {
         Mailbox {
             tx: Mutex::new(tx),
             rx: Mutex::new(rx),
+            failure: std::sync::OnceLock::new(),
             flag: AtomicBool::new(false),
             freed: Mutex::new(Vec::new()),
             inputs_done: AtomicBool::new(false),
@@ -229,9 +239,27 @@ impl Mailbox {
     /// Posts a command (the caller then wakes the worker).
     pub fn post(&self, c: Command) {
         if let Ok(tx) = self.tx.lock() {
-            let _ = tx.send(c);
+            if self.failure.get().is_none() {
+                let _ = tx.send(c);
+            }
         }
         self.flag.store(true, Ordering::Release);
+    }
+
+    /// Records that the worker stopped serving, and why, then drops every
+    /// command waiting (their askers' reply channels close). The first
+    /// reason stays.
+    pub(crate) fn fail(&self, why: String) {
+        {
+            let _tx = self.tx.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = self.failure.set(why);
+        }
+        drop(self.take());
+    }
+
+    /// Why the worker stopped serving, if it has.
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.get().map(String::as_str)
     }
 
     /// Whether a command waits.

@@ -62,6 +62,7 @@ mod classify;
 pub mod command;
 mod derive;
 mod entry;
+mod failure;
 mod finish;
 mod ingress;
 pub mod mailbox;

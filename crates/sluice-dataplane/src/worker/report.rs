@@ -141,6 +141,7 @@ pub(crate) fn run_report(w: &Worker<'_>) -> RunReport {
         worker_stalls: w.stalls,
         worker_stalled_us: w.stalled_ns / 1000,
         template_restarts: w.host.as_ref().map_or(0, |h| h.restarts()),
+        failed_workers: Vec::new(),
         wasted_visits: w.wasted_visits(),
         wasted_share: wasted_share(w.wasted_visits(), &nfs),
         cpu_weights: w.sched.stats().weights.name().to_string(),
