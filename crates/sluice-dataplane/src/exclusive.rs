@@ -260,13 +260,13 @@ impl Exclusive {
         }
     }
 
-    /// Flows NF `nf` serves, if it is a member of a `per_flow` set (for
-    /// reports: a scan of the sets).
-    pub fn flows_of(&self, nf: u16) -> Option<u32> {
-        self.pools.iter().flatten().find_map(|p| {
-            let m = p.members.iter().position(|&x| x == nf)?;
-            Some(p.load.get(m))
-        })
+    /// Flows NF `nf` serves, if it is a member of the `per_flow` set based
+    /// at `set` (its plan's `set`; for reports: a scan of that set's
+    /// members only, as a report asks this of every NF).
+    pub fn flows_of(&self, set: Option<u16>, nf: u16) -> Option<u32> {
+        let p = self.pools.get(usize::from(set?))?.as_ref()?;
+        let m = p.members.iter().position(|&x| x == nf)?;
+        Some(p.load.get(m))
     }
 
     /// Idle members of the set based at `base` (for reports and tests).

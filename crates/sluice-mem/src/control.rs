@@ -108,6 +108,13 @@ pub struct NfControl {
     /// size. Untrusted: a lie only makes the platform send more spares,
     /// which the NF's buffer quota bounds.
     pub spares_consumed: AtomicU64,
+    /// Extended counters in use: one past the highest index the NF has
+    /// written (`Context::count_ext`, and an element graph's counters),
+    /// so a report reads that many, not all [`EXT_COUNTERS`] (8 KiB per NF,
+    /// which at 1,000 NFs was most of what a report cost its worker).
+    /// Untrusted: readers clamp it, and a lie only hides or pads the NF's
+    /// own extended counters in its own report.
+    pub ext_used: AtomicU32,
     /// How the NF is scheduled (written by the platform's scheduler).
     pub budget: CachePadded<Budget>,
     /// Extended counters, indexed by the NF (e.g. hits per rule).
@@ -127,6 +134,23 @@ impl Default for ExtCounters {
 }
 
 impl NfControl {
+    /// Records that extended counter `index` is in use (see `ext_used`):
+    /// a load on the counting path, a write only when the mark moves.
+    #[inline]
+    pub fn mark_ext_used(&self, index: usize) {
+        let used = index.saturating_add(1).min(EXT_COUNTERS) as u32;
+        if self.ext_used.load(Ordering::Relaxed) < used {
+            self.ext_used.fetch_max(used, Ordering::Relaxed);
+        }
+    }
+
+    /// The extended counters in use, as far as `ext_used` says (clamped to
+    /// the array: the NF may have written anything there).
+    pub fn ext_in_use(&self) -> &[AtomicU64] {
+        let used = (self.ext_used.load(Ordering::Relaxed) as usize).min(EXT_COUNTERS);
+        &self.ext.0[..used]
+    }
+
     /// Clears state and statistics for a fresh instance.
     pub fn reset(&self) {
         self.wake.cancel_sleep();
@@ -155,7 +179,37 @@ impl NfControl {
         }
         self.spare_target.store(0, Ordering::Relaxed);
         self.spares_consumed.store(0, Ordering::Relaxed);
+        self.ext_used.store(0, Ordering::Relaxed);
         // The budget belongs to the scheduler, which keeps it across
         // restarts (a restarted NF takes turns at once).
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_extended_counters_in_use_end_past_the_highest_one_marked() {
+        let c = Box::<NfControl>::default();
+        assert!(c.ext_in_use().is_empty());
+        c.mark_ext_used(4);
+        c.mark_ext_used(1);
+        assert_eq!(c.ext_in_use().len(), 5, "the mark only moves up");
+        c.mark_ext_used(EXT_COUNTERS - 1);
+        assert_eq!(c.ext_in_use().len(), EXT_COUNTERS);
+        c.reset();
+        assert!(c.ext_in_use().is_empty(), "a fresh instance uses none");
+    }
+
+    #[test]
+    fn a_mark_beyond_the_array_is_clamped() {
+        let c = Box::<NfControl>::default();
+        // What a hostile NF may write into its control block.
+        c.ext_used.store(u32::MAX, Ordering::Relaxed);
+        assert_eq!(c.ext_in_use().len(), EXT_COUNTERS);
+        c.ext_used.store(0, Ordering::Relaxed);
+        c.mark_ext_used(usize::MAX);
+        assert_eq!(c.ext_in_use().len(), EXT_COUNTERS);
     }
 }

@@ -146,6 +146,7 @@ impl<'a> Context<'a> {
         // own counters, so an element's extended counters are not kept.
         if index < EXT_COUNTERS && self.ext_base.is_none() {
             NfStats::add(&self.control.ext.0[index], v);
+            self.control.mark_ext_used(index);
         }
     }
 
@@ -175,6 +176,7 @@ impl<'a> Context<'a> {
             if index < NF_COUNTERS {
                 if let Some(c) = self.control.ext.0.get(base + index) {
                     NfStats::add(c, v);
+                    self.control.mark_ext_used(base + index);
                 }
             }
         } else if let Some(c) = self.control.counters.get(index) {
@@ -189,7 +191,13 @@ impl<'a> Context<'a> {
             return;
         }
         let c = match self.ext_base {
-            Some(base) => self.control.ext.0.get(base + index),
+            Some(base) => {
+                let c = self.control.ext.0.get(base + index);
+                if c.is_some() {
+                    self.control.mark_ext_used(base + index);
+                }
+                c
+            }
             None => self.control.counters.get(index),
         };
         if let Some(c) = c {

@@ -3,8 +3,8 @@
 
 mod nf;
 
-pub(crate) use nf::nf_report;
 pub use nf::NfReport;
+pub(crate) use nf::{nf_numbers, RowLists};
 
 use std::collections::BTreeMap;
 

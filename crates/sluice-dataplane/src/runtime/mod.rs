@@ -346,7 +346,7 @@ impl Runtime {
         rxs.into_iter()
             .filter_map(|rx| rx.recv_timeout(wait).ok())
             .map(|mut part: ShardResult| {
-                part.read_cpu(cpu);
+                part.finish(cpu);
                 part
             })
             .collect()

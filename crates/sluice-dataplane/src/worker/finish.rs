@@ -123,10 +123,12 @@ impl<'a> Worker<'a> {
             .enumerate()
             .filter_map(|(k, nf)| Some((k, nf.cpu.clone(), nf.process_ref()?.pid)))
             .collect();
+        let (report, unnamed) = super::report::run_report(self);
         ShardResult {
-            report: super::report::run_report(self),
+            report,
             sink: super::report::merged_sink(self),
             cpu,
+            unnamed: Some(unnamed),
         }
     }
 }

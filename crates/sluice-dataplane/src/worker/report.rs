@@ -4,22 +4,23 @@
 
 use sluice_mem::Backing;
 use sluice_ports::Sink;
-use sluice_spec::Isolation;
 
 use crate::latency::Histogram;
 use crate::nf_rt::NfRt;
 use crate::report::{
-    nf_report, wasted_share, BufferReport, ChainReport, FlowReport, Latency, NfFaults, NfReport,
-    PortReport, RunReport,
+    nf_numbers, wasted_share, BufferReport, FlowReport, Latency, NfFaults, NfReport, PortReport,
+    RowLists, RunReport,
 };
+use crate::report_merge::Unnamed;
 
 use super::mailbox::Instance;
 use super::Worker;
 use crate::nf_rt::Phase;
 
-/// Latency per chain: the histograms of its routes (current and retired)
-/// added up.
-fn chain_reports(w: &Worker<'_>) -> Vec<ChainReport> {
+/// Latency per chain, by chain id (`None`: no packet took it): the
+/// histograms of its routes (current and retired) added up. The asker
+/// makes the chains' rows ([`Unnamed`]).
+fn chain_histograms(w: &Worker<'_>) -> Vec<Option<Histogram>> {
     let mut by_chain: Vec<Option<Histogram>> = vec![None; w.plan.chains.len()];
     for (route, h) in w.route_latency.iter().enumerate() {
         if h.count == 0 {
@@ -32,13 +33,7 @@ fn chain_reports(w: &Worker<'_>) -> Vec<ChainReport> {
             slot.get_or_insert_with(Histogram::new).merge(h);
         }
     }
-    w.plan
-        .chains_in_order()
-        .map(|(id, c)| {
-            let h = by_chain[id as usize].take().unwrap_or_default();
-            ChainReport::from_histogram(c.name.clone(), h)
-        })
-        .collect()
+    by_chain
 }
 
 /// All of a worker's sinks merged into one (None without sinks): their
@@ -55,9 +50,10 @@ pub(crate) fn merged_sink(w: &Worker<'_>) -> Option<Sink> {
     merged
 }
 
-/// The report of what a worker counted so far (its `spec` is left empty
-/// for the caller to fill in).
-pub(crate) fn run_report(w: &Worker<'_>) -> RunReport {
+/// The report of what a worker counted so far, its NF and chain rows
+/// unnamed (see [`Unnamed`]; its `spec` is left empty for the caller to
+/// fill in).
+pub(crate) fn run_report(w: &Worker<'_>) -> (RunReport, Unnamed) {
     let end = if w.stopped_ns > 0 {
         w.stopped_ns
     } else {
@@ -104,23 +100,25 @@ pub(crate) fn run_report(w: &Worker<'_>) -> RunReport {
         *drops.entry(k.clone()).or_default() += n;
     }
     let drops_total: u64 = drops.values().sum();
-    let audit = w.pool.audit();
     let fs = w.flows.stats();
+    let mut rows = RowLists::default();
     let nfs: Vec<NfReport> = nfs
         .iter()
         .map(|nf| {
             let plan = w.plan.nf(nf.id);
             let counters = plan.map_or(&[][..], |p| &p.counters[..]);
-            let mut r = nf_report(nf, counters);
-            r.domain = w.plan.domain_name(plan.map_or(0, |p| p.domain)).to_string();
-            if nf.isolation == Isolation::Process {
-                r.wakeup = plan.map_or("", |p| p.wakeup.policy.name()).to_string();
-            }
-            r.pool_flows = w.exclusive.flows_of(nf.id).map(u64::from);
+            let mut r = nf_numbers(nf, counters, &mut rows);
+            let set = plan.and_then(|p| p.set);
+            r.pool_flows = w.exclusive.flows_of(set, nf.id).map(u64::from);
             r
         })
         .collect();
-    RunReport {
+    let unnamed = Unnamed {
+        plan: std::sync::Arc::clone(&w.plan),
+        rows,
+        chains: chain_histograms(w),
+    };
+    let report = RunReport {
         spec: String::new(),
         duration_s,
         packets_in,
@@ -161,19 +159,28 @@ pub(crate) fn run_report(w: &Worker<'_>) -> RunReport {
                 }
             })
             .collect(),
-        chains: chain_reports(w),
+        chains: Vec::new(),
         flows: FlowReport {
             created: fs.created,
             ended: fs.ended,
             live: w.flows.live(),
             table_full: fs.full,
         },
-        buffers: BufferReport::of(w.pool, |d| w.plan.domain_name(d).to_string()),
+        // The asker audits the pool once for the whole report
+        // (`RunReport::merge_shards`): a walk of every buffer's owner
+        // here would be one more the packets wait for.
+        buffers: BufferReport {
+            capacity: 0,
+            free: 0,
+            held_by_platform: 0,
+            held_by_nfs: 0,
+            domains: Vec::new(),
+        },
         nf_faults: NfFaults {
             invalid_handles: w.drops.invalid_handles,
             invalid_events: w.drops.invalid_events,
         },
-        leaked_buffers: (audit.capacity - audit.free) as u64,
+        leaked_buffers: 0,
         nf_slots: Default::default(),
         arena_bytes: w.arena.size(),
         arena_backing: match w.arena.backing() {
@@ -181,7 +188,8 @@ pub(crate) fn run_report(w: &Worker<'_>) -> RunReport {
             Backing::NormalPages => "normal pages".to_string(),
             Backing::NormalPagesFallback(_) => "normal pages (huge pages unavailable)".to_string(),
         },
-    }
+    };
+    (report, unnamed)
 }
 
 impl Worker<'_> {
