@@ -9,24 +9,7 @@ B=${SLUICE:-$(dirname "$0")/../target/release/sluice}
 NFS=${1:-1000}
 REQ=${2:-100}
 F=999
-D=$(mktemp -d)
-$B daemon --socket $D/s.sock --state-dir $D/state --max-nfs $((NFS + 8)) \
-  --max-chains $((NFS + 8)) > $D/daemon.log 2>&1 &
-DP=$!
-trap "kill $DP 2>/dev/null; wait $DP 2>/dev/null; rm -rf $D" EXIT
-for i in $(seq 50); do [ -S $D/s.sock ] && break; sleep 0.1; done
-{
-  echo "ports:"
-  echo "  - { name: gen, kind: generator, flows: 64, protocol: udp, size: 64, rate_pps: 100000 }"
-  echo "  - { name: out, kind: sink }"
-  echo "nfs:"
-  for i in $(seq $NFS); do echo "  - { name: n$i, type: forwarder }"; done
-  echo "chains:"
-  for i in $(seq $NFS); do
-    echo "  - { name: c$i, from: gen, match: { proto: tcp, dst_port: $i }, nfs: [n$i], to: out }"
-  done
-} > $D/spec.yaml
-$B --socket $D/s.sock apply -f $D/spec.yaml > /dev/null
+. "$(dirname "$0")/many-nfs-daemon.sh"
 sleep 2
 TID=$(ps -T -p $DP -o spid,comm | awk '/sluice-worker-0/ {print $1}')
 perf record -q -F $F --call-graph dwarf,8192 -t "$TID" -o $D/perf.data -- bash -c \
