@@ -106,6 +106,8 @@ impl<'a> Worker<'a> {
     /// Handles posted commands and advances steps in progress; true once
     /// the worker has stopped.
     pub(super) fn handle_commands(&mut self, now: u64) -> bool {
+        // A command may bring new rings, chains or NFs (`room_floor`).
+        self.room_floor.forget();
         for c in self.mail.take() {
             match c {
                 Command::Prepare(change, reply) => self.prepare(change, reply, now),

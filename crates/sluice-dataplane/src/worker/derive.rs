@@ -32,6 +32,7 @@ pub(crate) struct Added {
 impl Worker<'_> {
     /// Recomputes the routing facts after the plan or the NFs changed.
     pub(crate) fn derive(&mut self) {
+        self.room_floor.forget();
         self.derived = self.tables();
         let nfs = &self.nfs;
         self.bells.rebuild(
@@ -49,6 +50,7 @@ impl Worker<'_> {
 
     /// Adds what the objects of an addition mean to the routing facts.
     pub(crate) fn derive_addition(&mut self, added: &Added) {
+        self.room_floor.forget();
         let plan = Rc::clone(&self.plan);
         let order = self.added_run_order(&added.chains);
         let new_members: HashMap<u16, Member> = (added.nfs.iter())

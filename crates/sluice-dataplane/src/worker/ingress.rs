@@ -18,13 +18,39 @@ use crate::route::{first_hop, first_hop_on, Dest};
 /// 3.66 → 4.39, 100 k 3.16 → 4.59.
 const PREFETCH_ABOVE_FLOWS: u32 = 32_768;
 
+/// How far past a batch the rings are asked for room when the floor is
+/// looked at (`room_floor`): the floor then lasts that many batches'
+/// worth of sends, while a ring that already shows this much needs no
+/// read of its index.
+const FLOOR_WANT: usize = 8;
+
 impl<'a> Worker<'a> {
     pub(super) fn ingress_budget(&mut self, port: u16) -> usize {
-        let mut budget = self.cfg.batch;
+        let batch = self.cfg.batch;
         if !self.cfg.entry.holds() {
             // Read at full speed: congested chains drop at their entry.
-            return budget;
+            return batch;
         }
+        // Across trust domains the room also depends on the worker's
+        // buffers of the NF's domain, which the floor does not follow.
+        let crossing = self.pool.domains() > 1;
+        if crossing {
+            return self.entry_room(port, batch, crossing).min(batch);
+        }
+        if self.room_floor.bound(port).is_some_and(|b| b >= batch) {
+            return batch;
+        }
+        let want = self.room_floor.want(port, batch, FLOOR_WANT * batch);
+        let floor = self.entry_room(port, want, crossing);
+        self.room_floor.found(port, floor);
+        floor.min(batch)
+    }
+
+    /// The least room among the rings of port `port`'s first NFs, each
+    /// asked for up to `want` (`usize::MAX` if no ring limits it: inline
+    /// NFs, and NFs that take nothing now).
+    fn entry_room(&mut self, port: u16, want: usize, crossing: bool) -> usize {
+        let mut least = usize::MAX;
         let chains = self.plan.ingress.get(port as usize).map_or(0, Vec::len);
         for k in 0..chains {
             let c = self.plan.ingress[port as usize][k] as usize;
@@ -34,10 +60,17 @@ impl<'a> Worker<'a> {
             for j in 0..queues {
                 let q = self.derived.chain_queue[c][j];
                 // Ports receive into the platform's domain (0).
-                budget = budget.min(self.room(q, 0, budget));
+                let room = if crossing {
+                    Some(self.room(q, 0, want))
+                } else {
+                    self.ring_room(q, want)
+                };
+                if let Some(r) = room {
+                    least = least.min(r);
+                }
             }
         }
-        budget
+        least
     }
 
     /// Reads every input port once, the first one in turn. In a fixed

@@ -75,12 +75,14 @@ impl<'a> Worker<'a> {
                     hop += 1;
                 }
                 Exec::Process(p) if p.phase.accepts() => {
-                    if !matches!(p.link.send_event(id), Ok(true)) {
+                    let sent = matches!(p.link.send_event(id), Ok(true));
+                    if !sent {
                         p.pending_events.push_back(id);
                     }
                     if p.link.wake() {
                         nf.wakeups += 1;
                     }
+                    self.room_floor.spend(usize::from(sent));
                     if let Some(e) = self.flows.entry_mut(id) {
                         e.marker_hop = hop as u16;
                         e.marker_nf = i;

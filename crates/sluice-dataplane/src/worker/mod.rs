@@ -73,6 +73,7 @@ mod reconfig;
 mod replica;
 mod report;
 mod retire;
+mod room_floor;
 mod state_io;
 mod steering;
 mod supervise;
@@ -220,6 +221,8 @@ pub struct Worker<'a> {
     /// each pass, so ports whose chains share a congested ring take turns
     /// at its free space (`ingress::poll_ingress`).
     ingress_first: usize,
+    /// A lower bound on the room of each input port's first NFs' rings.
+    room_floor: room_floor::RoomFloor,
     /// The process NF whose CPU time was read last (`police::sample_cpu`).
     cpu_cursor: usize,
     /// Backpressure at chains' entries (`entry`).
@@ -289,6 +292,7 @@ impl<'a> Worker<'a> {
             stopped_ns: 0,
             ingress_off: false,
             ingress_first: 0,
+            room_floor: room_floor::RoomFloor::default(),
             cpu_cursor: 0,
             entry: Default::default(),
             next_msg: 0,

@@ -120,6 +120,8 @@ impl<'a> Worker<'a> {
                 Ok(()) => {
                     p.sent = true;
                     proc_.link.wake();
+                    // Some of its ring's room went (`room_floor`).
+                    self.room_floor.forget();
                 }
                 Err(NotSent::NoRoom) => {}
                 Err(NotSent::TooLarge) | Err(NotSent::Corrupt(_)) => {

@@ -126,7 +126,9 @@ impl<'a> Worker<'a> {
                 }
                 // A process that is down restarts fresh: nothing to reset.
                 Exec::Process(p) if p.phase.accepts() => {
-                    matches!(p.link.send_event(RESET_EVENT), Ok(true))
+                    let sent = matches!(p.link.send_event(RESET_EVENT), Ok(true));
+                    self.room_floor.spend(usize::from(sent));
+                    sent
                 }
                 Exec::Process(_) => true,
             };

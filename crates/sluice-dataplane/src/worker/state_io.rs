@@ -172,6 +172,8 @@ impl<'a> Worker<'a> {
                 Ok(()) => {
                     item.msg = self.next_msg;
                     proc_.link.wake();
+                    // Some of its ring's room went (`room_floor`).
+                    self.room_floor.forget();
                 }
                 Err(NotSent::NoRoom) => {}
                 Err(e) => job.errors.push(format!("{}: not sent ({e:?})", item.name)),

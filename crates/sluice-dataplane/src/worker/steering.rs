@@ -38,6 +38,14 @@ impl<'a> Worker<'a> {
         ring.min(self.cache.available_in(domain, ring.min(batch)))
     }
 
+    /// NF `i`'s room up to `want` if its ring limits what it is sent: a
+    /// process NF that takes packets now (for any other, `None`;
+    /// [`Self::room`] gives it a batch). Ignores trust domains.
+    pub(super) fn ring_room(&mut self, i: u16, want: usize) -> Option<usize> {
+        let p = self.nf_mut(i)?.process()?;
+        (p.phase.accepts()).then(|| p.link.room_up_to(want).unwrap_or(0))
+    }
+
     /// The trust domain of the packets process NF `i` hands back (its
     /// own; the platform's for anything else).
     pub(super) fn domain_of_nf(&mut self, i: u16) -> usize {
@@ -175,8 +183,9 @@ impl<'a> Worker<'a> {
                     // order, so an NF that creates packets per packet (tee)
                     // has its stash full when the batch comes (one load
                     // when the NF wants no spares).
-                    if p.link.refill_spares_for(&mut self.cache, b.len()).is_err() {
-                        corrupt = true;
+                    match p.link.refill_spares_for(&mut self.cache, b.len()) {
+                        Ok(n) => self.room_floor.spend(n),
+                        Err(_) => corrupt = true,
                     }
                     // Looked for only where it can change the decision:
                     // the NF sleeps and its threshold would hold packets.
@@ -184,7 +193,9 @@ impl<'a> Worker<'a> {
                     let short = gate.wants_short_flows()
                         && p.link.sleeps()
                         && short_flow_in(self.arena, &self.flows, b, gate.policy());
-                    match p.link.send(self.pool, b) {
+                    let sent = p.link.send(self.pool, b);
+                    self.room_floor.spend(*sent.as_ref().unwrap_or(&0));
+                    match sent {
                         Ok(n) if n > 0 => {
                             let gate = &mut self.gates[i as usize];
                             // An NF taking turns is woken when it gets
@@ -397,10 +408,13 @@ impl<'a> Worker<'a> {
             self.put_batch(b);
             return (0, false);
         };
-        if p.link.refill_spares(&mut self.cache).is_err() {
-            self.put_batch(b);
-            self.condemn(i, "its receive ring indices are corrupt");
-            return (0, false);
+        match p.link.refill_spares(&mut self.cache) {
+            Ok(n) => self.room_floor.spend(n),
+            Err(_) => {
+                self.put_batch(b);
+                self.condemn(i, "its receive ring indices are corrupt");
+                return (0, false);
+            }
         }
         let outcome = p.link.recv(pool, &mut b, budget);
         p.link.take_events(&mut self.events);

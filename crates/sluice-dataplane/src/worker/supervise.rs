@@ -430,6 +430,8 @@ impl<'a> Worker<'a> {
     }
 
     pub(super) fn maintain(&mut self, now: u64) {
+        // NFs restarted here may come back holding what they held.
+        self.room_floor.forget();
         if self.inputs_done(now) {
             self.mail
                 .inputs_done
@@ -477,6 +479,7 @@ impl<'a> Worker<'a> {
                     match p.link.send_event(ev) {
                         Ok(true) => {
                             p.pending_events.pop_front();
+                            self.room_floor.spend(1);
                         }
                         _ => break,
                     }

@@ -1,0 +1,19 @@
+#!/usr/bin/env python3
+"""Prints a spec of N forwarders, each in a chain of its own on one
+generator port (UDP flows over dst_ports 1..N, chain i matching port i):
+what the worker does per chain at scale.
+  scripts/many-chains-spec.py [N] [inline|process] > spec.yaml
+  sluice run spec.yaml --duration 3 --json"""
+import sys
+
+n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+isolation = sys.argv[2] if len(sys.argv) > 2 else "inline"
+print("ports:")
+print(f"  - {{ name: gen, kind: generator, flows: 4096, protocol: udp, size: 64, dst_ports: 1-{n} }}")
+print("  - { name: out, kind: sink }")
+print("nfs:")
+for i in range(1, n + 1):
+    print(f"  - {{ name: n{i}, type: forwarder, isolation: {isolation} }}")
+print("chains:")
+for i in range(1, n + 1):
+    print(f"  - {{ name: c{i}, from: gen, match: {{ proto: udp, dst_port: {i} }}, nfs: [n{i}], to: out }}")
