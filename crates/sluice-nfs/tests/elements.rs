@@ -262,8 +262,14 @@ impl NetworkFunction for Aged {
         let mut i = 0;
         batch.for_each(|p| {
             let age = self.ages[i % self.ages.len()];
-            p.raw()
-                .set_timestamp_ns(if age == u64::MAX { 0 } else { now - age });
+            // `u64::MAX`: unstamped; `u64::MAX - 1`: stamped 1 µs after
+            // the batch's clock was read.
+            let ts = match age {
+                u64::MAX => 0,
+                a if a == u64::MAX - 1 => now + 1_000,
+                a => now - a,
+            };
+            p.raw().set_timestamp_ns(ts);
             i += 1;
         });
         self.inner.process(batch, ctx);
@@ -275,8 +281,9 @@ fn latency_probe_publishes_percentiles() {
     let probe = build("latency_probe", json!(null));
     let mut ages: Vec<u64> = (1..=100).map(|i| i * 1000).collect();
     ages.push(u64::MAX); // unstamped
+    ages.push(u64::MAX - 1); // stamped after the batch clock: age 0
     let mut nf = Aged { inner: probe, ages };
-    let frames: Vec<Vec<u8>> = (0..101)
+    let frames: Vec<Vec<u8>> = (0..102)
         .map(|i| udp("10.0.0.1", i, "10.0.0.2", 2))
         .collect();
     let mut h = Harness::new();
@@ -286,7 +293,7 @@ fn latency_probe_publishes_percentiles() {
     let g = |n: &str| ctr(&h, "latency_probe", n);
     assert_eq!(
         (g("samples"), g("unstamped"), g("max_ns")),
-        (100, 1, 100_000)
+        (101, 1, 100_000)
     );
     assert!(
         (50_000..=50_000 + 50_000 / 8).contains(&g("p50_ns")),
