@@ -1,5 +1,6 @@
 //! A daemon whose data plane fails (a worker's code panicked: here an
-//! inline NF's, which runs on the worker's thread) stops and says why,
+//! inline NF's, which runs on the worker's thread, under `inline_panic:
+//! stop`) stops and says why,
 //! rather than answer for a platform whose packets no longer move; its
 //! desired state is kept and is applied again at its next start.
 
@@ -40,7 +41,7 @@ static REGISTRY: &[NfType] = &[NfType {
     frames: sluice_nf::FrameNeeds::MtuFrames,
 }];
 
-const SPEC: &str = "ports:\n  - { name: gen, kind: generator, flows: 4, size: 64, rate_pps: 100000 }\n  - { name: out, kind: sink }\nnfs:\n  - { name: b, type: bomb, isolation: inline }\nchains:\n  - { name: c, from: gen, nfs: [b], to: out }\n";
+const SPEC: &str = "settings: { restart: { inline_panic: stop } }\nports:\n  - { name: gen, kind: generator, flows: 4, size: 64, rate_pps: 100000 }\n  - { name: out, kind: sink }\nnfs:\n  - { name: b, type: bomb, isolation: inline }\nchains:\n  - { name: c, from: gen, nfs: [b], to: out }\n";
 
 const WHY: &str = "worker 0 stopped: its code panicked: the bomb went off";
 

@@ -19,6 +19,7 @@ pub mod exclusive;
 pub mod flow_table;
 pub mod held;
 pub mod host;
+pub mod inline_nf;
 pub mod latency;
 mod least;
 pub mod logbook;

@@ -5,10 +5,10 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
 use sluice_mem::{NfControl, NfLink};
-use sluice_nf::NetworkFunction;
 use sluice_spec::Isolation;
 
 use crate::host::SpawnRequest;
+use crate::inline_nf::InlineNf;
 
 /// Lifecycle of a process NF as the platform sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,7 +85,7 @@ pub struct ProcessNf<'a> {
 #[allow(clippy::large_enum_variant)]
 pub enum Exec<'a> {
     /// In the worker thread.
-    Inline(Box<dyn NetworkFunction>),
+    Inline(InlineNf),
     /// In its own process.
     Process(ProcessNf<'a>),
 }

@@ -344,6 +344,13 @@ impl Plan {
         Some(&self.route(self.chain(id)?.route)?.path)
     }
 
+    /// How many chains start at `port` (what [`Self::classify`] may look
+    /// at).
+    #[inline]
+    pub fn chains_from(&self, port: u16) -> usize {
+        self.ingress.get(port as usize).map_or(0, Vec::len)
+    }
+
     /// The first chain from `port` whose selector matches `key` (any chain
     /// whose selector is absent matches everything).
     pub fn classify(&self, port: u16, key: &FlowKey) -> Option<u16> {

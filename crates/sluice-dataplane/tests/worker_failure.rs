@@ -1,5 +1,7 @@
 //! A worker whose code panics (here an inline NF's, which runs on the
-//! worker's thread) stops; the platform then says so everywhere it is
+//! worker's thread, under `settings.restart.inline_panic: stop`; by
+//! default an inline NF's panic fails only that NF: `inline_panic.rs`)
+//! stops; the platform then says so everywhere it is
 //! asked instead of answering as if packets still moved: `run` ends with
 //! the panic's message, a report names the failed worker, an apply is
 //! refused and changes nothing, and asking the worker anything returns at
@@ -57,7 +59,7 @@ fn spec(nf_type: &str, extra_nf: &str) -> Spec {
     };
     let names: Vec<&str> = REGISTRY.iter().map(|t| t.name).collect();
     let text = format!(
-        "ports:\n  - {{ name: gen, kind: generator, flows: 4, size: 64, rate_pps: 100000 }}\n  - {{ name: out, kind: sink }}\nnfs:\n  - {{ name: b, type: {nf_type}, isolation: inline{config} }}\n{extra_nf}chains:\n  - {{ name: c, from: gen, nfs: [b], to: out }}\n"
+        "settings: {{ restart: {{ inline_panic: stop }} }}\nports:\n  - {{ name: gen, kind: generator, flows: 4, size: 64, rate_pps: 100000 }}\n  - {{ name: out, kind: sink }}\nnfs:\n  - {{ name: b, type: {nf_type}, isolation: inline{config} }}\n{extra_nf}chains:\n  - {{ name: c, from: gen, nfs: [b], to: out }}\n"
     );
     sluice_spec::parse_str(&text, "<test>", &names).unwrap()
 }

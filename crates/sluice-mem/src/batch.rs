@@ -94,11 +94,18 @@ impl HandleBatch {
     }
 
     /// Moves every handle out, in order, into `f`.
+    ///
+    /// If `f` panics, the batch is left empty: the handles it had not
+    /// handed out yet are forgotten (leaked, never listed twice). `f` is
+    /// the platform's own code (freeing, queueing), not an NF's, and this
+    /// is the hottest loop of the packet path, so it keeps no count for an
+    /// unwind to read; `retain`, which runs NF code, does.
+    #[inline]
     pub fn drain(&mut self, mut f: impl FnMut(PktHandle)) {
-        for i in 0..self.len {
-            f(PktHandle::from_raw_owned(self.raw[i]));
+        let n = std::mem::replace(&mut self.len, 0);
+        for &raw in &self.raw[..n] {
+            f(PktHandle::from_raw_owned(raw));
         }
-        self.len = 0;
     }
 
     /// Removes the first `n` handles (after they were moved into a ring),
@@ -124,12 +131,16 @@ impl HandleBatch {
     /// Moves the first `n` handles (all if fewer) out, in order, into `f`,
     /// keeping the rest in order: what a port hands back once a device
     /// took the front of a batch.
+    ///
+    /// If `f` panics, the batch is left empty, as [`Self::drain`] leaves it.
     pub fn drain_front(&mut self, n: usize, mut f: impl FnMut(PktHandle)) {
-        let n = n.min(self.len);
-        for i in 0..n {
-            f(PktHandle::from_raw_owned(self.raw[i]));
+        let len = std::mem::replace(&mut self.len, 0);
+        let n = n.min(len);
+        for &raw in &self.raw[..n] {
+            f(PktHandle::from_raw_owned(raw));
         }
-        self.consume_front(n);
+        self.raw.copy_within(n..len, 0);
+        self.len = len - n;
     }
 
     /// Keeps only the handles for which `keep` returns true, handing the
@@ -139,17 +150,55 @@ impl HandleBatch {
         mut keep: impl FnMut(&mut PktHandle) -> bool,
         mut reject: impl FnMut(PktHandle),
     ) {
-        let mut w = 0;
-        for r in 0..self.len {
-            let mut h = PktHandle::from_raw_owned(self.raw[r]);
+        // If `keep` or `reject` panics, the batch keeps exactly the
+        // handles kept so far and those not yet looked at (see [`Unwound`]).
+        let mut at = Unwound::new(self);
+        while at.read < at.batch.len {
+            let mut h = PktHandle::from_raw_owned(at.batch.raw[at.read]);
+            // While `keep` runs the handle stays listed at `read`: `h` is a
+            // view of it, and nothing moves it out if `keep` panics.
             if keep(&mut h) {
-                self.raw[w] = h.into_raw();
-                w += 1;
+                at.batch.raw[at.kept] = h.into_raw();
+                at.kept += 1;
+                at.read += 1;
             } else {
+                // Handed out: from here the handle is `reject`'s.
+                at.read += 1;
                 reject(h);
             }
         }
-        self.len = w;
+    }
+}
+
+/// A [`HandleBatch::retain`] pass, written so that a panic in the caller's
+/// closure (an inline NF's code, which the worker survives:
+/// `sluice_dataplane::inline_nf`) never leaves a handle listed twice or a
+/// handed-out one still listed. Handles `..kept` stay, `kept..read` were
+/// handed out, `read..len` were not looked at yet. Dropping the pass, at
+/// its end or while unwinding, closes the gap: the batch then holds the
+/// kept handles and the ones not looked at, in order.
+struct Unwound<'b> {
+    batch: &'b mut HandleBatch,
+    kept: usize,
+    read: usize,
+}
+
+impl<'b> Unwound<'b> {
+    fn new(batch: &'b mut HandleBatch) -> Self {
+        Unwound {
+            batch,
+            kept: 0,
+            read: 0,
+        }
+    }
+}
+
+impl Drop for Unwound<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        let b = &mut *self.batch;
+        b.raw.copy_within(self.read..b.len, self.kept);
+        b.len = self.kept + (b.len - self.read);
     }
 }
 
@@ -221,6 +270,90 @@ mod tests {
         assert_eq!(it.next().map(|h| h.index()), Some(106));
         assert_eq!(it.next_back().map(|h| h.index()), Some(139));
         assert_eq!(it.len(), 32);
+        b.drain(|h| {
+            let _ = h.into_raw();
+        });
+    }
+
+    /// A panic in the closure of `drain` leaves the batch empty (what it
+    /// had not handed out is forgotten, never listed twice); in `retain`'s
+    /// closures it leaves the batch holding exactly the handles that were
+    /// not handed out, in order: none twice, none handed out, none missing.
+    #[test]
+    fn a_panicking_closure_leaves_no_handle_listed_twice_or_lost() {
+        use std::panic::{catch_unwind, AssertUnwindSafe};
+        // Unwinds as a panic does, without the panic hook: other tests of
+        // this binary fork, and a child forked while this thread held the
+        // hook's locks (stderr, backtrace) would hang on them.
+        let panic_if = |cond: bool| {
+            if cond {
+                std::panic::resume_unwind(Box::new("a closure panicked"));
+            }
+        };
+        let fill = || {
+            let mut b = HandleBatch::new();
+            for i in 0..10 {
+                b.push_raw_owned(i);
+            }
+            b
+        };
+        // drain: 0..3 handed out, then the closure panics on 3 (it owns 3).
+        let mut b = fill();
+        let mut out = Vec::new();
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            b.drain(|h| {
+                let i = h.into_raw();
+                out.push(i);
+                panic_if(i == 3);
+            })
+        }));
+        assert!(r.is_err());
+        assert_eq!(out, [0, 1, 2, 3]);
+        assert!(b.is_empty(), "4.. forgotten, not listed");
+
+        // retain: odd ones rejected; `keep` panics looking at 6, which it
+        // did not take, so 6 stays.
+        let mut b = fill();
+        let mut rejected = Vec::new();
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            b.retain(
+                |h| {
+                    panic_if(h.index() == 6);
+                    h.index() % 2 == 0
+                },
+                |h| rejected.push(h.into_raw()),
+            )
+        }));
+        assert!(r.is_err());
+        assert_eq!(rejected, [1, 3, 5]);
+        assert_eq!(b.indices(), [0, 2, 4, 6, 7, 8, 9]);
+        b.drain(|h| {
+            let _ = h.into_raw();
+        });
+
+        // retain: `reject` panics holding 3, which is then its own.
+        let mut b = fill();
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            b.retain(|h| h.index() % 2 == 0, |h| panic_if(h.into_raw() == 3))
+        }));
+        assert!(r.is_err());
+        assert_eq!(b.indices(), [0, 2, 4, 5, 6, 7, 8, 9]);
+        b.drain(|h| {
+            let _ = h.into_raw();
+        });
+    }
+
+    /// `retain` without a panic keeps and rejects in order.
+    #[test]
+    fn retain_keeps_in_order_and_hands_out_the_rest() {
+        let mut b = HandleBatch::new();
+        for i in 0..10 {
+            b.push_raw_owned(i);
+        }
+        let mut rejected = Vec::new();
+        b.retain(|h| h.index() % 3 == 0, |h| rejected.push(h.into_raw()));
+        assert_eq!(b.indices(), [0, 3, 6, 9]);
+        assert_eq!(rejected, [1, 2, 4, 5, 7, 8]);
         b.drain(|h| {
             let _ = h.into_raw();
         });

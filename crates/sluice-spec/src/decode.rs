@@ -10,8 +10,8 @@ use crate::limits;
 use crate::location::SourceName;
 use crate::model::{Isolation, NfSpec, Spec, Steer};
 use crate::settings::{
-    BackpressureMode, BackpressureSettings, FlowTableSettings, KernelClass, RestartMode,
-    RestartPolicy, SchedulerPolicy, SchedulerSettings, Settings, WakeupSettings,
+    BackpressureMode, BackpressureSettings, FlowTableSettings, InlinePanic, KernelClass,
+    RestartMode, RestartPolicy, SchedulerPolicy, SchedulerSettings, Settings, WakeupSettings,
 };
 use crate::{decode_chains, decode_ports};
 
@@ -141,7 +141,14 @@ fn restart(node: &ConfigNode) -> Res<RestartPolicy> {
     let f = Fields::of(node, "a restart policy")?;
     f.deny_unknown(
         "restart",
-        &["policy", "max_restarts", "backoff_ms", "hold_ms", "standby"],
+        &[
+            "policy",
+            "max_restarts",
+            "backoff_ms",
+            "hold_ms",
+            "standby",
+            "inline_panic",
+        ],
     )?;
     let d = RestartPolicy::default();
     Ok(RestartPolicy {
@@ -157,6 +164,10 @@ fn restart(node: &ConfigNode) -> Res<RestartPolicy> {
             .map(fields::boolean)
             .transpose()?
             .unwrap_or(d.standby),
+        inline_panic: match f.opt("inline_panic") {
+            Some(n) => fields::choice(n, "inline panic policy", &InlinePanic::ALL)?,
+            None => d.inline_panic,
+        },
     })
 }
 

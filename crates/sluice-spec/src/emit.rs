@@ -67,6 +67,7 @@ fn settings(s: &Settings) -> Value {
             "backoff_ms": s.restart.backoff_ms,
             "hold_ms": s.restart.hold_ms,
             "standby": s.restart.standby,
+            "inline_panic": s.restart.inline_panic.name(),
         },
         "flow_table": {
             "capacity": s.flow_table.capacity,

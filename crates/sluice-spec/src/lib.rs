@@ -100,8 +100,8 @@ pub use ports::{
 pub use resolve::{ChainIndex, ResolvedChain};
 pub use sandbox::{Namespace, Sandbox, SandboxUser};
 pub use settings::{
-    BackpressureMode, BackpressureSettings, FlowTableSettings, KernelClass, RestartMode,
-    RestartPolicy, SchedulerPolicy, SchedulerSettings, Settings, WakeupSettings,
+    BackpressureMode, BackpressureSettings, FlowTableSettings, InlinePanic, KernelClass,
+    RestartMode, RestartPolicy, SchedulerPolicy, SchedulerSettings, Settings, WakeupSettings,
 };
 pub use valid::ValidSpec;
 pub use wakeup::{WakeRule, WakeupPolicy};

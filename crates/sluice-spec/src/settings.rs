@@ -137,6 +137,9 @@ pub struct RestartPolicy {
     /// instance forked, built and confined ahead and parked, which the
     /// next restart takes over instead of forking. Needs `shells`.
     pub standby: bool,
+    /// What a panic in an inline NF's code does (`inline_panic`, default
+    /// `contain`).
+    pub inline_panic: InlinePanic,
 }
 
 impl Default for RestartPolicy {
@@ -147,7 +150,40 @@ impl Default for RestartPolicy {
             backoff_ms: 10,
             hold_ms: 1000,
             standby: false,
+            inline_panic: InlinePanic::Contain,
         }
+    }
+}
+
+/// What a panic in an inline NF's code does (`settings.restart.inline_panic`).
+/// An inline NF runs on a worker's thread, so it cannot be killed and
+/// restarted like a process; it is replaced by a fresh instance instead.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum InlinePanic {
+    /// The NF fails, not its worker (`contain`): the batch it held is
+    /// dropped as `nf_crashed`, packets for it as `nf_down` until a fresh
+    /// instance replaces it, per this restart policy.
+    #[default]
+    Contain,
+    /// The platform stops with the panic's message (`stop`), as for a
+    /// panic in its own code: for those who would rather a bug end the run
+    /// than serve on without the NF's state.
+    Stop,
+}
+
+impl InlinePanic {
+    /// All choices with their spec names.
+    pub const ALL: [(&'static str, InlinePanic); 2] = [
+        ("contain", InlinePanic::Contain),
+        ("stop", InlinePanic::Stop),
+    ];
+
+    /// The choice's spec name.
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, m)| *m == self)
+            .map_or("contain", |(n, _)| n)
     }
 }
 

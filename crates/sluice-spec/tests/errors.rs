@@ -507,6 +507,13 @@ settings:
     );
     check(
         "
+settings:
+  restart: { inline_panic: contian }
+",
+        "bad.yaml:2:28: settings.restart.inline_panic: unknown inline panic policy \"contian\" (valid: contain, stop); did you mean \"contain\"?",
+    );
+    check(
+        "
 ports:
   - { name: gen, kind: generator }
 nfs:

@@ -4,9 +4,9 @@ use std::path::{Path, PathBuf};
 
 use sluice_spec::{
     load, BackpressureSettings, ChainSpec, ConfigNode, FlowTableSettings, GeneratorSpec,
-    IpVersionChoice, Isolation, Location, MatchSpec, NicSpec, PcapInSpec, PcapOutSpec, PortKind,
-    PortRange, PortSpec, Protocol, RestartMode, RestartPolicy, SchedulerSettings, Settings,
-    SinkSpec, SizeSpec, WakeRule, WakeupPolicy, WakeupSettings,
+    InlinePanic, IpVersionChoice, Isolation, Location, MatchSpec, NicSpec, PcapInSpec, PcapOutSpec,
+    PortKind, PortRange, PortSpec, Protocol, RestartMode, RestartPolicy, SchedulerSettings,
+    Settings, SinkSpec, SizeSpec, WakeRule, WakeupPolicy, WakeupSettings,
 };
 
 const TYPES: &[&str] = &["acl", "mon", "nat"];
@@ -41,6 +41,7 @@ fn full_spec_loads_into_expected_structs() {
                 backoff_ms: 250,
                 hold_ms: 1000,
                 standby: false,
+                inline_panic: InlinePanic::Contain,
             },
             flow_table: FlowTableSettings {
                 capacity: 131072,

@@ -17,6 +17,7 @@ mod pause;
 mod settings;
 mod slots;
 mod state;
+mod workers;
 
 pub use pause::{offer_port, port_can_move, withdraw_port, PortsPaused};
 pub use state::StateFailure;
@@ -36,8 +37,7 @@ use sluice_spec::{Isolation, Spec, SpecError, ValidSpec};
 use crate::backpressure::EntryPolicy;
 use crate::compile::{compile, compile_addition, compile_checked, Target};
 use crate::diff::Diff;
-use crate::flow_table::FlowTable;
-use crate::host::{ForkHost, HostConfig, NfHost, SpawnRequest};
+use crate::host::SpawnRequest;
 use crate::logbook::{LogBook, LogLine};
 use crate::plan::Plan;
 use crate::polling::LoopConfig;
@@ -47,10 +47,9 @@ use crate::report_merge::{CpuRead, ShardResult};
 use crate::sched::SchedPolicy;
 use crate::worker::mailbox::{Committed, Reply};
 use crate::worker::tap::{Captured, TapFilter, TapPoint, TapSpec};
-use crate::worker::{
-    Change, Command, Instance, Mailbox, NewExec, NewNf, Reconfigure, Worker, WorkerConfig,
-};
+use crate::worker::{Change, Command, Instance, NewExec, NewNf, Reconfigure};
 use slots::Slots;
+use workers::WorkerHandle;
 
 /// Why something did not start or apply.
 #[derive(Debug)]
@@ -104,11 +103,6 @@ pub struct Applied {
     /// Installing the change on every worker (with a drain, and live
     /// config changes answered), µs.
     pub commit_us: u64,
-}
-
-struct WorkerHandle {
-    mail: Arc<Mailbox>,
-    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 /// The running data plane.
@@ -213,100 +207,9 @@ impl Runtime {
         Ok(rt)
     }
 
-    fn start_worker(&self, w: u32) -> Result<WorkerHandle, String> {
-        let mail = Arc::new(Mailbox::default());
-        let (arena, pool, s) = (self.arena.clone(), self.pool.clone(), self.settings.clone());
-        let cpu = if s.workers > 1 {
-            self.placement.shard_cpu(w as usize)
-        } else {
-            self.placement.worker_cpu()
-        };
-        let template_cpu = self.placement.template_cpu(w as usize, s.workers as usize);
-        let (ready_tx, ready_rx) = sync_channel::<Result<(), String>>(1);
-        let thread_mail = mail.clone();
-        let logbook = self.logbook.clone();
-        let thread = std::thread::Builder::new()
-            .name(format!("sluice-worker-{w}"))
-            .spawn(move || {
-                if let Err(e) = sluice_sys::pin_to_cpu(cpu) {
-                    tracing::warn!("cannot pin worker {w} to CPU {cpu}: {e}");
-                }
-                // The template's parent-death signal follows this thread,
-                // which lives as long as the worker: start it here.
-                let host: Option<Box<dyn NfHost>> = if s.start_host {
-                    let cfg = HostConfig {
-                        program: s.template_program.clone(),
-                        worker: w,
-                        cpu: Some(template_cpu),
-                    };
-                    match ForkHost::start(cfg, &arena) {
-                        Ok(h) => Some(Box::new(h)),
-                        Err(e) => {
-                            let _ = ready_tx
-                                .send(Err(format!("cannot start the NF template process: {e}")));
-                            return;
-                        }
-                    }
-                } else {
-                    None
-                };
-                let flows = FlowTable::new(
-                    s.flow_capacity,
-                    s.idle_timeout_ms.saturating_mul(1_000_000),
-                    s.close_timeout_ms.saturating_mul(1_000_000),
-                );
-                let cfg = WorkerConfig {
-                    index: w,
-                    nfs_share_core: s.workers > 1,
-                    batch: usize::from(s.batch),
-                    restart: s.restart.clone(),
-                    drain_timeout_ns: 2_000_000_000,
-                    sched: SchedPolicy::from_settings(&s.scheduler, s.wakeup.busy_poll_us),
-                    entry: EntryPolicy::from_settings(&s.backpressure),
-                };
-                let mut worker = Worker::new(&arena, &pool, flows, host, thread_mail, logbook, cfg);
-                let _ = ready_tx.send(Ok(()));
-                worker.serve_or_fail();
-            })
-            .map_err(|e| format!("cannot start worker {w}: {e}"))?;
-        match ready_rx.recv() {
-            Ok(Ok(())) => Ok(WorkerHandle {
-                mail,
-                thread: Some(thread),
-            }),
-            Ok(Err(e)) => {
-                let _ = thread.join();
-                Err(e)
-            }
-            Err(_) => {
-                let _ = thread.join();
-                Err(format!("worker {w} stopped while starting"))
-            }
-        }
-    }
-
     /// The platform settings it runs with.
     pub fn settings(&self) -> &PlatformSettings {
         &self.settings
-    }
-
-    /// Why the data plane has failed, if it has: the first worker that
-    /// stopped without being asked to (its code panicked; see
-    /// `worker::failure`). A failed runtime applies nothing; whoever runs
-    /// it should stop it and say why.
-    pub fn failure(&self) -> Option<String> {
-        self.workers
-            .iter()
-            .find_map(|h| h.mail.failure())
-            .map(str::to_string)
-    }
-
-    /// Every failed worker's reason, in worker order.
-    fn failures(&self) -> Vec<String> {
-        (self.workers.iter())
-            .filter_map(|h| h.mail.failure())
-            .map(str::to_string)
-            .collect()
     }
 
     /// The running plan.
@@ -317,11 +220,6 @@ impl Runtime {
     /// The shared arena.
     pub fn arena(&self) -> &Arena {
         &self.arena
-    }
-
-    fn post(&self, w: usize, c: Command) {
-        self.workers[w].mail.post(c);
-        self.arena.worker_wake(w as u32).wake();
     }
 
     fn collect(&self, stop: bool, cpu: CpuRead<'_>) -> Vec<ShardResult> {
@@ -510,24 +408,5 @@ impl Runtime {
         let parts = self.collect(true, CpuRead::All);
         self.stop_workers();
         self.merge(parts)
-    }
-
-    fn stop_workers(&mut self) {
-        for (w, h) in self.workers.iter_mut().enumerate() {
-            if let Some(t) = h.thread.take() {
-                if !t.is_finished() {
-                    let (tx, _rx) = sync_channel(1);
-                    h.mail.post(Command::Stop(tx));
-                    self.arena.worker_wake(w as u32).wake();
-                }
-                let _ = t.join();
-            }
-        }
-    }
-}
-
-impl Drop for Runtime {
-    fn drop(&mut self) {
-        self.stop_workers();
     }
 }

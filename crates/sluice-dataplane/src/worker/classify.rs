@@ -6,6 +6,7 @@
 use sluice_nf::DropReason;
 use sluice_packet::{parse, FlowKey, IpProtocol, ParseError};
 
+use super::no_chain::{NoChain, WORTH_FROM_CHAINS};
 use crate::flow_table::{FlowError, FlowTable, FLOWLESS};
 use crate::plan::Plan;
 
@@ -53,12 +54,38 @@ pub(super) fn key_frame(frame: &[u8]) -> Keyed {
     }
 }
 
+/// The first chain from `port` that takes flow `key` (as its packet
+/// carries it), remembering a flow none takes so its next packets skip
+/// the selectors (`no_chain.rs`; only where the port has enough chains
+/// for that to pay).
+#[inline]
+fn chain_for(
+    plan: &Plan,
+    no_chain: &mut NoChain,
+    port: u16,
+    key: &FlowKey,
+    hash: u32,
+) -> Option<u16> {
+    if plan.chains_from(port) < WORTH_FROM_CHAINS {
+        return plan.classify(port, key);
+    }
+    if no_chain.knows(key, hash, port) {
+        return None;
+    }
+    let chain = plan.classify(port, key);
+    if chain.is_none() {
+        no_chain.remember(key, hash, port);
+    }
+    chain
+}
+
 /// Finds (or creates) the flow and chain of a packet keyed by
 /// [`key_frame`]: `(chain, flow id, hash)`.
 #[inline]
 pub(super) fn classify_keyed(
     plan: &Plan,
     flows: &mut FlowTable,
+    no_chain: &mut NoChain,
     ended: &mut Vec<u32>,
     keyed: &Keyed,
     port: u16,
@@ -87,13 +114,14 @@ pub(super) fn classify_keyed(
             canonical.reversed()
         }
     };
-    let lookup = |flows: &mut FlowTable| match flows
-        .lookup_or_insert(canonical, hash, now, || plan.classify(port, &key()))
-    {
-        Ok(id) => Ok(id),
-        Err(FlowError::NoChain) => Err(DropReason::NO_CHAIN),
-        Err(FlowError::Full) => Err(DropReason::FLOW_TABLE_FULL),
-    };
+    let mut lookup =
+        |flows: &mut FlowTable| match flows.lookup_or_insert(canonical, hash, now, || {
+            chain_for(plan, no_chain, port, &key(), hash)
+        }) {
+            Ok(id) => Ok(id),
+            Err(FlowError::NoChain) => Err(DropReason::NO_CHAIN),
+            Err(FlowError::Full) => Err(DropReason::FLOW_TABLE_FULL),
+        };
     let mut id = lookup(flows)?;
     if let Some(flags) = tcp_flags {
         let (fin, syn, rst, ack) = (
@@ -121,12 +149,12 @@ pub(super) fn classify_keyed(
             // The other direction of a flow through a bump in the wire:
             // same flow id (so the same per-flow NF state), but the chain
             // that starts at the port this packet came in on.
-            chain = plan.classify(port, &key()).ok_or(DropReason::NO_CHAIN)?;
+            chain = chain_for(plan, no_chain, port, &key(), hash).ok_or(DropReason::NO_CHAIN)?;
         }
         None => {
             // The flow's chain was removed by an apply: the flow goes
             // where a new flow would.
-            chain = plan.classify(port, &key()).ok_or(DropReason::NO_CHAIN)?;
+            chain = chain_for(plan, no_chain, port, &key(), hash).ok_or(DropReason::NO_CHAIN)?;
             flows.set_chain(id, chain);
         }
     }

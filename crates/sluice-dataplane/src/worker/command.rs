@@ -27,6 +27,7 @@ use super::mailbox::{
     Change, Command, Committed, NewExec, NewNf, Reconfigure, Reply, QUIESCE_TIMEOUT_NS,
 };
 use super::Worker;
+use crate::inline_nf::{panic_message, Fault, InlineNf};
 use crate::nf_rt::{Exec, NfRt, Phase, ProcessNf};
 use crate::ports::PortRt;
 use crate::report_merge::ShardResult;
@@ -252,8 +253,22 @@ impl<'a> Worker<'a> {
     fn instantiate(&mut self, n: NewNf, now: u64) -> NfRt<'a> {
         let control = self.arena.nf_control(n.slot);
         control.reset();
+        let mut born_crashed = None;
+        let mut tick_every = None;
         let exec = match n.exec {
-            NewExec::Inline(f) => Exec::Inline(f),
+            NewExec::Inline(f) => {
+                let mut f = InlineNf::new(f);
+                match f.call(|code| code.tick_interval_ns()) {
+                    Ok(every) => tick_every = every,
+                    // It would panic the same way at every rebuild: it
+                    // stays down, and says why.
+                    Err(Fault::Panicked(p)) => {
+                        born_crashed = Some(format!("panicked: {}", panic_message(p.as_ref())));
+                    }
+                    Err(Fault::Down) => {}
+                }
+                Exec::Inline(f)
+            }
             NewExec::Process(spawn) => Exec::Process(ProcessNf {
                 link: sluice_mem::NfLink::new(self.arena, n.slot)
                     .in_domain(usize::from(spawn.domain)),
@@ -268,12 +283,16 @@ impl<'a> Worker<'a> {
                 recycle: false,
             }),
         };
-        let tick = match &exec {
-            Exec::Inline(f) => f
-                .tick_interval_ns()
-                .map(|every| (every.max(1), now + every)),
-            Exec::Process(_) => None,
-        };
+        let tick = tick_every.map(|every| (every.max(1), now + every));
+        if let Some(why) = &born_crashed {
+            tracing::warn!("NF {}: its code {why}; it stays down", n.name);
+            self.logbook.push(
+                &n.name,
+                self.cfg.index,
+                "platform",
+                format!("its code {why}; it stays down"),
+            );
+        }
         NfRt {
             id: n.id,
             slot: n.slot,
@@ -286,7 +305,7 @@ impl<'a> Worker<'a> {
             drop_names: n.drop_names,
             restarts: 0,
             reforks: 0,
-            last_exit: None,
+            last_exit: born_crashed,
             sandbox_kills: 0,
             oom_kills: 0,
             startup_us: Vec::new(),
@@ -401,6 +420,8 @@ impl<'a> Worker<'a> {
             .map(|c| c.as_ref().map(|c| c.route))
             .collect();
         self.plan = plan;
+        // A chain it adds may take flows no chain took before.
+        self.no_chain.forget();
         self.hold_flows(&before);
         // Where super-packets are cut depends on every port and chain.
         let offloads: Vec<bool> = self

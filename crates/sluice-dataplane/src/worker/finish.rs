@@ -83,7 +83,7 @@ impl<'a> Worker<'a> {
                 // `stop` runs again while it fills its output (one call may
                 // emit at most a batch).
                 for _ in 0..STOP_CALLS_MAX {
-                    let emitted = self.with_inline_io(i, now, run_stop);
+                    let emitted = self.with_inline_io(i, now, run_stop).emitted();
                     self.dispatch(now);
                     if emitted < MAX_BATCH {
                         break;

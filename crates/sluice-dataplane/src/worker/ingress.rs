@@ -182,7 +182,15 @@ impl<'a> Worker<'a> {
         now: u64,
     ) -> Dest {
         pkt.set_port_in(port);
-        match classify_keyed(&self.plan, &mut self.flows, &mut self.ended, k, port, now) {
+        match classify_keyed(
+            &self.plan,
+            &mut self.flows,
+            &mut self.no_chain,
+            &mut self.ended,
+            k,
+            port,
+            now,
+        ) {
             Ok((chain, flow_id, hash)) => {
                 pkt.set_flow_id(flow_id);
                 pkt.set_flow_hash(hash);

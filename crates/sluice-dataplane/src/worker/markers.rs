@@ -71,7 +71,7 @@ impl<'a> Worker<'a> {
             };
             match &mut nf.exec {
                 Exec::Inline(_) => {
-                    let _ = self.with_inline_io(i, now, |f, svc| run_flow_end(f, id, svc));
+                    self.with_inline_io(i, now, |f, svc| run_flow_end(f, id, svc));
                     hop += 1;
                 }
                 Exec::Process(p) if p.phase.accepts() => {

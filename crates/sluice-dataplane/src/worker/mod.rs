@@ -65,8 +65,10 @@ mod entry;
 mod failure;
 mod finish;
 mod ingress;
+mod inline_crash;
 pub mod mailbox;
 mod markers;
+mod no_chain;
 mod pause;
 mod police;
 mod reconfig;
@@ -112,6 +114,9 @@ pub struct WorkerConfig {
     pub sched: SchedPolicy,
     /// What happens at a chain's entry when it is congested.
     pub entry: crate::backpressure::EntryPolicy,
+    /// The NF types, to build a fresh instance of an inline NF whose code
+    /// panicked (`inline_crash.rs`).
+    pub registry: &'static [sluice_nf::NfType],
 }
 
 /// Routing facts derived from the plan and which NFs run as processes,
@@ -229,6 +234,10 @@ pub struct Worker<'a> {
     entry: entry::EntryState,
     /// Id of the last config message sent to a process NF.
     next_msg: u32,
+    /// Flows no chain takes under the current plan (`no_chain.rs`).
+    no_chain: no_chain::NoChain,
+    /// Inline NFs whose code panicked, waiting for a fresh instance.
+    inline_down: Vec<inline_crash::InlineDown>,
     /// Live captures (`sluice tcpdump`).
     pub(crate) taps: Vec<tap::TapSpec>,
     /// Wall clock minus monotonic clock, ns (capture timestamps).
@@ -296,6 +305,8 @@ impl<'a> Worker<'a> {
             cpu_cursor: 0,
             entry: Default::default(),
             next_msg: 0,
+            no_chain: Default::default(),
+            inline_down: Vec::new(),
             taps: Vec::new(),
             realtime_offset_ns: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)

@@ -14,6 +14,7 @@ use sluice_mem::NotSent;
 
 use super::mailbox::{Committed, Reconfigure, Reply};
 use super::{Worker, MS};
+use crate::inline_nf::Fault;
 use crate::nf_rt::Exec;
 
 /// How long a commit waits for process NFs to take their new configs.
@@ -51,18 +52,45 @@ impl<'a> Worker<'a> {
                 Reconfigure::Inline(id, fresh) => {
                     let Some(nf) = self.nf_mut(id) else { continue };
                     let name = nf.name.clone();
+                    let mut panicked = None;
                     if let Exec::Inline(f) = &mut nf.exec {
-                        if let Err(fresh) = f.reconfigure(fresh) {
+                        // A crashed NF takes the fresh instance whole: its
+                        // own state is not to be trusted, or called.
+                        let outcome = if f.is_crashed() {
+                            Err(fresh)
+                        } else {
+                            match f.call(|code| code.reconfigure(fresh)) {
+                                Ok(taken) => taken,
+                                // The fresh instance went with the call.
+                                Err(Fault::Panicked(p)) => {
+                                    panicked = Some(p);
+                                    Ok(())
+                                }
+                                Err(Fault::Down) => Ok(()),
+                            }
+                        };
+                        if let Err(fresh) = outcome {
                             // Not taken live: the fresh instance replaces it
                             // (an inline NF holds no packet between passes).
-                            *f = fresh;
+                            f.replace(fresh);
                             committed
                                 .reconfigure_failed
                                 .push(format!("{name}: replaced by a fresh instance"));
                         }
                     }
-                    self.logbook
-                        .push(&name, self.cfg.index, "platform", "new config taken".into());
+                    if let Some(p) = panicked {
+                        // The crash takes its course (`inline_crash.rs`):
+                        // a fresh instance from the new recipe.
+                        let mut nothing = sluice_mem::HandleBatch::new();
+                        self.inline_crashed(id, p, &mut nothing, now);
+                    } else {
+                        self.logbook.push(
+                            &name,
+                            self.cfg.index,
+                            "platform",
+                            "new config taken".into(),
+                        );
+                    }
                 }
                 Reconfigure::Process(id, recipe) => {
                     let Some(p) = self.nf_mut(id).and_then(|n| n.process()) else {

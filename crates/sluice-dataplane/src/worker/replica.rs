@@ -12,6 +12,7 @@ use std::sync::atomic::Ordering;
 use sluice_spec::ResetMode;
 
 use super::Worker;
+use crate::inline_nf::Fault;
 use crate::nf_rt::{Exec, Phase};
 use crate::route::Dest;
 
@@ -99,6 +100,7 @@ impl<'a> Worker<'a> {
     /// (`Worker::recycled`), which then rejoins the pool.
     pub(super) fn reset_idle_members(&mut self) {
         let waiting = std::mem::take(&mut self.idle_members);
+        let mut crashed = Vec::new();
         for idle in waiting {
             let refork = self
                 .plan
@@ -121,7 +123,10 @@ impl<'a> Worker<'a> {
                     continue;
                 }
                 Exec::Inline(f) => {
-                    f.reset();
+                    // A crashed member is rebuilt fresh: nothing to reset.
+                    if let Err(Fault::Panicked(p)) = f.call(|code| code.reset()) {
+                        crashed.push((idle.nf, p));
+                    }
                     true
                 }
                 // A process that is down restarts fresh: nothing to reset.
@@ -136,6 +141,12 @@ impl<'a> Worker<'a> {
                 self.exclusive.idle_again(idle);
             } else {
                 self.idle_members.push(idle);
+            }
+        }
+        if !crashed.is_empty() {
+            let now = sluice_sys::monotonic_ns();
+            for (i, p) in crashed {
+                self.inline_crashed(i, p, &mut sluice_mem::HandleBatch::new(), now);
             }
         }
     }

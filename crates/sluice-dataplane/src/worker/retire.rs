@@ -26,7 +26,7 @@ impl<'a> Worker<'a> {
             let id = nf.id as usize;
             let displaced = self.nfs[id].replace(nf);
             for _ in 0..STOP_CALLS_MAX {
-                let emitted = self.with_inline_io(id as u16, now, run_stop);
+                let emitted = self.with_inline_io(id as u16, now, run_stop).emitted();
                 self.dispatch(now);
                 if emitted < sluice_mem::MAX_BATCH {
                     break;

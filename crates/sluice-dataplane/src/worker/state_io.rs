@@ -11,6 +11,7 @@ use sluice_mem::NotSent;
 
 use super::mailbox::{Reply, RestoreError, StatePart};
 use super::{Worker, MS};
+use crate::inline_nf::{panic_message, Fault};
 use crate::nf_msg::{read_chunk, NfMsg};
 use crate::nf_rt::Exec;
 
@@ -90,6 +91,7 @@ impl<'a> Worker<'a> {
             return finish(job);
         }
         let import = matches!(job.reply, JobReply::Import(_));
+        let mut crashed = Vec::new();
         for (id, bytes) in parts {
             let Some(nf) = self.nf_mut(id) else {
                 job.errors.push(format!("NF {id} does not run here"));
@@ -106,15 +108,30 @@ impl<'a> Worker<'a> {
             };
             match &mut nf.exec {
                 Exec::Inline(f) => {
-                    if import {
-                        if let Err(e) = f.restore(&item.bytes) {
-                            job.errors.push(format!("{}: {e}", item.name));
-                            job.refused = true;
+                    let bytes = &mut item.bytes;
+                    let called = f.call(|code| {
+                        if import {
+                            code.restore(bytes).map_err(|e| e.to_string())
+                        } else {
+                            let mut w = sluice_nf::StateWriter::new();
+                            code.checkpoint(&mut w);
+                            *bytes = w.into_bytes();
+                            Ok(())
                         }
-                    } else {
-                        let mut w = sluice_nf::StateWriter::new();
-                        f.checkpoint(&mut w);
-                        item.bytes = w.into_bytes();
+                    });
+                    let failed = match called {
+                        Ok(Ok(())) => None,
+                        Ok(Err(e)) => Some(e),
+                        Err(Fault::Down) => Some("its code panicked; it is down".to_string()),
+                        Err(Fault::Panicked(p)) => {
+                            let why = format!("its code panicked: {}", panic_message(p.as_ref()));
+                            crashed.push((id, p));
+                            Some(why)
+                        }
+                    };
+                    if let Some(e) = failed {
+                        job.errors.push(format!("{}: {e}", item.name));
+                        job.refused |= import;
                     }
                     item.done = true;
                 }
@@ -125,6 +142,9 @@ impl<'a> Worker<'a> {
                 Exec::Process(_) => {}
             }
             job.items.push(item);
+        }
+        for (id, p) in crashed {
+            self.inline_crashed(id, p, &mut sluice_mem::HandleBatch::new(), now);
         }
         self.cmd.state_job = Some(job);
         self.advance_state_job(now);

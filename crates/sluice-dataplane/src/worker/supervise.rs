@@ -438,6 +438,9 @@ impl<'a> Worker<'a> {
                 .store(true, std::sync::atomic::Ordering::Relaxed);
         }
         self.poll_host(now);
+        if !self.inline_down.is_empty() {
+            self.rebuild_crashed_inline(now);
+        }
         self.tick_inline(now);
         self.bells.sweep(super::bells::SWEEP_WORDS_PER_TICK);
         for k in 0..self.derived.process_ids.len() {
