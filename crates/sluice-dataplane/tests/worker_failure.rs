@@ -10,44 +10,10 @@
 use std::time::{Duration, Instant};
 
 use sluice_dataplane::{run, PlatformSettings, RunError, RunOptions, Runtime};
-use sluice_nf::{Batch, BuildContext, Context, NetworkFunction, NfType};
-use sluice_spec::{Spec, SpecError};
+use sluice_spec::Spec;
 
-/// Forwards `after` batches, then panics.
-struct Bomb {
-    left: u64,
-}
-
-impl NetworkFunction for Bomb {
-    fn process(&mut self, batch: &mut Batch<'_>, ctx: &mut Context<'_>) {
-        if self.left == 0 {
-            panic!("the bomb went off");
-        }
-        self.left -= 1;
-        ctx.count(0, batch.len() as u64);
-    }
-}
-
-fn build_bomb(ctx: &BuildContext<'_>) -> Result<Box<dyn NetworkFunction>, SpecError> {
-    let after = ctx
-        .config
-        .get("after")
-        .and_then(|n| n.as_u64())
-        .unwrap_or(0);
-    Ok(Box::new(Bomb { left: after }))
-}
-
-static REGISTRY: &[NfType] = &[
-    NfType {
-        name: "bomb",
-        summary: "test NF: panics after some batches",
-        drop_reasons: &[],
-        counters: &["packets"],
-        build: build_bomb,
-        frames: sluice_nf::FrameNeeds::MtuFrames,
-    },
-    sluice_nfs::forwarder::TYPE,
-];
+mod bomb;
+use bomb::REGISTRY;
 
 /// A generator through NF `b` to a sink: `b` a bomb that goes off after
 /// 20 batches, or (`nf_type: forwarder`) a forwarder.

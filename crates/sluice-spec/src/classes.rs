@@ -29,23 +29,12 @@ pub enum ClassField {
     Dscp,
 }
 
-impl ClassField {
-    /// All fields with their spec names.
-    pub const ALL: [(&'static str, ClassField); 4] = [
-        ("src", ClassField::Src),
-        ("dst", ClassField::Dst),
-        ("vlan", ClassField::Vlan),
-        ("dscp", ClassField::Dscp),
-    ];
-
-    /// The spec name.
-    pub fn name(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(_, f)| *f == self)
-            .map_or("src", |(n, _)| n)
-    }
-}
+spec_names!(ClassField {
+    Src = "src",
+    Dst = "dst",
+    Vlan = "vlan",
+    Dscp = "dscp",
+});
 
 /// A `per_class` NF's selector (`nfs[].class`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -40,6 +40,27 @@
 //! );
 //! ```
 
+/// The spec names of an enum's variants, written once: generates `ALL`
+/// (every variant with its name, in order: what `fields::choice` accepts
+/// and lists in its errors) and `name` (a variant's name; a variant left
+/// out is a compile error, as the match must be exhaustive).
+macro_rules! spec_names {
+    ($ty:ident { $($variant:ident = $name:literal),+ $(,)? }) => {
+        impl $ty {
+            /// Every variant with its spec name.
+            pub const ALL: [(&'static str, $ty); [$($name),+].len()] =
+                [$(($name, $ty::$variant)),+];
+
+            /// The name used in specs.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($ty::$variant => $name),+
+                }
+            }
+        }
+    };
+}
+
 mod additions;
 mod check;
 mod classes;

@@ -199,19 +199,10 @@ pub enum ResetMode {
     Refork,
 }
 
-impl ResetMode {
-    /// All modes with their spec names.
-    pub const ALL: [(&'static str, ResetMode); 2] =
-        [("hook", ResetMode::Hook), ("refork", ResetMode::Refork)];
-
-    /// The spec name.
-    pub fn name(self) -> &'static str {
-        match self {
-            ResetMode::Hook => "hook",
-            ResetMode::Refork => "refork",
-        }
-    }
-}
+spec_names!(ResetMode {
+    Hook = "hook",
+    Refork = "refork",
+});
 
 /// What a `per_flow` NF does with a new flow when every replica serves
 /// one (`nfs[].fallback`).
@@ -229,47 +220,24 @@ pub enum Fallback {
     Wait,
 }
 
-impl Fallback {
-    /// All fallbacks with their spec names.
-    pub const ALL: [(&'static str, Fallback); 3] = [
-        ("drop", Fallback::Drop),
-        ("shared", Fallback::Shared),
-        ("wait", Fallback::Wait),
-    ];
+spec_names!(Fallback {
+    Drop = "drop",
+    Shared = "shared",
+    Wait = "wait",
+});
 
-    /// The spec name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Fallback::Drop => "drop",
-            Fallback::Shared => "shared",
-            Fallback::Wait => "wait",
-        }
-    }
-}
+spec_names!(Steer {
+    Hash = "hash",
+    ShortestQueue = "shortest_queue",
+    PerFlow = "per_flow",
+    PerClass = "per_class",
+});
 
 impl Steer {
-    /// All steering modes with their spec names.
-    pub const ALL: [(&'static str, Steer); 4] = [
-        ("hash", Steer::Hash),
-        ("shortest_queue", Steer::ShortestQueue),
-        ("per_flow", Steer::PerFlow),
-        ("per_class", Steer::PerClass),
-    ];
-
     /// Whether a replica is taken whole by a flow or a class and reset when
     /// released (`per_flow`, `per_class`): the NF is a pool.
     pub fn exclusive(self) -> bool {
         matches!(self, Steer::PerFlow | Steer::PerClass)
-    }
-
-    /// The spec name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Steer::Hash => "hash",
-            Steer::ShortestQueue => "shortest_queue",
-            Steer::PerFlow => "per_flow",
-            Steer::PerClass => "per_class",
-        }
     }
 }
 
@@ -289,21 +257,10 @@ pub enum Isolation {
     Process,
 }
 
-impl Isolation {
-    /// All isolation modes with their spec names.
-    pub const ALL: [(&'static str, Isolation); 2] = [
-        ("inline", Isolation::Inline),
-        ("process", Isolation::Process),
-    ];
-
-    /// The spec name: `inline` or `process`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Isolation::Inline => "inline",
-            Isolation::Process => "process",
-        }
-    }
-}
+spec_names!(Isolation {
+    Inline = "inline",
+    Process = "process",
+});
 
 impl fmt::Display for Isolation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -218,23 +218,11 @@ pub enum Protocol {
     Mixed,
 }
 
-impl Protocol {
-    /// All protocols with their spec names.
-    pub const ALL: [(&'static str, Protocol); 3] = [
-        ("udp", Protocol::Udp),
-        ("tcp", Protocol::Tcp),
-        ("mixed", Protocol::Mixed),
-    ];
-
-    /// The spec name: `udp`, `tcp` or `mixed`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Protocol::Udp => "udp",
-            Protocol::Tcp => "tcp",
-            Protocol::Mixed => "mixed",
-        }
-    }
-}
+spec_names!(Protocol {
+    Udp = "udp",
+    Tcp = "tcp",
+    Mixed = "mixed",
+});
 
 /// Generator IP version (`ip_version`: `4`, `6` or `mixed`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

@@ -32,21 +32,10 @@ pub enum SandboxUser {
     Platform,
 }
 
-impl SandboxUser {
-    /// All values with their spec names.
-    pub const ALL: [(&'static str, SandboxUser); 2] = [
-        ("isolated", SandboxUser::Isolated),
-        ("platform", SandboxUser::Platform),
-    ];
-
-    /// The name used in specs.
-    pub fn name(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(_, u)| *u == self)
-            .map_or("isolated", |(n, _)| n)
-    }
-}
+spec_names!(SandboxUser {
+    Isolated = "isolated",
+    Platform = "platform",
+});
 
 /// A namespace an NF can be given.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -61,23 +50,12 @@ pub enum Namespace {
     Mount,
 }
 
-impl Namespace {
-    /// All namespaces with their spec names.
-    pub const ALL: [(&'static str, Namespace); 4] = [
-        ("net", Namespace::Net),
-        ("ipc", Namespace::Ipc),
-        ("uts", Namespace::Uts),
-        ("mount", Namespace::Mount),
-    ];
-
-    /// The name used in specs.
-    pub fn name(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(_, n)| *n == self)
-            .map_or("ipc", |(n, _)| n)
-    }
-}
+spec_names!(Namespace {
+    Net = "net",
+    Ipc = "ipc",
+    Uts = "uts",
+    Mount = "mount",
+});
 
 /// What a process NF may do (`nfs[].sandbox`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -102,22 +102,11 @@ pub enum BackpressureMode {
     Red,
 }
 
-impl BackpressureMode {
-    /// All modes with their spec names.
-    pub const ALL: [(&'static str, BackpressureMode); 3] = [
-        ("hold", BackpressureMode::Hold),
-        ("drop", BackpressureMode::Drop),
-        ("red", BackpressureMode::Red),
-    ];
-
-    /// The mode's spec name.
-    pub fn name(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(_, m)| *m == self)
-            .map_or("hold", |(n, _)| n)
-    }
-}
+spec_names!(BackpressureMode {
+    Hold = "hold",
+    Drop = "drop",
+    Red = "red",
+});
 
 /// What to do when a process NF exits (`settings.restart`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -171,21 +160,10 @@ pub enum InlinePanic {
     Stop,
 }
 
-impl InlinePanic {
-    /// All choices with their spec names.
-    pub const ALL: [(&'static str, InlinePanic); 2] = [
-        ("contain", InlinePanic::Contain),
-        ("stop", InlinePanic::Stop),
-    ];
-
-    /// The choice's spec name.
-    pub fn name(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(_, m)| *m == self)
-            .map_or("contain", |(n, _)| n)
-    }
-}
+spec_names!(InlinePanic {
+    Contain = "contain",
+    Stop = "stop",
+});
 
 /// When a process NF is restarted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -199,23 +177,11 @@ pub enum RestartMode {
     Never,
 }
 
-impl RestartMode {
-    /// All modes with their spec names.
-    pub const ALL: [(&'static str, RestartMode); 3] = [
-        ("always", RestartMode::Always),
-        ("on-failure", RestartMode::OnFailure),
-        ("never", RestartMode::Never),
-    ];
-
-    /// The name used in specs: `always`, `on-failure` or `never`.
-    pub fn name(self) -> &'static str {
-        match self {
-            RestartMode::Always => "always",
-            RestartMode::OnFailure => "on-failure",
-            RestartMode::Never => "never",
-        }
-    }
-}
+spec_names!(RestartMode {
+    Always = "always",
+    OnFailure = "on-failure",
+    Never = "never",
+});
 
 impl fmt::Display for RestartMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -306,23 +272,11 @@ pub enum SchedulerPolicy {
     Auto,
 }
 
-impl SchedulerPolicy {
-    /// All policies with their spec names.
-    pub const ALL: [(&'static str, SchedulerPolicy); 3] = [
-        ("hybrid", SchedulerPolicy::Hybrid),
-        ("turns", SchedulerPolicy::Turns),
-        ("auto", SchedulerPolicy::Auto),
-    ];
-
-    /// The name used in specs.
-    pub fn name(self) -> &'static str {
-        match self {
-            SchedulerPolicy::Hybrid => "hybrid",
-            SchedulerPolicy::Turns => "turns",
-            SchedulerPolicy::Auto => "auto",
-        }
-    }
-}
+spec_names!(SchedulerPolicy {
+    Hybrid = "hybrid",
+    Turns = "turns",
+    Auto = "auto",
+});
 
 /// `settings.scheduler.kernel_class`: the kernel scheduling class of
 /// process NFs.
@@ -335,18 +289,7 @@ pub enum KernelClass {
     RoundRobin,
 }
 
-impl KernelClass {
-    /// All classes with their spec names.
-    pub const ALL: [(&'static str, KernelClass); 2] = [
-        ("normal", KernelClass::Normal),
-        ("round_robin", KernelClass::RoundRobin),
-    ];
-
-    /// The name used in specs.
-    pub fn name(self) -> &'static str {
-        match self {
-            KernelClass::Normal => "normal",
-            KernelClass::RoundRobin => "round_robin",
-        }
-    }
-}
+spec_names!(KernelClass {
+    Normal = "normal",
+    RoundRobin = "round_robin",
+});

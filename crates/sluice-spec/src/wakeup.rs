@@ -36,24 +36,15 @@ pub enum WakeupPolicy {
     Adaptive,
 }
 
+spec_names!(WakeupPolicy {
+    Auto = "auto",
+    Hybrid = "hybrid",
+    EveryPacket = "every_packet",
+    Threshold = "threshold",
+    Adaptive = "adaptive",
+});
+
 impl WakeupPolicy {
-    /// All policies with their spec names.
-    pub const ALL: [(&'static str, WakeupPolicy); 5] = [
-        ("auto", WakeupPolicy::Auto),
-        ("hybrid", WakeupPolicy::Hybrid),
-        ("every_packet", WakeupPolicy::EveryPacket),
-        ("threshold", WakeupPolicy::Threshold),
-        ("adaptive", WakeupPolicy::Adaptive),
-    ];
-
-    /// The name used in specs.
-    pub fn name(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(_, p)| *p == self)
-            .map_or("auto", |(n, _)| n)
-    }
-
     /// Whether an idle NF polls before it sleeps (else it sleeps at once).
     pub fn polls_idle(self) -> bool {
         matches!(self, WakeupPolicy::Auto | WakeupPolicy::Hybrid)
