@@ -19,11 +19,13 @@
 //!    validated before it steers anything.
 //! 4. **Steering.** Packets are grouped by destination (NF, port or drop
 //!    reason) preserving order, and each group is delivered as a batch:
-//!    inline NFs run right here, process NFs get a ring enqueue and a
-//!    wake-up only if asleep, ports transmit, drops are counted.
+//!    inline NFs run right here (a panic in one fails that NF only),
+//!    process NFs get a ring enqueue and a wake-up only if asleep, ports
+//!    transmit, drops are counted.
 //! 5. **Maintenance** (every millisecond): host events (NF spawned, NF
-//!    exited → reclaim its buffers and restart per policy), flow ageing
-//!    (ending flows send an end marker down their route).
+//!    exited → reclaim its buffers and restart per policy), fresh
+//!    instances of crashed inline NFs, flow ageing (ending flows send an
+//!    end marker down their route).
 //!
 //! With no work the worker spins briefly, yields, then sleeps on its wake
 //! word; NF processes and the control thread wake it. A sleeping process
@@ -32,10 +34,12 @@
 //! first has waited long enough.
 //!
 //! This module holds the loop itself and core sharing; `command` applies
-//! changes, `steering` moves packets, `classify` finds a frame's flow,
-//! `supervise` runs process NFs' lives, `markers` carries flow ends down
-//! routes, `derive` works out what a new plan means for this worker and
-//! `finish` drains and stops.
+//! changes, `steering` moves packets, `classify` finds a frame's flow
+//! (`no_chain` remembers flows no chain takes), `inline` calls inline NFs
+//! and `inline_crash` handles their panics, `supervise` runs process NFs'
+//! lives, `maintain` is the millisecond maintenance, `markers` carries
+//! flow ends down routes, `derive` works out what a new plan means for
+//! this worker and `finish` drains and stops.
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -65,8 +69,10 @@ mod entry;
 mod failure;
 mod finish;
 mod ingress;
+mod inline;
 mod inline_crash;
 pub mod mailbox;
+mod maintain;
 mod markers;
 mod no_chain;
 mod pause;
