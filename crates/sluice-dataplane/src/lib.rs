@@ -41,6 +41,7 @@ pub mod route;
 pub mod run;
 pub mod runtime;
 pub mod sched;
+pub mod selector_index;
 pub mod stall;
 pub mod wakeup;
 pub mod worker;

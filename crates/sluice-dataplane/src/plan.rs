@@ -24,6 +24,7 @@ use sluice_spec::{Isolation, MatchSpec, PortKind};
 
 use crate::recipe::NfRecipe;
 use crate::replicas::ReplicaSet;
+use crate::selector_index::Ingress;
 use crate::wakeup::WakePolicy;
 
 /// One step of a route.
@@ -204,8 +205,9 @@ pub struct Plan {
     pub chains: Vec<Option<Arc<ChainPlan>>>,
     /// Routes by id (current and retired; shared, as chains are).
     pub routes: Vec<Option<Arc<Route>>>,
-    /// Per port id: the chains starting there, in first-match order.
-    pub ingress: Vec<Vec<u16>>,
+    /// Per port id: the chains starting there, in first-match order, and
+    /// their index by destination port.
+    pub ingress: Vec<Ingress>,
     /// Port, NF and chain ids in spec order (for reports and listings).
     pub port_order: Vec<u16>,
     /// NF ids in spec order.
@@ -348,13 +350,14 @@ impl Plan {
     /// at).
     #[inline]
     pub fn chains_from(&self, port: u16) -> usize {
-        self.ingress.get(port as usize).map_or(0, Vec::len)
+        self.ingress.get(port as usize).map_or(0, Ingress::len)
     }
 
     /// The first chain from `port` whose selector matches `key` (any chain
     /// whose selector is absent matches everything).
     pub fn classify(&self, port: u16, key: &FlowKey) -> Option<u16> {
-        self.ingress.get(port as usize)?.iter().copied().find(|&c| {
+        // Only the chains that may take it (`selector_index`).
+        self.ingress.get(port as usize)?.first(key, |c| {
             self.chain(c)
                 .is_some_and(|c| c.matcher.as_ref().is_none_or(|m| matches(m, key)))
         })
@@ -363,10 +366,15 @@ impl Plan {
     /// The chain for frames without a 5-tuple (ARP, other non-IP): the
     /// first match-everything chain from `port`.
     pub fn classify_flowless(&self, port: u16) -> Option<u16> {
-        self.ingress.get(port as usize)?.iter().copied().find(|&c| {
-            self.chain(c)
-                .is_some_and(|c| c.matcher.as_ref().is_none_or(|m| m.is_match_all()))
-        })
+        self.ingress
+            .get(port as usize)?
+            .chains()
+            .iter()
+            .copied()
+            .find(|&c| {
+                self.chain(c)
+                    .is_some_and(|c| c.matcher.as_ref().is_none_or(|m| m.is_match_all()))
+            })
     }
 
     /// Whether any NF runs as a process.

@@ -23,6 +23,7 @@ use sluice_spec::{Grown, SpecError, ValidSpec};
 
 use super::{check_options, nfs, place_chain, IdMap, SpecNames, Target};
 use crate::plan::{Plan, PortPlan};
+use crate::selector_index::Ingress;
 
 /// The plan of `spec`, an addition's result, from `prev`, the plan of the
 /// spec it grew from (the caller's word: it holds both). `Ok(None)` when
@@ -99,7 +100,7 @@ pub(super) fn grow(
         grow_to(plan.nfs.len(), &nf_ids),
     );
     plan.ports.resize(port_len, None);
-    plan.ingress.resize(port_len, Vec::new());
+    plan.ingress.resize(port_len, Ingress::default());
     plan.nfs.resize(nf_len, None);
     plan.sets.resize(nf_len, None);
     let chain_len = grow_to(plan.chains.len(), &chain_ids);

@@ -17,6 +17,7 @@ use sluice_spec::{Location, Spec, SpecError, ValidSpec};
 
 use crate::plan::{Plan, PortPlan};
 use crate::recipe::Names;
+use crate::selector_index::Ingress;
 
 mod grow;
 mod nfs;
@@ -299,7 +300,7 @@ fn compile_valid(
         nfs: vec![None; nf_ids.table_len()],
         chains: vec![None; chain_ids.table_len()],
         routes: prev.routes.clone(),
-        ingress: vec![Vec::new(); ports.table_len()],
+        ingress: vec![Ingress::default(); ports.table_len()],
         flow_capacity: target.flow_capacity,
         generation: prev.generation + 1,
         domains: spec

@@ -8,6 +8,7 @@ use sluice_spec::{Spec, SpecError};
 
 use super::{err, IdMap};
 use crate::plan::{ChainPlan, Hop, Plan, Route, MAX_CHAIN_NFS, MAX_ROUTES};
+use crate::selector_index::Ingress;
 
 /// Puts chain `c` (`id`, whose path is `resolved`) into `plan`: its
 /// route, kept from `prev` if the path is the same, and its place in its
@@ -59,6 +60,7 @@ pub(super) fn place_chain(
             r
         }
     };
+    plan.ingress[from as usize].push(id, c.matcher.as_ref());
     plan.chains[id as usize] = Some(Arc::new(ChainPlan {
         name: c.name.clone(),
         from,
@@ -66,7 +68,6 @@ pub(super) fn place_chain(
         route,
     }));
     plan.chain_order.push(id);
-    plan.ingress[from as usize].push(id);
     Ok(())
 }
 
@@ -95,7 +96,7 @@ pub fn nothing(prev: &Plan) -> Plan {
         nfs: vec![None; prev.nfs.len()],
         chains: vec![None; prev.chains.len()],
         routes: prev.routes.clone(),
-        ingress: vec![Vec::new(); prev.ports.len()],
+        ingress: vec![Ingress::default(); prev.ports.len()],
         flow_capacity: prev.flow_capacity,
         generation: prev.generation + 1,
         domains: prev.domains.clone(),

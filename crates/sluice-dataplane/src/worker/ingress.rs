@@ -51,9 +51,9 @@ impl<'a> Worker<'a> {
     /// NFs, and NFs that take nothing now).
     fn entry_room(&mut self, port: u16, want: usize, crossing: bool) -> usize {
         let mut least = usize::MAX;
-        let chains = self.plan.ingress.get(port as usize).map_or(0, Vec::len);
+        let chains = self.plan.chains_from(port);
         for k in 0..chains {
-            let c = self.plan.ingress[port as usize][k] as usize;
+            let c = self.plan.ingress[port as usize].chains()[k] as usize;
             // A replica set's members each need the room (a batch's flows
             // may all belong to one).
             let queues = self.derived.chain_queue.get(c).map_or(0, Vec::len);
